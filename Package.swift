@@ -1,0 +1,50 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+/// Swift 6 language mode with complete strict concurrency for every target; `scripts/test.sh` adds
+/// `-warnings-as-errors`.
+let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
+
+let package = Package(
+    name: "Siblings",
+    products: [
+        .library(name: "SiblingsCrypto", targets: ["SiblingsCrypto"]),
+        .executable(name: "bench", targets: ["bench"]),
+    ],
+    targets: [
+        // C libraries from Debian, one `.systemLibrary` each (../shared/STYLE.md, "Wrapping C").
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        .systemLibrary(
+            name: "CZlib",
+            pkgConfig: "zlib",
+            providers: [.apt(["zlib1g-dev"])]
+        ),
+
+        // The crypto core: classical primitives on OpenSSL 3.0 (files under OpenSSL/ are the backend).
+        .target(name: "SiblingsCrypto", dependencies: ["COpenSSL"], swiftSettings: strict),
+
+        .executableTarget(name: "bench", dependencies: ["SiblingsCrypto"], swiftSettings: strict),
+
+        // Test support: the one vector loader and the outside-reference oracle; used by tests only.
+        .target(
+            name: "SiblingsTestSupport",
+            dependencies: ["CZlib"],
+            path: "Tests/SiblingsTestSupport",
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "SiblingsTestSupportTests",
+            dependencies: ["SiblingsTestSupport"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "SiblingsCryptoTests",
+            dependencies: ["SiblingsCrypto", "SiblingsTestSupport"],
+            swiftSettings: strict
+        ),
+    ]
+)

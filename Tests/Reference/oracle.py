@@ -1,0 +1,165 @@
+"""The outside reference the Swift tests compare against, one JSON request per line on stdin.
+
+Request: {"op": NAME, ...arguments}, bytes as hex. Reply: {"ok": {...}} or {"error": MESSAGE}.
+Everything here calls pyca/cryptography (which bundles OpenSSL 4.0); nothing is computed by hand, so
+an agreement with Swift means two independent implementations agree.
+"""
+
+import json
+import sys
+
+from cryptography.exceptions import InvalidSignature, InvalidTag
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, x25519
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+RAW = serialization.Encoding.Raw
+RAW_PUB = serialization.PublicFormat.Raw
+RAW_PRIV = serialization.PrivateFormat.Raw
+NO_ENC = serialization.NoEncryption()
+X962 = serialization.Encoding.X962
+UNCOMPRESSED = serialization.PublicFormat.UncompressedPoint
+
+
+def h(name, request):
+    return bytes.fromhex(request[name])
+
+
+def x25519_public(r):
+    key = x25519.X25519PrivateKey.from_private_bytes(h("private", r))
+    return {"out": key.public_key().public_bytes(RAW, RAW_PUB).hex()}
+
+
+def x25519_shared(r):
+    key = x25519.X25519PrivateKey.from_private_bytes(h("private", r))
+    peer = x25519.X25519PublicKey.from_public_bytes(h("peer", r))
+    return {"out": key.exchange(peer).hex()}
+
+
+def x25519_generate(r):
+    key = x25519.X25519PrivateKey.generate()
+    return {
+        "private": key.private_bytes(RAW, RAW_PRIV, NO_ENC).hex(),
+        "public": key.public_key().public_bytes(RAW, RAW_PUB).hex(),
+    }
+
+
+def ed25519_generate(r):
+    key = ed25519.Ed25519PrivateKey.generate()
+    return {
+        "private": key.private_bytes(RAW, RAW_PRIV, NO_ENC).hex(),
+        "public": key.public_key().public_bytes(RAW, RAW_PUB).hex(),
+    }
+
+
+def ed25519_public(r):
+    key = ed25519.Ed25519PrivateKey.from_private_bytes(h("private", r))
+    return {"out": key.public_key().public_bytes(RAW, RAW_PUB).hex()}
+
+
+def ed25519_sign(r):
+    key = ed25519.Ed25519PrivateKey.from_private_bytes(h("private", r))
+    return {"out": key.sign(h("message", r)).hex()}
+
+
+def ed25519_verify(r):
+    key = ed25519.Ed25519PublicKey.from_public_bytes(h("public", r))
+    try:
+        key.verify(h("signature", r), h("message", r))
+        return {"out": True}
+    except InvalidSignature:
+        return {"out": False}
+
+
+def p256_generate(r):
+    key = ec.generate_private_key(ec.SECP256R1())
+    return {
+        "private": key.private_numbers().private_value.to_bytes(32, "big").hex(),
+        "public": key.public_key().public_bytes(X962, UNCOMPRESSED).hex(),
+    }
+
+
+def p256_public(r):
+    key = ec.derive_private_key(int.from_bytes(h("private", r), "big"), ec.SECP256R1())
+    return {"out": key.public_key().public_bytes(X962, UNCOMPRESSED).hex()}
+
+
+def p256_sign(r):
+    key = ec.derive_private_key(int.from_bytes(h("private", r), "big"), ec.SECP256R1())
+    der = key.sign(h("message", r), ec.ECDSA(hashes.SHA256()))
+    rr, ss = decode_dss_signature(der)
+    return {"der": der.hex(), "raw": (rr.to_bytes(32, "big") + ss.to_bytes(32, "big")).hex()}
+
+
+def p256_verify(r):
+    key = ec.EllipticCurvePublicKey.from_encoded_point(ec.SECP256R1(), h("public", r))
+    try:
+        key.verify(h("der", r), h("message", r), ec.ECDSA(hashes.SHA256()))
+        return {"out": True}
+    except InvalidSignature:
+        return {"out": False}
+
+
+def der_from_raw(r):
+    raw = h("raw", r)
+    return {"out": encode_dss_signature(int.from_bytes(raw[:32], "big"), int.from_bytes(raw[32:], "big")).hex()}
+
+
+AEADS = {"aes-256-gcm": AESGCM, "chacha20-poly1305": ChaCha20Poly1305}
+
+
+def aead_seal(r):
+    aead = AEADS[r["cipher"]](h("key", r))
+    return {"out": aead.encrypt(h("nonce", r), h("plaintext", r), h("aad", r)).hex()}
+
+
+def aead_open(r):
+    aead = AEADS[r["cipher"]](h("key", r))
+    try:
+        return {"out": aead.decrypt(h("nonce", r), h("ciphertext", r), h("aad", r)).hex()}
+    except InvalidTag:
+        raise ValueError("InvalidTag")
+
+
+HASHES = {"sha256": hashes.SHA256, "sha384": hashes.SHA384, "sha512": hashes.SHA512}
+
+
+def digest(r):
+    hasher = hashes.Hash(HASHES[r["hash"]]())
+    hasher.update(h("message", r))
+    return {"out": hasher.finalize().hex()}
+
+
+def hmac(r):
+    from cryptography.hazmat.primitives import hmac as pyca_hmac
+
+    mac = pyca_hmac.HMAC(h("key", r), HASHES[r["hash"]]())
+    mac.update(h("message", r))
+    return {"out": mac.finalize().hex()}
+
+
+def hkdf(r):
+    kdf = HKDF(algorithm=HASHES[r["hash"]](), length=r["length"], salt=h("salt", r), info=h("info", r))
+    return {"out": kdf.derive(h("ikm", r)).hex()}
+
+
+def main():
+    operations = {
+        name: fn
+        for name, fn in globals().items()
+        if type(fn).__name__ == "function" and fn.__module__ == __name__ and name not in ("main", "h")
+    }
+    for line in sys.stdin:
+        request = json.loads(line)
+        try:
+            reply = {"ok": operations[request["op"]](request)}
+        except Exception as error:  # every refusal goes back to the test, which decides what it means
+            reply = {"error": f"{type(error).__name__}: {error}"}
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Sets up the machine (scripts/setup.sh) and runs every check and test the project has:
+#   1. swift format lint --strict
+#   2. a release build with -warnings-as-errors (crypto-heavy tests run in release mode)
+#   3. swift test, in release mode, with -warnings-as-errors
+# Exits non-zero on the first failure. `.ci/run` runs exactly this.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+source scripts/setup.sh
+
+echo "== swift format lint --strict"
+swift format lint --strict --recursive Package.swift Sources Tests
+
+echo "== swift build (release, -warnings-as-errors)"
+swift build -c release -Xswiftc -warnings-as-errors --build-tests
+
+echo "== swift test (release)"
+swift test -c release -Xswiftc -warnings-as-errors --skip-build
