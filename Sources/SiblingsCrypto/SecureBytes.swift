@@ -1,7 +1,7 @@
 internal import COpenSSL
 import Foundation
 
-/// Heap bytes that are wiped (`OPENSSL_cleanse`) when the last reference goes away.
+/// Heap bytes that are wiped (`OpenSSLMemory.cleanse`) when the last reference goes away.
 ///
 /// Immutable after initialisation, which is why it may be shared across threads.
 final class SecureBytes: @unchecked Sendable {
@@ -29,7 +29,7 @@ final class SecureBytes: @unchecked Sendable {
             try initializer(UnsafeMutableRawBufferPointer(rebasing: storage[0..<count]))
         } catch {
             // Before any stored property is set, so deinit does not run for this object.
-            OPENSSL_cleanse(storage.baseAddress, storage.count)
+            OpenSSLMemory.cleanse(storage)
             storage.deallocate()
             throw error
         }
@@ -44,7 +44,7 @@ final class SecureBytes: @unchecked Sendable {
     }
 
     deinit {
-        OPENSSL_cleanse(storage.baseAddress, storage.count)
+        OpenSSLMemory.cleanse(storage)
         storage.deallocate()
     }
 }
