@@ -1,4 +1,3 @@
-internal import COpenSSL
 import Foundation
 
 /// Heap bytes that are wiped (`OpenSSLMemory.cleanse`) when the last reference goes away.
