@@ -123,11 +123,21 @@ def aead_open(r):
         raise ValueError("InvalidTag")
 
 
-HASHES = {"sha256": hashes.SHA256, "sha384": hashes.SHA384, "sha512": hashes.SHA512}
+HASHES = {
+    "sha256": hashes.SHA256,
+    "sha384": hashes.SHA384,
+    "sha512": hashes.SHA512,
+    "sha3-256": hashes.SHA3_256,
+    "sha3-512": hashes.SHA3_512,
+}
+XOFS = {"shake128": hashes.SHAKE128, "shake256": hashes.SHAKE256}
 
 
 def digest(r):
-    hasher = hashes.Hash(HASHES[r["hash"]]())
+    if r["hash"] in XOFS:
+        hasher = hashes.Hash(XOFS[r["hash"]](digest_size=r["length"]))
+    else:
+        hasher = hashes.Hash(HASHES[r["hash"]]())
     hasher.update(h("message", r))
     return {"out": hasher.finalize().hex()}
 
