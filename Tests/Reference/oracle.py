@@ -155,6 +155,38 @@ def hkdf(r):
     return {"out": kdf.derive(h("ikm", r)).hex()}
 
 
+def mlkem768_public(r):
+    from cryptography.hazmat.primitives.asymmetric import mlkem
+
+    key = mlkem.MLKEM768PrivateKey.from_seed_bytes(h("seed", r))
+    return {"out": key.public_key().public_bytes_raw().hex()}
+
+
+def mlkem768_encapsulate(r):
+    from cryptography.hazmat.primitives.asymmetric import mlkem
+
+    key = mlkem.MLKEM768PublicKey.from_public_bytes(h("public", r))
+    secret, ciphertext = key.encapsulate()
+    return {"secret": secret.hex(), "ciphertext": ciphertext.hex()}
+
+
+def mlkem768_decapsulate(r):
+    from cryptography.hazmat.primitives.asymmetric import mlkem
+
+    key = mlkem.MLKEM768PrivateKey.from_seed_bytes(h("seed", r))
+    return {"out": key.decapsulate(h("ciphertext", r)).hex()}
+
+
+def kyberpy_encaps(r):
+    """kyber-py's derandomized ML-KEM-768 (pure Python, independent of OpenSSL)."""
+    from kyber_py.ml_kem import ML_KEM_768
+
+    seed = h("seed", r)
+    ek, dk = ML_KEM_768._keygen_internal(seed[:32], seed[32:])
+    secret, ciphertext = ML_KEM_768._encaps_internal(ek, h("m", r))
+    return {"secret": secret.hex(), "ciphertext": ciphertext.hex(), "dk": dk.hex()}
+
+
 def main():
     operations = {
         name: fn

@@ -1,0 +1,278 @@
+import Foundation
+
+/// The result of a KEM encapsulation: the shared secret to use, and the bytes to send to the holder
+/// of the private key (CryptoKit's `KEM.EncapsulationResult`).
+public struct KEMEncapsulationResult: Sendable {
+    public let sharedSecret: SymmetricKey
+    public let encapsulated: Data
+}
+
+/// ML-KEM-768 (FIPS 203), written in Swift.
+public enum MLKEM768 {
+    public static let publicKeyByteCount = 1184
+    /// The expanded decapsulation key dk = dk_PKE ‖ ek ‖ H(ek) ‖ z (FIPS 203, Algorithm 16).
+    public static let expandedPrivateKeyByteCount = 2400
+    /// The seed d ‖ z from which KeyGen_internal derives everything.
+    public static let seedByteCount = 64
+    public static let ciphertextByteCount = 1088
+    public static let sharedSecretByteCount = 32
+
+    /// An encapsulation key, checked and expanded once: t̂, the matrix Â and H(ek) are kept with it,
+    /// so each encapsulation samples only its own noise.
+    public struct PublicKey: Sendable, Equatable {
+        /// ek (1184 bytes).
+        public let rawRepresentation: Data
+        let tHat: [UInt32]
+        let matrix: [UInt32]
+        /// H(ek) = SHA3-256(ek).
+        let hash: Data
+
+        /// Decodes ek and runs the encapsulation-key modulus check (FIPS 203, section 7.2): every
+        /// coefficient must already be reduced mod q, or the key is refused with `.invalidEncoding`.
+        public init(rawRepresentation: some DataProtocol) throws {
+            guard rawRepresentation.count == MLKEM768.publicKeyByteCount else {
+                throw CryptoError.incorrectKeySize(
+                    "an ML-KEM-768 encapsulation key", expected: MLKEM768.publicKeyByteCount,
+                    got: rawRepresentation.count)
+            }
+            let bytes = rawRepresentation.asData
+            var tHat = [UInt32](repeating: 0, count: 768)
+            let reduced = bytes.withUnsafeBytes { raw in
+                tHat.withUnsafeMutableBufferPointer { t in
+                    var canonical = true
+                    for i in 0..<3 {
+                        MLKEMMath.decode(raw.baseAddress! + i * 384, bits: 12, into: t.baseAddress! + i * 256)
+                    }
+                    for value in t where value >= MLKEMMath.q { canonical = false }
+                    return canonical
+                }
+            }
+            guard reduced else {
+                throw CryptoError(
+                    .invalidEncoding,
+                    "the ML-KEM-768 encapsulation key has a coefficient that is not reduced mod q (FIPS 203 modulus check)"
+                )
+            }
+            var matrix = [UInt32](repeating: 0, count: 9 * 256)
+            bytes.withUnsafeBytes { raw in
+                matrix.withUnsafeMutableBufferPointer { m in
+                    KPKE.expandMatrix(rho: UnsafeRawBufferPointer(rebasing: raw[1152..<1184]), into: m.baseAddress!)
+                }
+            }
+            self.rawRepresentation = bytes
+            self.tHat = tHat
+            self.matrix = matrix
+            self.hash = SHA3_256.hash(data: bytes)
+        }
+
+        init(rawRepresentation: Data, tHat: [UInt32], matrix: [UInt32]) {
+            self.rawRepresentation = rawRepresentation
+            self.tHat = tHat
+            self.matrix = matrix
+            self.hash = SHA3_256.hash(data: rawRepresentation)
+        }
+
+        /// ML-KEM.Encaps (FIPS 203, Algorithm 20) with 32 fresh random bytes.
+        public func encapsulate() -> KEMEncapsulationResult {
+            withUnsafeTemporaryAllocation(byteCount: 32, alignment: 8) { m in
+                defer { OpenSSLMemory.cleanse(m) }
+                SecureRandom.fill(m)
+                return encapsulate(m: UnsafeRawBufferPointer(m))
+            }
+        }
+
+        /// ML-KEM.Encaps_internal (FIPS 203, Algorithm 17) with the given 32-byte `randomness` m: the
+        /// derandomized form, for tests and for X-Wing's derandomized encapsulation.
+        public func encapsulate(randomness: some DataProtocol) throws -> KEMEncapsulationResult {
+            guard randomness.count == 32 else {
+                throw CryptoError.incorrectParameterSize(
+                    "ML-KEM encapsulation randomness", expected: "32", got: randomness.count)
+            }
+            let m = SecureBytes(randomness)
+            return m.withUnsafeBytes { encapsulate(m: $0) }
+        }
+
+        func encapsulate(m: UnsafeRawBufferPointer) -> KEMEncapsulationResult {
+            withUnsafeTemporaryAllocation(byteCount: 64, alignment: 8) { kr in
+                defer { OpenSSLMemory.cleanse(kr) }
+                var g = SHA3_512()
+                g.update(bufferPointer: m)
+                g.update(data: hash)
+                g.finalize().withUnsafeBytes { kr.copyMemory(from: $0) }
+                let ciphertext = Data.uninitialized(count: KPKE.ciphertextBytes) { out in
+                    encrypt(m: m, r: UnsafeRawBufferPointer(rebasing: kr[32..<64]), into: out.baseAddress!)
+                }
+                return KEMEncapsulationResult(
+                    sharedSecret: SymmetricKey(secureBytes: SecureBytes(UnsafeRawBufferPointer(rebasing: kr[0..<32]))),
+                    encapsulated: ciphertext)
+            }
+        }
+
+        func encrypt(m: UnsafeRawBufferPointer, r: UnsafeRawBufferPointer, into out: UnsafeMutableRawPointer) {
+            tHat.withUnsafeBufferPointer { t in
+                matrix.withUnsafeBufferPointer { a in
+                    KPKE.encrypt(tHat: t.baseAddress!, matrix: a.baseAddress!, m: m, r: r, into: out)
+                }
+            }
+        }
+
+        public static func == (lhs: Self, rhs: Self) -> Bool { lhs.rawRepresentation == rhs.rawRepresentation }
+    }
+
+    /// A decapsulation key.
+    public struct PrivateKey: Sendable {
+        /// ŝ in the NTT domain (768 coefficients), wiped when the key goes away.
+        let sHat: SecureBytes
+        /// z, the implicit-rejection secret.
+        let z: SecureBytes
+        /// d ‖ z when the key was made from a seed; nil when it was decoded from the expanded form.
+        let seed: SecureBytes?
+        public let publicKey: PublicKey
+
+        /// A fresh key from 64 random bytes d ‖ z.
+        public init() {
+            self.init(source: SystemRandom())
+        }
+
+        /// A key from `source`'s next 64 bytes, taken as d ‖ z.
+        public init(source: some SecureRandomSource) {
+            let seed = SecureBytes(count: 64) { source.fill($0) }
+            self.init(validSeed: seed)
+        }
+
+        /// ML-KEM.KeyGen_internal(d, z) (FIPS 203, Algorithm 16) from the 64-byte seed d ‖ z.
+        public init(seedRepresentation: some DataProtocol) throws {
+            guard seedRepresentation.count == MLKEM768.seedByteCount else {
+                throw CryptoError.incorrectKeySize(
+                    "an ML-KEM-768 seed (d ‖ z)", expected: MLKEM768.seedByteCount, got: seedRepresentation.count)
+            }
+            self.init(validSeed: SecureBytes(seedRepresentation))
+        }
+
+        private init(validSeed: SecureBytes) {
+            var tHat = [UInt32](repeating: 0, count: 768)
+            var matrix = [UInt32](repeating: 0, count: 9 * 256)
+            var rho = Data()
+            let sHat = SecureBytes(count: 768 * 4) { sBytes in
+                validSeed.withUnsafeBytes { seed in
+                    tHat.withUnsafeMutableBufferPointer { t in
+                        matrix.withUnsafeMutableBufferPointer { a in
+                            rho = KPKE.keyGen(
+                                d: UnsafeRawBufferPointer(rebasing: seed[0..<32]), tHat: t.baseAddress!,
+                                matrix: a.baseAddress!, sHat: sBytes.bindMemory(to: UInt32.self).baseAddress!)
+                        }
+                    }
+                }
+            }
+            var ek = Data(count: MLKEM768.publicKeyByteCount)
+            ek.withUnsafeMutableBytes { out in
+                tHat.withUnsafeBufferPointer { t in
+                    for i in 0..<3 {
+                        MLKEMMath.encode(t.baseAddress! + i * 256, bits: 12, into: out.baseAddress! + i * 384)
+                    }
+                }
+                out.baseAddress!.advanced(by: 1152).copyMemory(from: Array(rho), byteCount: 32)
+            }
+            self.sHat = sHat
+            self.z = validSeed.withUnsafeBytes { SecureBytes(UnsafeRawBufferPointer(rebasing: $0[32..<64])) }
+            self.seed = validSeed
+            self.publicKey = PublicKey(rawRepresentation: ek, tHat: tHat, matrix: matrix)
+        }
+
+        /// Decodes the expanded 2400-byte dk and runs the decapsulation-key checks of FIPS 203,
+        /// section 7.3: the embedded ek passes the modulus check, and H(ek) matches the stored hash.
+        public init(expandedRepresentation: some DataProtocol) throws {
+            guard expandedRepresentation.count == MLKEM768.expandedPrivateKeyByteCount else {
+                throw CryptoError.incorrectKeySize(
+                    "an expanded ML-KEM-768 decapsulation key", expected: MLKEM768.expandedPrivateKeyByteCount,
+                    got: expandedRepresentation.count)
+            }
+            let dk = SecureBytes(expandedRepresentation)
+            let publicKey = try dk.withUnsafeBytes { try PublicKey(rawRepresentation: Data($0[1152..<2336])) }
+            let hashMatches = dk.withUnsafeBytes { raw in
+                publicKey.hash.withUnsafeBytes { hash in
+                    safeCompare(UnsafeRawBufferPointer(rebasing: raw[2336..<2368]), hash)
+                }
+            }
+            guard hashMatches else {
+                throw CryptoError(
+                    .invalidEncoding,
+                    "the expanded ML-KEM-768 key's H(ek) does not match its ek (FIPS 203 hash check): the key is corrupt"
+                )
+            }
+            self.sHat = SecureBytes(count: 768 * 4) { sBytes in
+                dk.withUnsafeBytes { raw in
+                    let s = sBytes.bindMemory(to: UInt32.self).baseAddress!
+                    for i in 0..<3 { MLKEMMath.decode12(raw.baseAddress! + i * 384, into: s + i * 256) }
+                }
+            }
+            self.z = dk.withUnsafeBytes { SecureBytes(UnsafeRawBufferPointer(rebasing: $0[2368..<2400])) }
+            self.seed = nil
+            self.publicKey = publicKey
+        }
+
+        /// d ‖ z (64 bytes), or nil for a key decoded from its expanded form. Keep it secret.
+        public var seedRepresentation: Data? { seed?.withUnsafeBytes { Data($0) } }
+
+        /// dk = ByteEncode12(ŝ) ‖ ek ‖ H(ek) ‖ z (2400 bytes). Keep it secret.
+        public var expandedRepresentation: Data {
+            var out = Data(count: MLKEM768.expandedPrivateKeyByteCount)
+            out.withUnsafeMutableBytes { buffer in
+                sHat.withUnsafeBytes { s in
+                    let coefficients = s.bindMemory(to: UInt32.self).baseAddress!
+                    for i in 0..<3 {
+                        MLKEMMath.encode(coefficients + i * 256, bits: 12, into: buffer.baseAddress! + i * 384)
+                    }
+                }
+            }
+            out.replaceSubrange(1152..<2336, with: publicKey.rawRepresentation)
+            out.replaceSubrange(2336..<2368, with: publicKey.hash)
+            z.withUnsafeBytes { out.replaceSubrange(2368..<2400, with: $0) }
+            return out
+        }
+
+        /// ML-KEM.Decaps (FIPS 203, Algorithms 18 and 21). A ciphertext of the wrong length is refused
+        /// with `.incorrectParameterSize`; any other ciphertext yields a key: the real one, or, when the
+        /// re-encryption does not match, the implicit-rejection key J(z ‖ c), chosen without a branch.
+        public func decapsulate(_ ciphertext: some DataProtocol) throws -> SymmetricKey {
+            guard ciphertext.count == MLKEM768.ciphertextByteCount else {
+                throw CryptoError.incorrectParameterSize(
+                    "an ML-KEM-768 ciphertext", expected: "\(MLKEM768.ciphertextByteCount)", got: ciphertext.count)
+            }
+            let c = ciphertext.asData
+            let shared = SecureBytes(count: 32) { result in
+                withUnsafeTemporaryAllocation(byteCount: 32 + 64 + 32 + KPKE.ciphertextBytes, alignment: 8) { scratch in
+                    defer { OpenSSLMemory.cleanse(scratch) }
+                    let m = UnsafeMutableRawBufferPointer(rebasing: scratch[0..<32])
+                    let kr = UnsafeMutableRawBufferPointer(rebasing: scratch[32..<96])
+                    let rejection = UnsafeMutableRawBufferPointer(rebasing: scratch[96..<128])
+                    let reencrypted = UnsafeMutableRawBufferPointer(rebasing: scratch[128...])
+                    c.withUnsafeBytes { cBytes in
+                        sHat.withUnsafeBytes { s in
+                            KPKE.decrypt(
+                                sHat: s.bindMemory(to: UInt32.self).baseAddress!, ciphertext: cBytes.baseAddress!,
+                                into: m)
+                        }
+                        var g = SHA3_512()
+                        g.update(bufferPointer: UnsafeRawBufferPointer(m))
+                        g.update(data: publicKey.hash)
+                        g.finalize().withUnsafeBytes { kr.copyMemory(from: $0) }
+                        var j = SHAKE256()
+                        z.withUnsafeBytes { j.absorb(bufferPointer: $0) }
+                        j.absorb(bufferPointer: cBytes)
+                        j.squeeze(into: rejection)
+                        publicKey.encrypt(
+                            m: UnsafeRawBufferPointer(m), r: UnsafeRawBufferPointer(rebasing: kr[32..<64]),
+                            into: reencrypted.baseAddress!)
+                        // mask = 0xFF when c = c', else 0x00, computed without a branch.
+                        let mask = ConstantTime.equalMask(cBytes, UnsafeRawBufferPointer(reencrypted))
+                        for index in 0..<32 {
+                            result[index] = (kr[index] & mask) | (rejection[index] & ~mask)
+                        }
+                    }
+                }
+            }
+            return SymmetricKey(secureBytes: shared)
+        }
+    }
+}
