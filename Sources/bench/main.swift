@@ -4,13 +4,14 @@ import SiblingsCrypto
 /// `bench`: the crypto core's throughput beside OpenSSL's own `openssl speed`, measured in the same run,
 /// printed as a Markdown table with the ratio (ours / OpenSSL; 1.00 means no wrapper overhead).
 ///
-/// Usage: bench [--seconds S] [--rounds N] [--self-check-only]
+/// Usage: bench [--seconds S] [--rounds N] [--only classic|pq] [--self-check-only]
 /// docs/benchmarks.md records a run and the command.
 
 struct Options {
     var seconds = 1.0
     var rounds = 3
     var selfCheckOnly = false
+    var only: Set<String> = ["classic", "pq"]
 
     init(_ arguments: [String]) {
         var iterator = arguments.dropFirst().makeIterator()
@@ -26,13 +27,19 @@ struct Options {
                     fail(usage: "--rounds needs a positive whole number")
                 }
                 rounds = value
+            case "--only":
+                guard let value = iterator.next(), ["classic", "pq"].contains(value) else {
+                    fail(usage: "--only takes classic or pq")
+                }
+                only = [value]
             case "--self-check-only":
                 selfCheckOnly = true
             case "--help", "-h":
-                say("usage: bench [--seconds S] [--rounds N] [--self-check-only]")
+                say("usage: bench [--seconds S] [--rounds N] [--only classic|pq] [--self-check-only]")
                 say("  Measures the crypto core beside `openssl speed` and prints the ratios.")
                 say("  --seconds S  time each measurement for S seconds (default 1)")
-                say("  --rounds N   alternate ours and OpenSSL's N times, keep each side's best (default 3)")
+                say("  --rounds N   alternate ours and the anchor N times, keep each side's best (default 3)")
+                say("  --only X     only the classic table (beside openssl speed) or the pq one (beside pyca)")
                 exit(0)
             default:
                 fail(usage: "unknown argument '\(argument)'")
@@ -48,7 +55,9 @@ func say(_ line: String) {
 
 func fail(usage message: String) -> Never {
     FileHandle.standardError.write(
-        Data("bench: \(message)\nusage: bench [--seconds S] [--rounds N] [--self-check-only]\n".utf8))
+        Data(
+            "bench: \(message)\nusage: bench [--seconds S] [--rounds N] [--only classic|pq] [--self-check-only]\n".utf8)
+    )
     exit(64)
 }
 
@@ -150,12 +159,8 @@ func formatted(_ value: Double, unit: String) -> String {
     unit == "GB/s" ? String(format: "%.2f", value / 1e9) : String(format: "%.0f", value)
 }
 
-let options = Options(CommandLine.arguments)
-do {
-    try selfCheck()
-    say("self-check: AES-256-GCM, ChaCha20-Poly1305, Ed25519, ECDSA P-256 and X25519 round trips pass")
-    if options.selfCheckOnly { exit(0) }
-
+/// The classical primitives beside `openssl speed`, as throughput ratios.
+func classicTable(_ options: Options) throws {
     let seconds = options.seconds
     let secondsArgument = String(max(1, Int(seconds.rounded())))
     let key = SymmetricKey(size: .bits256)
@@ -243,6 +248,81 @@ do {
                 + "\(formatted(row.anchor, unit: row.unit)) | \(String(format: "%.2f", row.ours / row.anchor)) | "
                 + "`\(row.anchorCommand)` |")
     }
+}
+
+/// The post-quantum primitives beside pyca/cryptography (OpenSSL 4.0), as time ratios (Swift / pyca;
+/// the target is at most 2.0). pyca runs in scripts/bench_anchor_pyca.py under the project's venv.
+func postQuantumTable(_ options: Options) throws {
+    let kem = MLKEM768.PrivateKey()
+    guard let kemSeed = kem.seedRepresentation else { throw BenchError("a fresh ML-KEM key has no seed") }
+    let kemCiphertext = kem.publicKey.encapsulate().encapsulated
+    let megabyte = Data(repeating: 0x5a, count: 1 << 20)
+    let cases: [(name: String, bytes: Int?, operation: () throws -> Void)] = [
+        ("mlkem768.keygen", nil, { _ = try MLKEM768.PrivateKey(seedRepresentation: kemSeed).publicKey }),
+        ("mlkem768.encaps", nil, { _ = kem.publicKey.encapsulate() }),
+        ("mlkem768.decaps", nil, { _ = try kem.decapsulate(kemCiphertext) }),
+        ("shake256.1MiB", 1 << 20, { _ = SHAKE256.hash(data: megabyte, outputByteCount: 32) }),
+        ("sha3-256.1MiB", 1 << 20, { _ = SHA3_256.hash(data: megabyte) }),
+    ]
+    var ours: [String: Double] = [:]
+    var anchors: [String: Double] = [:]
+    for _ in 0..<options.rounds {
+        for item in cases {
+            let microseconds = 1e6 / (try measure(seconds: options.seconds, item.operation))
+            ours[item.name] = min(ours[item.name] ?? .infinity, microseconds)
+        }
+        for (name, microseconds) in try pycaAnchors(seconds: options.seconds, names: cases.map(\.name)) {
+            anchors[name] = min(anchors[name] ?? .infinity, microseconds)
+        }
+    }
+    say("")
+    say("| operation | Swift | pyca (OpenSSL 4.0) | Swift / pyca (time) |")
+    say("|---|---:|---:|---:|")
+    for item in cases {
+        let swift = ours[item.name] ?? .nan
+        let anchor = anchors[item.name] ?? .nan
+        let shown: (Double) -> String = { value in
+            if let bytes = item.bytes { return String(format: "%.0f MB/s", Double(bytes) / value) }
+            return String(format: "%.1f µs", value)
+        }
+        say("| \(item.name) | \(shown(swift)) | \(shown(anchor)) | \(String(format: "%.2f", swift / anchor)) |")
+    }
+}
+
+/// Runs scripts/bench_anchor_pyca.py once (one round) and returns its µs per operation.
+func pycaAnchors(seconds: Double, names: [String]) throws -> [String: Double] {
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+    let python =
+        ProcessInfo.processInfo.environment["SIBLINGS_PYTHON"] ?? root.appendingPathComponent(".venv/bin/python").path
+    guard FileManager.default.isExecutableFile(atPath: python) else {
+        throw BenchError("no Python venv at \(python): run scripts/setup.sh first (scripts/bench.sh does)")
+    }
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: python)
+    process.arguments = [
+        root.appendingPathComponent("scripts/bench_anchor_pyca.py").path, "--seconds", String(seconds), "--rounds", "1",
+        "--only", names.joined(separator: ","),
+    ]
+    let output = Pipe()
+    process.standardOutput = output
+    try process.run()
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    guard process.terminationStatus == 0,
+        let object = try JSONSerialization.jsonObject(with: data) as? [String: Double]
+    else { throw BenchError("scripts/bench_anchor_pyca.py failed") }
+    return object
+}
+
+let options = Options(CommandLine.arguments)
+do {
+    try selfCheck()
+    say("self-check: AES-256-GCM, ChaCha20-Poly1305, Ed25519, ECDSA P-256 and X25519 round trips pass")
+    if options.selfCheckOnly { exit(0) }
+
+    if options.only.contains("classic") { try classicTable(options) }
+    if options.only.contains("pq") { try postQuantumTable(options) }
 } catch {
     FileHandle.standardError.write(Data("bench: \(error)\n".utf8))
     exit(1)

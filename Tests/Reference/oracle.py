@@ -187,6 +187,53 @@ def kyberpy_encaps(r):
     return {"secret": secret.hex(), "ciphertext": ciphertext.hex(), "dk": dk.hex()}
 
 
+def xwing_decapsulate(r):
+    """xwing-kem (PyPI): its secret key is ML-KEM's 64-byte seed then the X25519 scalar."""
+    import xwing_kem
+
+    return {"out": xwing_kem.decapsulate(h("ciphertext", r), h("mlkem_seed", r) + h("x25519", r)).hex()}
+
+
+def xwing_encapsulate(r):
+    import xwing_kem
+
+    secret, ciphertext = xwing_kem.encapsulate(h("public", r))
+    return {"secret": secret.hex(), "ciphertext": ciphertext.hex()}
+
+
+def _hpke_suite(r):
+    from cryptography.hazmat.primitives import hpke
+
+    aead = {"chacha20-poly1305": hpke.AEAD.CHACHA20_POLY1305, "aes-256-gcm": hpke.AEAD.AES_256_GCM}[r["aead"]]
+    return hpke.Suite(hpke.KEM.MLKEM768_X25519, hpke.KDF.HKDF_SHA256, aead)
+
+
+def _hpke_private(r):
+    from cryptography.hazmat.primitives import hpke
+    from cryptography.hazmat.primitives.asymmetric import mlkem
+
+    return hpke.MLKEM768X25519PrivateKey(
+        mlkem.MLKEM768PrivateKey.from_seed_bytes(h("mlkem_seed", r)),
+        x25519.X25519PrivateKey.from_private_bytes(h("x25519", r)),
+    )
+
+
+def hpke_seal(r):
+    """pyca's HPKE (OpenSSL 4.0) with KEM MLKEM768-X25519 = X-Wing: returns enc || ciphertext."""
+    from cryptography.hazmat.bindings._rust import openssl as rust_openssl
+
+    public = _hpke_private(r).public_key()
+    sealed = rust_openssl.hpke._encrypt_with_aad(_hpke_suite(r), h("plaintext", r), public, h("info", r), h("aad", r))
+    return {"out": sealed.hex()}
+
+
+def hpke_open(r):
+    from cryptography.hazmat.bindings._rust import openssl as rust_openssl
+
+    opened = rust_openssl.hpke._decrypt_with_aad(_hpke_suite(r), h("sealed", r), _hpke_private(r), h("info", r), h("aad", r))
+    return {"out": opened.hex()}
+
+
 def main():
     operations = {
         name: fn
