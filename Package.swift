@@ -24,10 +24,22 @@ let package = Package(
             providers: [.apt(["zlib1g-dev"])]
         ),
 
-        // The crypto core: classical primitives on OpenSSL 3.0 (files under OpenSSL/ are the backend).
-        .target(name: "SiblingsCrypto", dependencies: ["COpenSSL"], swiftSettings: strict),
+        // valgrind client requests for the constant-time check (no-ops outside valgrind).
+        .target(name: "CConstantTime"),
+
+        // The crypto core: classical primitives on OpenSSL 3.0 (files under OpenSSL/ are the backend),
+        // post-quantum ones in Swift.
+        .target(name: "SiblingsCrypto", dependencies: ["COpenSSL", "CConstantTime"], swiftSettings: strict),
 
         .executableTarget(name: "bench", dependencies: ["SiblingsCrypto"], swiftSettings: strict),
+
+        // Runs secret-dependent operations with poisoned secrets, for valgrind (ConstantTimeTests).
+        .executableTarget(
+            name: "ConstantTimeCheck",
+            dependencies: ["SiblingsCrypto"],
+            path: "Tests/ConstantTimeCheck",
+            swiftSettings: strict
+        ),
 
         // Test support: the one vector loader and the outside-reference oracle; used by tests only.
         .target(

@@ -15,6 +15,7 @@ apt_packages=(
     libssl-dev     # COpenSSL: libcrypto 3.0
     zlib1g-dev     # CZlib: compressed test vectors
     openssl        # `openssl speed`, the anchor for scripts/bench.sh
+    valgrind       # the constant-time check (memcheck) and its client-request header
     python3        # the outside reference implementations
     python3-venv
     python3-pip
