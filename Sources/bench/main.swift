@@ -257,10 +257,16 @@ func postQuantumTable(_ options: Options) throws {
     guard let kemSeed = kem.seedRepresentation else { throw BenchError("a fresh ML-KEM key has no seed") }
     let kemCiphertext = kem.publicKey.encapsulate().encapsulated
     let megabyte = Data(repeating: 0x5a, count: 1 << 20)
+    let xwing = XWing.PrivateKey()
+    let xwingSeed = xwing.seedRepresentation
+    let xwingCiphertext = try xwing.publicKey.encapsulate().encapsulated
     let cases: [(name: String, bytes: Int?, operation: () throws -> Void)] = [
         ("mlkem768.keygen", nil, { _ = try MLKEM768.PrivateKey(seedRepresentation: kemSeed).publicKey }),
         ("mlkem768.encaps", nil, { _ = kem.publicKey.encapsulate() }),
         ("mlkem768.decaps", nil, { _ = try kem.decapsulate(kemCiphertext) }),
+        ("xwing.keygen", nil, { _ = try XWing.PrivateKey(seedRepresentation: xwingSeed).publicKey }),
+        ("xwing.encaps", nil, { _ = try xwing.publicKey.encapsulate() }),
+        ("xwing.decaps", nil, { _ = try xwing.decapsulate(xwingCiphertext) }),
         ("shake256.1MiB", 1 << 20, { _ = SHAKE256.hash(data: megabyte, outputByteCount: 32) }),
         ("sha3-256.1MiB", 1 << 20, { _ = SHA3_256.hash(data: megabyte) }),
     ]
