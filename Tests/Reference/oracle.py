@@ -2,7 +2,9 @@
 
 Request: {"op": NAME, ...arguments}, bytes as hex. Reply: {"ok": {...}} or {"error": MESSAGE}.
 Everything here calls pyca/cryptography (which bundles OpenSSL 4.0); nothing is computed by hand, so
-an agreement with Swift means two independent implementations agree.
+an agreement with Swift means two independent implementations agree. The one exception is
+`mldsa65_sign_internal`, which calls dilithium-py (a pure-Python FIPS 204 implementation) because
+pyca cannot sign with a caller-chosen rnd.
 """
 
 import json
@@ -10,7 +12,7 @@ import sys
 
 from cryptography.exceptions import InvalidSignature, InvalidTag
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519, x25519
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, mldsa, x25519
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
@@ -105,6 +107,37 @@ def p256_verify(r):
 def der_from_raw(r):
     raw = h("raw", r)
     return {"out": encode_dss_signature(int.from_bytes(raw[:32], "big"), int.from_bytes(raw[32:], "big")).hex()}
+
+
+def mldsa65_public(r):
+    key = mldsa.MLDSA65PrivateKey.from_seed_bytes(h("seed", r))
+    return {"out": key.public_key().public_bytes_raw().hex()}
+
+
+def mldsa65_sign(r):
+    key = mldsa.MLDSA65PrivateKey.from_seed_bytes(h("seed", r))
+    return {"out": key.sign(h("message", r), h("context", r)).hex()}
+
+
+def mldsa65_verify(r):
+    key = mldsa.MLDSA65PublicKey.from_public_bytes(h("public", r))
+    try:
+        key.verify(h("signature", r), h("message", r), h("context", r))
+        return {"out": True}
+    except InvalidSignature:
+        return {"out": False}
+
+
+def mldsa65_sign_internal(r):
+    """dilithium-py's ML-DSA.KeyGen_internal(seed) and ML-DSA.Sign_internal(sk, M', rnd) (FIPS 204,
+    Algorithms 6 and 7) with M' = 0 || len(context) || context || message, the pure-mode encoding."""
+    from dilithium_py.ml_dsa import ML_DSA_65
+
+    context = h("context", r)
+    public, private = ML_DSA_65._keygen_internal(h("seed", r))
+    formatted = bytes([0, len(context)]) + context + h("message", r)
+    signature = ML_DSA_65._sign_internal(private, formatted, h("rnd", r))
+    return {"public": public.hex(), "private": private.hex(), "out": signature.hex()}
 
 
 AEADS = {"aes-256-gcm": AESGCM, "chacha20-poly1305": ChaCha20Poly1305}
