@@ -56,3 +56,14 @@ extension XWing.PrivateKey {
         mlkem.poisonSecrets()
     }
 }
+
+@_spi(ConstantTimeTesting)
+extension MLDSA65.PrivateKey {
+    /// Marks the seed, the expanded secret key and the NTT forms of s1, s2 and t0 as secret for the
+    /// valgrind constant-time check.
+    public func poisonSecrets() {
+        seed.poison()
+        expanded.poison()
+        transformedSecrets.poison()
+    }
+}

@@ -257,6 +257,10 @@ func postQuantumTable(_ options: Options) throws {
     guard let kemSeed = kem.seedRepresentation else { throw BenchError("a fresh ML-KEM key has no seed") }
     let kemCiphertext = kem.publicKey.encapsulate().encapsulated
     let megabyte = Data(repeating: 0x5a, count: 1 << 20)
+    let dsa = MLDSA65.PrivateKey()
+    let dsaSeed = dsa.seedRepresentation
+    let dsaMessage = Data(repeating: 3, count: 64)
+    let dsaSignature = try dsa.signature(for: dsaMessage, context: Data("ctx".utf8))
     let xwing = XWing.PrivateKey()
     let xwingSeed = xwing.seedRepresentation
     let xwingCiphertext = try xwing.publicKey.encapsulate().encapsulated
@@ -264,6 +268,16 @@ func postQuantumTable(_ options: Options) throws {
         ("mlkem768.keygen", nil, { _ = try MLKEM768.PrivateKey(seedRepresentation: kemSeed).publicKey }),
         ("mlkem768.encaps", nil, { _ = kem.publicKey.encapsulate() }),
         ("mlkem768.decaps", nil, { _ = try kem.decapsulate(kemCiphertext) }),
+        ("mldsa65.keygen", nil, { _ = try MLDSA65.PrivateKey(seedRepresentation: dsaSeed).publicKey }),
+        ("mldsa65.sign", nil, { _ = try dsa.signature(for: dsaMessage, context: Data("ctx".utf8)) }),
+        (
+            "mldsa65.verify", nil,
+            {
+                guard dsa.publicKey.isValidSignature(dsaSignature, for: dsaMessage, context: Data("ctx".utf8)) else {
+                    throw BenchError("ML-DSA-65 verification failed")
+                }
+            }
+        ),
         ("xwing.keygen", nil, { _ = try XWing.PrivateKey(seedRepresentation: xwingSeed).publicKey }),
         ("xwing.encaps", nil, { _ = try xwing.publicKey.encapsulate() }),
         ("xwing.decaps", nil, { _ = try xwing.decapsulate(xwingCiphertext) }),

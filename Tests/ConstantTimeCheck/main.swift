@@ -60,7 +60,23 @@ do {
     xwing.poisonSecrets()
     check(declassify(try xwing.decapsulate(sealed.encapsulated)) == declassify(sealed.sharedSecret), "X-Wing")
 
-    print("constant-time check: ML-KEM-768 decapsulation and X-Wing decapsulation ran with poisoned secrets")
+    // ML-DSA-65 signing, hedged and deterministic: only the rejection decisions, c̃ and the accepted
+    // signature are declassified inside; everything else must not steer execution.
+    let dsa = MLDSA65.PrivateKey()
+    let message = Data("constant time".utf8)
+    dsa.poisonSecrets()
+    for _ in 0..<3 {
+        let signature = try dsa.signature(for: message, context: Data("ctx".utf8))
+        signature.withUnsafeBytes { ConstantTimeTesting.declassify($0) }
+        check(dsa.publicKey.isValidSignature(signature, for: message, context: Data("ctx".utf8)), "ML-DSA")
+    }
+    let deterministic = try dsa.deterministicSignature(for: message, context: Data())
+    deterministic.withUnsafeBytes { ConstantTimeTesting.declassify($0) }
+    check(dsa.publicKey.isValidSignature(deterministic, for: message), "ML-DSA deterministic")
+
+    print(
+        "constant-time check: ML-KEM-768 decapsulation, X-Wing decapsulation and ML-DSA-65 signing ran with poisoned secrets"
+    )
 } catch {
     FileHandle.standardError.write(Data("constant-time check: \(error)\n".utf8))
     exit(1)
