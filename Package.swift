@@ -9,6 +9,7 @@ let package = Package(
     name: "Siblings",
     products: [
         .library(name: "SiblingsCrypto", targets: ["SiblingsCrypto"]),
+        .library(name: "Age", targets: ["Age"]),
         .executable(name: "bench", targets: ["bench"]),
     ],
     targets: [
@@ -30,6 +31,9 @@ let package = Package(
         // The crypto core: classical primitives on OpenSSL 3.0 (files under OpenSSL/ are the backend),
         // post-quantum ones in Swift.
         .target(name: "SiblingsCrypto", dependencies: ["COpenSSL", "CConstantTime"], swiftSettings: strict),
+
+        // age v1 file encryption (C2SP age spec) on the crypto core; docs/age.md.
+        .target(name: "Age", dependencies: ["SiblingsCrypto"], swiftSettings: strict),
 
         .executableTarget(name: "bench", dependencies: ["SiblingsCrypto"], swiftSettings: strict),
 
@@ -56,6 +60,11 @@ let package = Package(
         .testTarget(
             name: "SiblingsCryptoTests",
             dependencies: ["SiblingsCrypto", "SiblingsTestSupport"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "AgeTests",
+            dependencies: ["Age", "SiblingsCrypto", "SiblingsTestSupport"],
             swiftSettings: strict
         ),
     ]

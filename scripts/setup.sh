@@ -19,6 +19,7 @@ apt_packages=(
     python3        # the outside reference implementations
     python3-venv
     python3-pip
+    age            # the age CLI (1.1.1) and age-keygen, the outside reference for the Age module
 )
 
 say() { printf 'setup: %s\n' "$*" >&2; }

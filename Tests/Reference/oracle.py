@@ -1,10 +1,10 @@
 """The outside reference the Swift tests compare against, one JSON request per line on stdin.
 
 Request: {"op": NAME, ...arguments}, bytes as hex. Reply: {"ok": {...}} or {"error": MESSAGE}.
-Everything here calls pyca/cryptography (which bundles OpenSSL 4.0); nothing is computed by hand, so
-an agreement with Swift means two independent implementations agree. The one exception is
-`mldsa65_sign_internal`, which calls dilithium-py (a pure-Python FIPS 204 implementation) because
-pyca cannot sign with a caller-chosen rnd.
+Everything here calls an implementation no one here wrote: pyca/cryptography (which bundles OpenSSL
+4.0), kyber-py and dilithium-py (pure-Python FIPS 203/204, for derandomized functions pyca lacks),
+xwing-kem, pyrage (rage, in Rust) or Debian's age 1.1.1 (in Go). Nothing is computed by hand, so an
+agreement with Swift means two independent implementations agree.
 """
 
 import json
@@ -265,6 +265,137 @@ def hpke_open(r):
 
     opened = rust_openssl.hpke._decrypt_with_aad(_hpke_suite(r), h("sealed", r), _hpke_private(r), h("info", r), h("aad", r))
     return {"out": opened.hex()}
+
+
+def pyrage_generate(r):
+    import pyrage
+
+    identity = pyrage.x25519.Identity.generate()
+    return {"identity": str(identity), "recipient": str(identity.to_public())}
+
+
+def pyrage_encrypt(r):
+    import pyrage
+
+    recipients = [pyrage.x25519.Recipient.from_str(text) for text in r["recipients"]]
+    return {"out": pyrage.encrypt(h("plaintext", r), recipients, armored=r.get("armor", False)).hex()}
+
+
+def pyrage_decrypt(r):
+    import pyrage
+
+    identities = [pyrage.x25519.Identity.from_str(text) for text in r["identities"]]
+    return {"out": pyrage.decrypt(h("file", r), identities).hex()}
+
+
+def pyrage_encrypt_passphrase(r):
+    import pyrage
+
+    return {"out": pyrage.passphrase.encrypt(h("plaintext", r), r["passphrase"], armored=r.get("armor", False)).hex()}
+
+
+def pyrage_decrypt_passphrase(r):
+    import pyrage
+
+    return {"out": pyrage.passphrase.decrypt(h("file", r), r["passphrase"]).hex()}
+
+
+def _run(args, stdin=b""):
+    import subprocess
+
+    done = subprocess.run(args, input=stdin, capture_output=True, timeout=120)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(args[:2])} exited {done.returncode}: {done.stderr.decode(errors='replace').strip()}")
+    return done.stdout
+
+
+def _with_files(files, body):
+    """Writes {name: bytes} into a private temporary directory and calls body(paths)."""
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as directory:
+        paths = {}
+        for name, data in files.items():
+            paths[name] = os.path.join(directory, name)
+            with open(paths[name], "wb") as f:
+                f.write(data)
+        paths["out"] = os.path.join(directory, "out")
+        return body(paths)
+
+
+def age_keygen(r):
+    """Debian's age-keygen: the key file text it writes."""
+    return {"out": _run(["/usr/bin/age-keygen"]).decode()}
+
+
+def age_encrypt(r):
+    args = ["/usr/bin/age", "--encrypt"] + [arg for text in r["recipients"] for arg in ("-r", text)]
+    return {"out": _run(args + (["--armor"] if r.get("armor") else []), h("plaintext", r)).hex()}
+
+
+def age_decrypt(r):
+    """Debian's age -d with the key file text `keyfile` (its own bytes, given as hex when encrypted)."""
+    files = {"key": h("keyfile", r), "in": h("file", r)}
+
+    def body(paths):
+        if "passphrase" in r:
+            _pty_age(["-d", "-i", paths["key"], "-o", paths["out"], paths["in"]], r["passphrase"])
+            with open(paths["out"], "rb") as f:
+                return {"out": f.read().hex()}
+        return {"out": _run(["/usr/bin/age", "-d", "-i", paths["key"], paths["in"]]).hex()}
+
+    return _with_files(files, body)
+
+
+def _pty_age(args, passphrase):
+    """Runs /usr/bin/age on a pseudo-terminal (it reads passphrases only from one), typing `passphrase`
+    at every prompt that mentions one. Returns what it printed."""
+    import os
+    import pty
+    import time
+
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv("/usr/bin/age", ["age"] + args)
+    output = b""
+    answered = 0
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            chunk = os.read(fd, 1024)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        output += chunk
+        while output.lower().count(b"passphrase") > answered:
+            time.sleep(0.05)  # let age turn echo off before typing
+            os.write(fd, passphrase.encode() + b"\n")
+            answered += 1
+    os.close(fd)
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"age {' '.join(args[:1])} failed: {output.decode(errors='replace').strip()}")
+    return output
+
+
+def age_encrypt_passphrase(r):
+    def body(paths):
+        _pty_age(["-p"] + (["-a"] if r.get("armor") else []) + ["-o", paths["out"], paths["in"]], r["passphrase"])
+        with open(paths["out"], "rb") as f:
+            return {"out": f.read().hex()}
+
+    return _with_files({"in": h("plaintext", r)}, body)
+
+
+def age_decrypt_passphrase(r):
+    def body(paths):
+        _pty_age(["-d", "-o", paths["out"], paths["in"]], r["passphrase"])
+        with open(paths["out"], "rb") as f:
+            return {"out": f.read().hex()}
+
+    return _with_files({"in": h("file", r)}, body)
 
 
 def main():

@@ -1,0 +1,80 @@
+import Foundation
+
+/// age key files (identity files) and recipient files, as `age-keygen` writes and `age -i`/`-R` read them:
+/// one key per line; empty lines and lines starting with `#` (such as `# created:` and `# public key:`)
+/// are comments. An identity file may itself be an age file encrypted with a passphrase, as
+/// `age-keygen | age -p -a > key.age` makes and `age -d -i key.age` accepts.
+public enum AgeKeyFile {
+    /// The identities in a key file's text (X25519 `AGE-SECRET-KEY-1...` and hybrid `AGE-SECRET-KEY-PQ-1...`).
+    public static func identities(from text: String) throws -> [any AgeIdentity] {
+        let identities = try keyLines(text).enumerated().map { index, line -> any AgeIdentity in
+            let upper = line.uppercased()
+            if upper.hasPrefix(HybridIdentity.hrp + "1") { return try HybridIdentity(string: line) }
+            if upper.hasPrefix(X25519Identity.hrp + "1") { return try X25519Identity(string: line) }
+            throw AgeError(
+                .invalidIdentity,
+                "key file line \(index + 1) of the keys is not an age identity (AGE-SECRET-KEY-1... or "
+                    + "AGE-SECRET-KEY-PQ-1...); SSH keys and plugins are not supported")
+        }
+        guard !identities.isEmpty else {
+            throw AgeError(.invalidIdentity, "the key file holds no identity: is it the right file?")
+        }
+        return identities
+    }
+
+    /// The identities in a key file given as bytes: plain text, or an age file (binary or armored) that is
+    /// decrypted with the passphrase `passphrase` returns (asked only then).
+    public static func identities(
+        from data: Data, maxWorkFactor: Int = 22, passphrase: () throws -> String
+    ) throws -> [any AgeIdentity] {
+        let trimmed = data.drop(while: AgeArmor.isWhitespace)
+        if data.starts(with: Age.binaryPrefix) || trimmed.starts(with: Data(AgeArmor.begin.utf8)) {
+            let plaintext = try Age.decrypt(
+                data, identities: [ScryptIdentity(passphrase: try passphrase(), maxWorkFactor: maxWorkFactor)])
+            return try identities(from: String(decoding: plaintext, as: UTF8.self))
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw AgeError(.invalidIdentity, "the key file is neither text nor an age file")
+        }
+        return try identities(from: text)
+    }
+
+    /// The recipients in a recipients file's text (`age1...` and `age1pq1...`).
+    public static func recipients(from text: String) throws -> [any AgeRecipient] {
+        try keyLines(text).map { line -> any AgeRecipient in
+            line.lowercased().hasPrefix(HybridRecipient.hrp + "1")
+                ? try HybridRecipient(string: line) : try X25519Recipient(string: line)
+        }
+    }
+
+    /// A key file as `age-keygen` writes it: `# created:`, `# public key:`, then the key.
+    public static func encode(_ identity: X25519Identity, created: Date = Date()) -> String {
+        encode(identity: identity.string, recipient: identity.recipient.string, created: created)
+    }
+
+    /// A key file for a hybrid identity, as `age-keygen -pq` writes it.
+    public static func encode(_ identity: HybridIdentity, created: Date = Date()) -> String {
+        encode(identity: identity.string, recipient: identity.recipient.string, created: created)
+    }
+
+    /// A key file encrypted with a passphrase (armored), which `age -d -i` accepts after asking for it.
+    public static func encrypt(
+        _ keyFile: String, passphrase: String, workFactor: Int = ScryptRecipient.defaultWorkFactor
+    ) throws -> Data {
+        try Age.encrypt(
+            Data(keyFile.utf8), to: [try ScryptRecipient(passphrase: passphrase, workFactor: workFactor)], armor: true)
+    }
+
+    static func encode(identity: String, recipient: String, created: Date) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime]
+        return "# created: \(formatter.string(from: created))\n# public key: \(recipient)\n\(identity)\n"
+    }
+
+    /// The lines that are not comments, trimmed of a trailing CR and surrounding spaces.
+    static func keyLines(_ text: String) -> [String] {
+        text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" })
+            .map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+            .filter { !$0.isEmpty && !$0.hasPrefix("#") }
+    }
+}

@@ -1,0 +1,79 @@
+import Foundation
+import SiblingsCrypto
+
+/// Something a file key can be wrapped to: one or more header stanzas (age spec, "Recipient stanzas").
+public protocol AgeRecipient: Sendable {
+    /// Wraps the 16-byte file key into the stanzas that go into the header.
+    func wrap(fileKey: SymmetricKey) throws -> [AgeStanza]
+    /// Recipients in one file must all have the same labels (age's `RecipientWithLabels`): hybrid
+    /// recipients are `["postquantum"]`, so they cannot be mixed with X25519 ones, and a passphrase has a
+    /// label of its own, so it cannot be mixed with anything. Empty by default.
+    var labels: Set<String> { get }
+}
+
+extension AgeRecipient {
+    public var labels: Set<String> { [] }
+}
+
+/// Something that can unwrap a file key from a header's stanzas.
+public protocol AgeIdentity: Sendable {
+    /// The file key when one of `stanzas` is for this identity and opens, nil when none is. Throws
+    /// `.malformedHeader` when a stanza of this identity's type is malformed (wrong arguments, a body that
+    /// is not 32 bytes, a low-order share), as the spec says such a file must be rejected.
+    func unwrap(stanzas: [AgeStanza]) throws -> SymmetricKey?
+}
+
+/// The pieces every stanza type shares.
+enum StanzaCrypto {
+    static let fileKeySize = 16
+    static let bodySize = fileKeySize + 16
+
+    static func zeroNonce() throws -> ChaChaPoly.Nonce { try ChaChaPoly.Nonce(data: Data(count: 12)) }
+
+    static func bytes(_ key: SymmetricKey) -> Data { key.withUnsafeBytes { Data($0) } }
+
+    static func seal(fileKey: SymmetricKey, wrapKey: SymmetricKey) throws -> Data {
+        let box = try ChaChaPoly.seal(bytes(fileKey), using: wrapKey, nonce: try zeroNonce())
+        return box.ciphertext + box.tag
+    }
+
+    /// The file key, or nil when the body does not open under `wrapKey` (not for this identity).
+    static func open(body: Data, wrapKey: SymmetricKey) throws -> SymmetricKey? {
+        let box = try ChaChaPoly.SealedBox(
+            nonce: try zeroNonce(), ciphertext: body.prefix(fileKeySize), tag: body.suffix(16))
+        guard let fileKey = try? ChaChaPoly.open(box, using: wrapKey) else { return nil }
+        return SymmetricKey(data: fileKey)
+    }
+
+    /// One argument that must be canonical unpadded base64 of exactly `count` bytes.
+    static func decode(_ argument: String, count: Int, what: String, stanza: String) throws -> Data {
+        guard let data = StrictBase64.decodeUnpadded(argument), data.count == count else {
+            throw AgeError.header("the \(stanza) stanza's \(what) is not \(count) bytes of canonical unpadded base64")
+        }
+        return data
+    }
+
+    static func checkBody(_ stanza: AgeStanza) throws {
+        guard stanza.body.count == bodySize else {
+            throw AgeError.header(
+                "the \(stanza.type) stanza's body is \(stanza.body.count) bytes, not \(bodySize) (a wrapped 16-byte file key)"
+            )
+        }
+    }
+}
+
+/// Decoding the Bech32 strings of recipients and identities.
+enum AgeKeyString {
+    static func decode(_ string: String, hrp: String, what: String, code: AgeError.Code) throws -> Data {
+        guard let (decodedHRP, data) = Bech32.decode(string) else {
+            throw AgeError(
+                code,
+                "\"\(string.prefix(24))...\" is not valid Bech32 (checksum, characters or mixed case): check that \(what) was copied whole"
+            )
+        }
+        guard decodedHRP == hrp.lowercased() else {
+            throw AgeError(code, "the string starts with \"\(decodedHRP)1\", not \"\(hrp)1\": it is not \(what)")
+        }
+        return data
+    }
+}

@@ -1,0 +1,39 @@
+import Age
+import Foundation
+import Testing
+
+@Suite struct KeyFileTests {
+    @Test func roundTrip() throws {
+        let identity = X25519Identity()
+        let text = AgeKeyFile.encode(identity)
+        let lines = text.split(separator: "\n")
+        #expect(lines.count == 3)
+        #expect(lines[0].hasPrefix("# created: "))
+        #expect(lines[1] == "# public key: \(identity.recipient)")
+        let parsed = try AgeKeyFile.identities(from: text)
+        #expect(parsed.count == 1)
+        #expect((parsed[0] as? X25519Identity)?.recipient == identity.recipient)
+        let hybrid = HybridIdentity()
+        let both = try AgeKeyFile.identities(from: text + "\r\n\n" + AgeKeyFile.encode(hybrid))
+        #expect(both.count == 2)
+        #expect((both[1] as? HybridIdentity)?.recipient == hybrid.recipient)
+        expectAgeError(.invalidIdentity) { try AgeKeyFile.identities(from: "# nothing\n") }
+        expectAgeError(.invalidIdentity) { try AgeKeyFile.identities(from: "\(identity.recipient)\n") }
+        let recipients = try AgeKeyFile.recipients(from: "# comment\n\(identity.recipient)\n\(hybrid.recipient)\n")
+        #expect(recipients.count == 2)
+    }
+
+    @Test func passphraseEncrypted() throws {
+        let identity = X25519Identity()
+        let encrypted = try AgeKeyFile.encrypt(AgeKeyFile.encode(identity), passphrase: "hunter2", workFactor: 10)
+        #expect(String(decoding: encrypted, as: UTF8.self).hasPrefix("-----BEGIN AGE ENCRYPTED FILE-----"))
+        let parsed = try AgeKeyFile.identities(from: encrypted) { "hunter2" }
+        #expect((parsed[0] as? X25519Identity)?.recipient == identity.recipient)
+        expectAgeError(.noMatchingIdentity) { try AgeKeyFile.identities(from: encrypted) { "wrong" } }
+        let plain = try AgeKeyFile.identities(from: Data(AgeKeyFile.encode(identity).utf8)) {
+            Issue.record("asked for a passphrase for a plain key file")
+            return ""
+        }
+        #expect(plain.count == 1)
+    }
+}
