@@ -45,6 +45,14 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // The age parser fuzz target (scripts/fuzz-age.sh builds it with libFuzzer).
+        .executableTarget(
+            name: "AgeFuzzer",
+            dependencies: ["Age"],
+            path: "Tests/AgeFuzzer",
+            swiftSettings: strict
+        ),
+
         // Test support: the one vector loader and the outside-reference oracle; used by tests only.
         .target(
             name: "SiblingsTestSupport",

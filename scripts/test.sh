@@ -3,6 +3,7 @@
 #   1. swift format lint --strict
 #   2. a release build with -warnings-as-errors (crypto-heavy tests run in release mode)
 #   3. swift test, in release mode, with -warnings-as-errors
+#   4. 30 seconds of fuzzing the age parsers (scripts/fuzz-age.sh --smoke)
 # Exits non-zero on the first failure. `.ci/run` runs exactly this.
 set -euo pipefail
 
@@ -18,3 +19,6 @@ swift build -c release -Xswiftc -warnings-as-errors --build-tests
 
 echo "== swift test (release)"
 swift test -c release -Xswiftc -warnings-as-errors --skip-build
+
+echo "== fuzz smoke: age parsers, 30 s (scripts/fuzz-age.sh --smoke)"
+./scripts/fuzz-age.sh --smoke
