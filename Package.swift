@@ -10,6 +10,7 @@ let package = Package(
     products: [
         .library(name: "SiblingsCrypto", targets: ["SiblingsCrypto"]),
         .library(name: "Age", targets: ["Age"]),
+        .library(name: "CommandLineKit", targets: ["CommandLineKit"]),
         .executable(name: "bench", targets: ["bench"]),
     ],
     targets: [
@@ -35,7 +36,10 @@ let package = Package(
         // age v1 file encryption (C2SP age spec) on the crypto core; docs/age.md.
         .target(name: "Age", dependencies: ["SiblingsCrypto"], swiftSettings: strict),
 
-        .executableTarget(name: "bench", dependencies: ["SiblingsCrypto"], swiftSettings: strict),
+        // Command-line parsing in swift-argument-parser's shape, shared by sempere, pixie and pixie-server.
+        .target(name: "CommandLineKit", swiftSettings: strict),
+
+        .executableTarget(name: "bench", dependencies: ["SiblingsCrypto", "CommandLineKit"], swiftSettings: strict),
 
         // Runs secret-dependent operations with poisoned secrets, for valgrind (ConstantTimeTests).
         .executableTarget(
@@ -60,6 +64,7 @@ let package = Package(
             path: "Tests/SiblingsTestSupport",
             swiftSettings: strict
         ),
+        .testTarget(name: "CommandLineKitTests", dependencies: ["CommandLineKit"], swiftSettings: strict),
         .testTarget(
             name: "SiblingsTestSupportTests",
             dependencies: ["SiblingsTestSupport"],

@@ -1,64 +1,50 @@
+import CommandLineKit
 import Foundation
 import SiblingsCrypto
 
 /// `bench`: the crypto core's throughput beside OpenSSL's own `openssl speed`, measured in the same run,
 /// printed as a Markdown table with the ratio (ours / OpenSSL; 1.00 means no wrapper overhead).
 ///
-/// Usage: bench [--seconds S] [--rounds N] [--only classic|pq] [--self-check-only]
+/// Usage: bench [--seconds <seconds>] [--rounds <rounds>] [--only <only>] [--self-check-only]
 /// docs/benchmarks.md records a run and the command.
 
-struct Options {
-    var seconds = 1.0
-    var rounds = 3
-    var selfCheckOnly = false
-    var only: Set<String> = ["classic", "pq"]
+struct Bench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bench",
+        abstract: "Measure the crypto core beside its anchors and print the ratios.",
+        discussion: """
+            The classic table runs beside `openssl speed` (throughput, Swift / OpenSSL); the post-quantum one \
+            beside pyca/cryptography with OpenSSL 4.0 (time, Swift / pyca). Each case alternates with its \
+            anchor and keeps each side's best round. docs/benchmarks.md records a run.
+            """)
 
-    init(_ arguments: [String]) {
-        var iterator = arguments.dropFirst().makeIterator()
-        while let argument = iterator.next() {
-            switch argument {
-            case "--seconds":
-                guard let value = iterator.next().flatMap(Double.init), value > 0 else {
-                    fail(usage: "--seconds needs a positive number")
-                }
-                seconds = value
-            case "--rounds":
-                guard let value = iterator.next().flatMap(Int.init), value > 0 else {
-                    fail(usage: "--rounds needs a positive whole number")
-                }
-                rounds = value
-            case "--only":
-                guard let value = iterator.next(), ["classic", "pq"].contains(value) else {
-                    fail(usage: "--only takes classic or pq")
-                }
-                only = [value]
-            case "--self-check-only":
-                selfCheckOnly = true
-            case "--help", "-h":
-                say("usage: bench [--seconds S] [--rounds N] [--only classic|pq] [--self-check-only]")
-                say("  Measures the crypto core beside `openssl speed` and prints the ratios.")
-                say("  --seconds S  time each measurement for S seconds (default 1)")
-                say("  --rounds N   alternate ours and the anchor N times, keep each side's best (default 3)")
-                say("  --only X     only the classic table (beside openssl speed) or the pq one (beside pyca)")
-                exit(0)
-            default:
-                fail(usage: "unknown argument '\(argument)'")
-            }
-        }
+    @Option(name: .long("seconds"), help: "Time each measurement for this many seconds (default 1).")
+    var seconds: Double = 1
+    @Option(name: .long("rounds"), help: "Alternate ours and the anchor this many times (default 3).")
+    var rounds: Int = 3
+    @OptionalOption(name: .long("only"), help: "Only the classic table or the pq one.")
+    var only: String?
+    @Flag(name: .long("self-check-only"), help: "Run the self-check and stop.")
+    var selfCheckOnly: Bool
+
+    func validate() throws {
+        guard seconds > 0 else { throw ValidationError("--seconds must be positive") }
+        guard rounds > 0 else { throw ValidationError("--rounds must be at least 1") }
+        if let only, !["classic", "pq"].contains(only) { throw ValidationError("--only takes classic or pq") }
+    }
+
+    func run() async throws {
+        try selfCheck()
+        say("self-check: AES-256-GCM, ChaCha20-Poly1305, Ed25519, ECDSA P-256 and X25519 round trips pass")
+        if selfCheckOnly { return }
+        if only == nil || only == "classic" { try classicTable(self) }
+        if only == nil || only == "pq" { try postQuantumTable(self) }
     }
 }
 
 /// Writes a line to standard output at once (`print` buffers when the output is a pipe).
 func say(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
-}
-
-func fail(usage message: String) -> Never {
-    FileHandle.standardError.write(
-        Data(
-            "bench: \(message)\nusage: bench [--seconds S] [--rounds N] [--only classic|pq] [--self-check-only]\n".utf8)
-    )
-    exit(64)
 }
 
 /// Runs `body` repeatedly for about `seconds`; returns operations per second.
@@ -160,7 +146,7 @@ func formatted(_ value: Double, unit: String) -> String {
 }
 
 /// The classical primitives beside `openssl speed`, as throughput ratios.
-func classicTable(_ options: Options) throws {
+func classicTable(_ options: Bench) throws {
     let seconds = options.seconds
     let secondsArgument = String(max(1, Int(seconds.rounded())))
     let key = SymmetricKey(size: .bits256)
@@ -252,7 +238,7 @@ func classicTable(_ options: Options) throws {
 
 /// The post-quantum primitives beside pyca/cryptography (OpenSSL 4.0), as time ratios (Swift / pyca;
 /// the target is at most 2.0). pyca runs in scripts/bench_anchor_pyca.py under the project's venv.
-func postQuantumTable(_ options: Options) throws {
+func postQuantumTable(_ options: Bench) throws {
     let kem = MLKEM768.PrivateKey()
     guard let kemSeed = kem.seedRepresentation else { throw BenchError("a fresh ML-KEM key has no seed") }
     let kemCiphertext = kem.publicKey.encapsulate().encapsulated
@@ -335,15 +321,4 @@ func pycaAnchors(seconds: Double, names: [String]) throws -> [String: Double] {
     return object
 }
 
-let options = Options(CommandLine.arguments)
-do {
-    try selfCheck()
-    say("self-check: AES-256-GCM, ChaCha20-Poly1305, Ed25519, ECDSA P-256 and X25519 round trips pass")
-    if options.selfCheckOnly { exit(0) }
-
-    if options.only.contains("classic") { try classicTable(options) }
-    if options.only.contains("pq") { try postQuantumTable(options) }
-} catch {
-    FileHandle.standardError.write(Data("bench: \(error)\n".utf8))
-    exit(1)
-}
+await Bench.main()

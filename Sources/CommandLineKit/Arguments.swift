@@ -1,0 +1,191 @@
+import Foundation
+
+/// How an option or flag is spelled on the command line.
+public struct NameSpecification: Sendable, Hashable {
+    public let long: String?
+    public let short: Character?
+
+    /// `--long` and, optionally, `-s`.
+    public static func long(_ name: String, short: Character? = nil) -> NameSpecification {
+        NameSpecification(long: name, short: short)
+    }
+
+    /// `-s` only.
+    public static func short(_ character: Character) -> NameSpecification {
+        NameSpecification(long: nil, short: character)
+    }
+
+    var display: String {
+        [long.map { "--\($0)" }, short.map { "-\($0)" }].compactMap { $0 }.joined(separator: ", ")
+    }
+}
+
+/// A value an option or argument can hold: parsed from one command-line word.
+public protocol ExpressibleByArgument: Sendable {
+    init?(argument: String)
+    /// Shown in help, e.g. `<seconds>`; defaults to the property's name.
+    static var valueName: String? { get }
+}
+
+extension ExpressibleByArgument {
+    public static var valueName: String? { nil }
+}
+
+extension String: ExpressibleByArgument {
+    public init?(argument: String) { self = argument }
+}
+
+extension Int: ExpressibleByArgument {
+    public init?(argument: String) { self.init(argument) }
+}
+
+extension Double: ExpressibleByArgument {
+    public init?(argument: String) { self.init(argument) }
+}
+
+extension UInt16: ExpressibleByArgument {
+    public init?(argument: String) { self.init(argument) }
+}
+
+/// What the parser needs to know about one declared option, flag or argument, read through `Mirror`
+/// from the command's stored properties.
+protocol ArgumentDefinition {
+    var box: AnyArgumentBox { get }
+}
+
+/// The storage every property wrapper shares with its copies: parsing writes into it.
+class AnyArgumentBox: @unchecked Sendable {
+    // @unchecked: written only while parsing, before the command runs, on one thread.
+    enum Kind {
+        case option(NameSpecification)
+        case flag(NameSpecification)
+        case argument
+    }
+
+    let kind: Kind
+    let help: String
+    var label = ""
+    var wasSet = false
+
+    init(kind: Kind, help: String) {
+        self.kind = kind
+        self.help = help
+    }
+
+    var isRequired: Bool { false }
+    var valueName: String { label }
+    /// Parses and stores one word; returns false when it does not parse.
+    func set(_ word: String) -> Bool { false }
+    func setFlag() {}
+    var isRepeating: Bool { false }
+}
+
+final class ArgumentBox<Value: Sendable>: AnyArgumentBox, @unchecked Sendable {
+    var value: Value?
+    let parse: @Sendable (String) -> Value?
+    let required: Bool
+    let customValueName: String?
+
+    init(
+        kind: Kind, help: String, initial: Value?, required: Bool, valueName: String?,
+        parse: @escaping @Sendable (String) -> Value?
+    ) {
+        self.value = initial
+        self.parse = parse
+        self.required = required
+        self.customValueName = valueName
+        super.init(kind: kind, help: help)
+    }
+
+    override var isRequired: Bool { required }
+    override var valueName: String { customValueName ?? label }
+
+    override func set(_ word: String) -> Bool {
+        guard let parsed = parse(word) else { return false }
+        value = parsed
+        wasSet = true
+        return true
+    }
+}
+
+/// A `--name value` option. Without a default it is required.
+@propertyWrapper
+public struct Option<Value: ExpressibleByArgument>: ArgumentDefinition, Sendable {
+    let typedBox: ArgumentBox<Value>
+    var box: AnyArgumentBox { typedBox }
+
+    public init(wrappedValue: Value, name: NameSpecification, help: String = "") {
+        typedBox = ArgumentBox(
+            kind: .option(name), help: help, initial: wrappedValue, required: false, valueName: Value.valueName,
+            parse: { Value(argument: $0) })
+    }
+
+    public init(name: NameSpecification, help: String = "") {
+        typedBox = ArgumentBox(
+            kind: .option(name), help: help, initial: nil, required: true, valueName: Value.valueName,
+            parse: { Value(argument: $0) })
+    }
+
+    public var wrappedValue: Value {
+        guard let value = typedBox.value else {
+            fatalError("a required option was read before parsing: parse with the command's main()")
+        }
+        return value
+    }
+}
+
+/// A `--name value` option that may be absent.
+@propertyWrapper
+public struct OptionalOption<Value: ExpressibleByArgument>: ArgumentDefinition, Sendable {
+    let typedBox: ArgumentBox<Value>
+    var box: AnyArgumentBox { typedBox }
+
+    public init(name: NameSpecification, help: String = "") {
+        typedBox = ArgumentBox(
+            kind: .option(name), help: help, initial: nil, required: false, valueName: Value.valueName,
+            parse: { Value(argument: $0) })
+    }
+
+    public var wrappedValue: Value? { typedBox.value }
+}
+
+/// A `--name` switch, false unless given.
+@propertyWrapper
+public struct Flag: ArgumentDefinition, Sendable {
+    let typedBox: ArgumentBox<Bool>
+    var box: AnyArgumentBox { typedBox }
+
+    public init(name: NameSpecification, help: String = "") {
+        typedBox = ArgumentBox(kind: .flag(name), help: help, initial: false, required: false, valueName: nil) { _ in
+            true
+        }
+    }
+
+    public var wrappedValue: Bool { typedBox.value ?? false }
+}
+
+/// A positional argument. Without a default it is required.
+@propertyWrapper
+public struct Argument<Value: ExpressibleByArgument>: ArgumentDefinition, Sendable {
+    let typedBox: ArgumentBox<Value>
+    var box: AnyArgumentBox { typedBox }
+
+    public init(wrappedValue: Value, help: String = "") {
+        typedBox = ArgumentBox(
+            kind: .argument, help: help, initial: wrappedValue, required: false, valueName: Value.valueName,
+            parse: { Value(argument: $0) })
+    }
+
+    public init(help: String = "") {
+        typedBox = ArgumentBox(
+            kind: .argument, help: help, initial: nil, required: true, valueName: Value.valueName,
+            parse: { Value(argument: $0) })
+    }
+
+    public var wrappedValue: Value {
+        guard let value = typedBox.value else {
+            fatalError("a required argument was read before parsing: parse with the command's main()")
+        }
+        return value
+    }
+}

@@ -1,0 +1,90 @@
+import CommandLineKit
+import Testing
+
+struct Tool: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "tool", abstract: "A test tool.", version: "tool 1.2.3", subcommands: [Greet.self, Sum.self])
+}
+
+struct Greet: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "greet", abstract: "Say hello.")
+
+    @Option(name: .long("greeting", short: "g"), help: "The greeting.") var greeting: String = "hello"
+    @Flag(name: .long("json"), help: "Print JSON.") var json: Bool
+    @OptionalOption(name: .long("times"), help: "How many times.") var times: Int?
+    @Argument(help: "Who to greet.") var name: String
+
+    func validate() throws {
+        if let times, times < 1 { throw ValidationError("--times must be at least 1") }
+    }
+}
+
+struct Sum: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "sum", abstract: "Add two numbers.")
+
+    @Option(name: .long("scale"), help: "Multiply the result.") var scale: Int
+    @Argument(help: "The first.") var first: Int
+    @Argument(help: "The second.") var second: Int = 0
+}
+
+@Suite("CommandLineKit")
+struct CommandTests {
+    func parse(_ words: [String]) throws -> any ParsableCommand { try Tool.parseAsRoot(words) }
+
+    func usageMessage(_ words: [String]) -> String? {
+        do {
+            _ = try parse(words)
+            return nil
+        } catch CommandLineError.usage(let message, _) {
+            return message
+        } catch {
+            return "unexpected: \(error)"
+        }
+    }
+
+    @Test("options, flags and arguments in every spelling")
+    func spellings() throws {
+        let plain = try #require(try parse(["greet", "Ada"]) as? Greet)
+        #expect(plain.name == "Ada" && plain.greeting == "hello" && !plain.json && plain.times == nil)
+        let long = try #require(try parse(["greet", "--greeting", "hi", "--json", "--times", "3", "Ada"]) as? Greet)
+        #expect(long.greeting == "hi" && long.json && long.times == 3)
+        let attached = try #require(try parse(["greet", "--greeting=hey", "-g", "yo", "--", "-dashed"]) as? Greet)
+        #expect(attached.greeting == "yo" && attached.name == "-dashed")
+        let sum = try #require(try parse(["sum", "--scale", "2", "40"]) as? Sum)
+        #expect(sum.first == 40 && sum.second == 0 && sum.scale == 2)
+    }
+
+    @Test("usage errors say what is wrong")
+    func usageErrors() {
+        #expect(usageMessage(["greet"]) == "missing <name>")
+        #expect(usageMessage(["greet", "Ada", "--nope"]) == "unknown option '--nope'")
+        #expect(usageMessage(["greet", "Ada", "--greeting"]) == "'--greeting' needs a value <greeting>")
+        #expect(usageMessage(["greet", "Ada", "--times", "x"]) == "'x' is not a valid <times> for '--times'")
+        #expect(usageMessage(["greet", "Ada", "--times", "0"]) == "--times must be at least 1")
+        #expect(usageMessage(["greet", "Ada", "Bob"]) == "unexpected argument 'Bob'")
+        #expect(usageMessage(["greet", "--json=yes", "Ada"]) == "'--json' takes no value")
+        #expect(usageMessage(["sum", "1"]) == "missing '--scale <scale>'")
+        #expect(usageMessage(["frobnicate"])?.hasPrefix("unknown subcommand 'frobnicate'") == true)
+    }
+
+    @Test("--help and --version")
+    func helpAndVersion() throws {
+        do {
+            _ = try parse(["greet", "--help"])
+            Issue.record("--help did not end parsing")
+        } catch CommandLineError.help(let text) {
+            #expect(text.contains("OVERVIEW: Say hello."))
+            #expect(text.contains("USAGE: tool greet [--greeting <greeting>] [--json] [--times <times>] <name>"))
+            #expect(text.contains("--greeting, -g <greeting>"))
+            #expect(text.contains("<name>") && text.contains("Who to greet."))
+        }
+        do {
+            _ = try parse(["--version"])
+            Issue.record("--version did not end parsing")
+        } catch CommandLineError.version(let text) {
+            #expect(text == "tool 1.2.3")
+        }
+        let top = Tool.helpMessage()
+        #expect(top.contains("SUBCOMMANDS:") && top.contains("greet") && top.contains("Add two numbers."))
+    }
+}
