@@ -36,6 +36,9 @@ let package = Package(
         // age v1 file encryption (C2SP age spec) on the crypto core; docs/age.md.
         .target(name: "Age", dependencies: ["SiblingsCrypto"], swiftSettings: strict),
 
+        // Sempere: the notes vault (docs/sempere-format.md).
+        .target(name: "Sempere", dependencies: ["SiblingsCrypto", "Age"], swiftSettings: strict),
+
         // Command-line parsing in swift-argument-parser's shape, shared by sempere, pixie and pixie-server.
         .target(name: "CommandLineKit", swiftSettings: strict),
 
@@ -62,6 +65,11 @@ let package = Package(
             name: "SiblingsTestSupport",
             dependencies: ["CZlib"],
             path: "Tests/SiblingsTestSupport",
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "SempereTests",
+            dependencies: ["Sempere", "Age", "SiblingsCrypto", "SiblingsTestSupport"],
             swiftSettings: strict
         ),
         .testTarget(name: "CommandLineKitTests", dependencies: ["CommandLineKit"], swiftSettings: strict),

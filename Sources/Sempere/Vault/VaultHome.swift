@@ -1,0 +1,174 @@
+import Foundation
+import SiblingsCrypto
+
+/// A device's own keys, as the vault sees them: its hybrid signing key and its wrap identity.
+public struct DeviceCredentials: Sendable {
+    public let signingKey: HybridSignature.PrivateKey
+    public let wrapIdentity: WrapIdentity
+
+    public init(signingKey: HybridSignature.PrivateKey, wrapIdentity: WrapIdentity) {
+        self.signingKey = signingKey
+        self.wrapIdentity = wrapIdentity
+    }
+
+    /// Fresh keys for a new device of a vault of this kind.
+    public static func generate(postQuantum: Bool) -> DeviceCredentials {
+        DeviceCredentials(signingKey: HybridSignature.PrivateKey(), wrapIdentity: .generate(postQuantum: postQuantum))
+    }
+
+    public var id: String { VaultKeys.identifier(for: signingKey.publicKey) }
+}
+
+/// What only home does (the guide: "Only home changes the device list"): create the vault, approve,
+/// remove and rename devices. Each change is a new body with the next generation, signed by home.
+public struct VaultHome: Sendable {
+    public let credentials: DeviceCredentials
+
+    public init(credentials: DeviceCredentials) { self.credentials = credentials }
+
+    /// Creates a vault with this device as home, epoch 1, and a recovery kit.
+    public static func createVault(
+        homeName: String, credentials: DeviceCredentials, postQuantum: Bool
+    ) throws -> (vault: SignedVault, kit: RecoveryKit, pin: VaultPin) {
+        let vaultID = SecureRandom.bytes(count: 16).hexString
+        let kit = RecoveryKit(vaultID: vaultID)
+        let recoverySigning = try kit.signingKey()
+        let recoveryWrap = try kit.wrapIdentity(postQuantum: postQuantum)
+        let home = VaultBody.Device(
+            id: credentials.id, name: homeName, signingKey: credentials.signingKey.publicKey.rawRepresentation,
+            wrapRecipient: credentials.wrapIdentity.recipientString, addedIn: 1)
+        let recovery = VaultBody.Recovery(
+            kitID: VaultKeys.identifier(for: recoverySigning.publicKey),
+            signingKey: recoverySigning.publicKey.rawRepresentation, wrapRecipient: recoveryWrap.recipientString)
+        let identity = WrapIdentity.generate(postQuantum: postQuantum)
+        let epoch = VaultBody.Epoch(
+            number: 1, startedIn: 1, reason: "created", recipient: identity.recipientString,
+            wraps: try wraps(of: identity, devices: [home], recovery: recovery))
+        let body = VaultBody(
+            vaultID: vaultID, generation: 1, home: home.id, homeGeneration: 1, postQuantum: postQuantum,
+            devices: [home], removed: [], recovery: recovery, epochs: [epoch], records: [])
+        let vault = try SignedVault.sign(body, signer: home.id, key: credentials.signingKey)
+        let pin = VaultPin(
+            vaultID: vaultID, homeSigningKey: home.signingKey, generation: 1, bodySHA256: vault.bodySHA256)
+        return (vault, kit, pin)
+    }
+
+    static func wraps(
+        of identity: WrapIdentity, devices: [VaultBody.Device], recovery: VaultBody.Recovery
+    ) throws -> [String: String] {
+        var wraps: [String: String] = ["recovery": try VaultKeys.wrap(identity, to: recovery.wrapRecipient)]
+        for device in devices { wraps[device.id] = try VaultKeys.wrap(identity, to: device.wrapRecipient) }
+        return wraps
+    }
+
+    private func checkHome(_ vault: SignedVault) throws {
+        guard vault.body.home == credentials.id else {
+            throw VaultError(
+                .notHome,
+                "only the home device (\(vault.body.device(vault.body.home)?.name ?? vault.body.home)) manages devices")
+        }
+    }
+
+    private func next(_ vault: SignedVault, _ change: (inout VaultBody) throws -> Void) throws -> SignedVault {
+        try checkHome(vault)
+        var body = vault.body
+        body.generation += 1
+        try change(&body)
+        return try SignedVault.sign(body, signer: credentials.id, key: credentials.signingKey)
+    }
+
+    /// Adds a device: one more entry and one more wrap of the current epoch's identity. No note is
+    /// rewritten and no epoch starts.
+    public func approve(
+        name: String, signingKey: HybridSignature.PublicKey, wrapRecipient: String, in vault: SignedVault
+    ) throws -> SignedVault {
+        let id = VaultKeys.identifier(for: signingKey)
+        guard vault.body.device(id) == nil else {
+            throw VaultError(.malformedVault, "device \(name) (\(id)) is already in the vault")
+        }
+        guard !vault.body.removed.contains(where: { $0.device.id == id }) else {
+            throw VaultError(
+                .removed, "device \(id) was removed from this vault; a device rejoins with new keys, not its old ones")
+        }
+        let current = try VaultKeyring(vault: vault.body, credentials: credentials).current
+        return try next(vault) { body in
+            let device = VaultBody.Device(
+                id: id, name: name, signingKey: signingKey.rawRepresentation, wrapRecipient: wrapRecipient,
+                addedIn: body.generation)
+            body.devices.append(device)
+            body.epochs[body.epochs.count - 1].wraps[id] = try VaultKeys.wrap(current, to: wrapRecipient)
+        }
+    }
+
+    /// Renames a device.
+    public func rename(deviceID: String, to name: String, in vault: SignedVault) throws -> SignedVault {
+        guard vault.body.device(deviceID) != nil else {
+            throw VaultError(.notFound, "no device \(deviceID) in this vault: see `sempere devices list`")
+        }
+        return try next(vault) { body in
+            if let index = body.devices.firstIndex(where: { $0.id == deviceID }) { body.devices[index].name = name }
+        }
+    }
+
+    /// Removes a device and starts a new epoch: a new vault identity wrapped to the devices still listed
+    /// and to the kit, and a record that keeps the old identity sealed under the new one and lists the
+    /// notes that existed, so old notes stay readable to those devices.
+    public func remove(
+        deviceID: String, from vault: SignedVault, existingNotes: [VaultBody.NoteReference]
+    ) throws -> SignedVault {
+        guard let device = vault.body.device(deviceID) else {
+            throw VaultError(.notFound, "no device \(deviceID) in this vault: see `sempere devices list`")
+        }
+        guard deviceID != vault.body.home else {
+            throw VaultError(.notHome, "home cannot remove itself; hand home to another device first (part 2)")
+        }
+        let old = try VaultKeyring(vault: vault.body, credentials: credentials).current
+        let fresh = WrapIdentity.generate(postQuantum: vault.body.postQuantum)
+        return try next(vault) { body in
+            body.devices.removeAll { $0.id == deviceID }
+            body.removed.append(VaultBody.Removal(device: device, removedIn: body.generation))
+            body.records.append(
+                VaultBody.Record(
+                    epoch: body.currentEpoch.number, sealedIdentity: try VaultKeys.wrap(old, to: fresh.recipientString),
+                    notes: existingNotes))
+            body.epochs.append(
+                VaultBody.Epoch(
+                    number: body.currentEpoch.number + 1, startedIn: body.generation, reason: "removed",
+                    recipient: fresh.recipientString,
+                    wraps: try Self.wraps(of: fresh, devices: body.devices, recovery: body.recovery)))
+        }
+    }
+}
+
+/// The vault identities a listed device can reach: the current epoch's from its own wrap, every earlier
+/// one through the records' chain.
+public struct VaultKeyring: Sendable {
+    public let identities: [Int: WrapIdentity]
+    public let currentEpoch: Int
+
+    public init(vault: VaultBody, credentials: DeviceCredentials) throws {
+        guard vault.device(credentials.id) != nil else {
+            if vault.removed.contains(where: { $0.device.id == credentials.id }) {
+                throw VaultError(
+                    .removed,
+                    "this device was removed from the vault: it stops syncing; export what it had not synced")
+            }
+            throw VaultError(.notFound, "this device is not in the vault: join it first")
+        }
+        guard let wrap = vault.currentEpoch.wraps[credentials.id] else {
+            throw VaultError(
+                .malformedVault, "the current epoch has no wrap for this device: ask home to approve it again")
+        }
+        var identities = [
+            vault.currentEpoch.number: try VaultKeys.unwrap(wrap, with: credentials.wrapIdentity.identity)
+        ]
+        for record in vault.records.sorted(by: { $0.epoch > $1.epoch }) {
+            guard let newer = identities[record.epoch + 1] else { continue }
+            identities[record.epoch] = try VaultKeys.unwrap(record.sealedIdentity, with: newer.identity)
+        }
+        self.identities = identities
+        self.currentEpoch = vault.currentEpoch.number
+    }
+
+    var current: WrapIdentity { identities[currentEpoch]! }
+}

@@ -1,0 +1,124 @@
+import Age
+import Foundation
+import SiblingsCrypto
+
+/// An age identity that can also say its own Bech32 string and recipient: what a vault identity, a
+/// device's wrap identity and the recovery identity are (X25519, or X-Wing in a post-quantum vault).
+public enum WrapIdentity: Sendable {
+    case x25519(X25519Identity)
+    case hybrid(HybridIdentity)
+
+    /// A fresh identity of the vault's kind.
+    public static func generate(postQuantum: Bool) -> WrapIdentity {
+        postQuantum ? .hybrid(HybridIdentity()) : .x25519(X25519Identity())
+    }
+
+    /// Parses `AGE-SECRET-KEY-1...` or `AGE-SECRET-KEY-PQ-1...`.
+    public init(string: String) throws {
+        let trimmed = string.trimmingCharacters(in: .whitespacesAndNewlines)
+        if trimmed.uppercased().hasPrefix("AGE-SECRET-KEY-PQ-1") {
+            self = .hybrid(try HybridIdentity(string: trimmed))
+        } else {
+            self = .x25519(try X25519Identity(string: trimmed))
+        }
+    }
+
+    public var identity: any AgeIdentity {
+        switch self {
+        case .x25519(let identity): return identity
+        case .hybrid(let identity): return identity
+        }
+    }
+
+    public var string: String {
+        switch self {
+        case .x25519(let identity): return identity.string
+        case .hybrid(let identity): return identity.string
+        }
+    }
+
+    public var recipientString: String {
+        switch self {
+        case .x25519(let identity): return identity.recipient.string
+        case .hybrid(let identity): return identity.recipient.string
+        }
+    }
+}
+
+enum VaultKeys {
+    /// The age recipient in a vault body (`age1...` or `age1pq1...`).
+    static func recipient(_ string: String) throws -> any AgeRecipient {
+        guard let recipient = try AgeKeyFile.recipients(from: string).first else {
+            throw VaultError(.malformedVault, "a recipient in vault.json is empty")
+        }
+        return recipient
+    }
+
+    /// An identity's Bech32 string as an armored age file to `recipient`.
+    static func wrap(_ identity: WrapIdentity, to recipient: String) throws -> String {
+        let file = try Age.encrypt(Data(identity.string.utf8), to: [try Self.recipient(recipient)], armor: true)
+        return String(decoding: file, as: UTF8.self)
+    }
+
+    /// Opens a wrap with `identity`.
+    static func unwrap(_ wrap: String, with identity: any AgeIdentity) throws -> WrapIdentity {
+        let plaintext = try Age.decrypt(Data(wrap.utf8), identities: [identity])
+        return try WrapIdentity(string: String(decoding: plaintext, as: UTF8.self))
+    }
+
+    /// device_id (and kit_id): the first 16 bytes of SHA-256 of the signing public key, in hex.
+    static func identifier(for signingKey: HybridSignature.PublicKey) -> String {
+        SHA256.hash(data: signingKey.rawRepresentation).rawRepresentation.prefix(16).hexString
+    }
+}
+
+/// The recovery kit: 32 random bytes that exist only on paper. Everything else is derived from them and
+/// the vault id (docs/sempere-format.md, "Keys").
+public struct RecoveryKit: Sendable {
+    let secret: SymmetricKey
+    public let vaultID: String
+
+    /// A fresh kit for `vaultID`.
+    public init(vaultID: String) {
+        self.init(secret: SymmetricKey(size: .bits256), vaultID: vaultID)
+    }
+
+    /// The kit whose secret is `secret` (32 bytes, as printed).
+    public init(secret: some DataProtocol, vaultID: String) throws {
+        guard secret.count == 32 else {
+            throw VaultError(
+                .malformedVault,
+                "a recovery kit secret is 32 bytes; this one is \(secret.count): check the kit was typed whole")
+        }
+        self.init(secret: SymmetricKey(data: secret), vaultID: vaultID)
+    }
+
+    init(secret: SymmetricKey, vaultID: String) {
+        self.secret = secret
+        self.vaultID = vaultID
+    }
+
+    /// The secret, for printing on the kit. Keep it as safe as the notes deserve.
+    public var secretRepresentation: Data { secret.withUnsafeBytes { Data($0) } }
+
+    private func derive(_ label: String) throws -> Data {
+        try HKDF<SHA256>.deriveKey(
+            inputKeyMaterial: secret, salt: Data(vaultID.utf8), info: Data("sempere/v1/recovery/\(label)".utf8),
+            outputByteCount: 32
+        ).withUnsafeBytes { Data($0) }
+    }
+
+    /// The recovery wrap identity of the vault's kind.
+    public func wrapIdentity(postQuantum: Bool) throws -> WrapIdentity {
+        if postQuantum {
+            return .hybrid(HybridIdentity(privateKey: try XWing.PrivateKey(seedRepresentation: try derive("xwing"))))
+        }
+        return .x25519(
+            X25519Identity(privateKey: try Curve25519.KeyAgreement.PrivateKey(rawRepresentation: try derive("x25519"))))
+    }
+
+    /// The recovery signing key (used by a takeover, part 2).
+    public func signingKey() throws -> HybridSignature.PrivateKey {
+        try HybridSignature.PrivateKey(seedRepresentation: try derive("signing"))
+    }
+}

@@ -1,0 +1,110 @@
+import Age
+import Foundation
+import SiblingsCrypto
+
+/// A note: Markdown, signed by the device that wrote it, encrypted as a standard age file to its
+/// epoch's vault recipient only (docs/sempere-format.md, "Notes").
+///
+/// The signature travels inside the encryption, as a Markdown comment on the last line, so the storage
+/// provider cannot use it to test guesses of a note's text, and stock `age -d` shows the note with one
+/// comment line at its end:
+///
+///     <!-- sempere-note v1 author=<device_id> epoch=<n> signature=<base64 HybridSignature> -->
+///
+/// The signature covers vault_id ‖ 0x00 ‖ path ‖ 0x00 ‖ decimal epoch ‖ 0x00 ‖ the Markdown bytes, with
+/// context "sempere/v1/note": a note cannot be moved to another path, epoch or vault.
+public enum VaultNote {
+    static let context = Data("sempere/v1/note".utf8)
+    static let prefix = "<!-- sempere-note v1 "
+
+    public struct Opened: Sendable, Equatable {
+        public let markdown: String
+        public let author: String
+        public let epoch: Int
+    }
+
+    static func signedBytes(vaultID: String, path: String, epoch: Int, markdown: Data) -> Data {
+        Data(vaultID.utf8) + Data([0]) + Data(path.utf8) + Data([0]) + Data(String(epoch).utf8) + Data([0]) + markdown
+    }
+
+    /// The age file for `markdown` at `path`, written by `author` in the vault's current epoch.
+    public static func seal(markdown: String, path: String, vault: VaultBody, author: DeviceCredentials) throws -> Data
+    {
+        guard vault.device(author.id) != nil else {
+            throw VaultError(.removed, "this device is not listed in the vault, so it cannot write notes")
+        }
+        let epoch = vault.currentEpoch
+        let body = Data(markdown.utf8)
+        let signature = try author.signingKey.signature(
+            for: signedBytes(vaultID: vault.vaultID, path: path, epoch: epoch.number, markdown: body), context: context)
+        let trailer =
+            "\n\(prefix)author=\(author.id) epoch=\(epoch.number) signature=\(signature.rawRepresentation.base64EncodedString()) -->\n"
+        return try Age.encrypt(body + Data(trailer.utf8), to: [try VaultKeys.recipient(epoch.recipient)])
+    }
+
+    /// Opens the note at `path` and checks who wrote it. Throws `.untrustedNote` for a note the provider
+    /// (or a removed device after its removal) could have made: no trailer, a signature that fails, an
+    /// author not listed during the note's epoch, an epoch other than the one whose key opens it, or a
+    /// removed device's note that is not in the record of the notes that existed when it was removed.
+    public static func open(_ file: Data, path: String, vault: VaultBody, keyring: VaultKeyring) throws -> Opened {
+        var opened: (plaintext: Data, epoch: Int)?
+        for (epoch, identity) in keyring.identities.sorted(by: { $0.key > $1.key }) {
+            if let plaintext = try? Age.decrypt(file, identities: [identity.identity]) {
+                opened = (plaintext, epoch)
+                break
+            }
+        }
+        guard let (plaintext, epoch) = opened else {
+            throw VaultError(
+                .untrustedNote, "\(path) does not open with any of this vault's keys: set aside in Repair, not read")
+        }
+        let text = String(decoding: plaintext, as: UTF8.self)
+        guard text.hasSuffix(" -->\n"), let start = text.range(of: "\n" + prefix, options: .backwards) else {
+            throw VaultError(.untrustedNote, "\(path) has no author signature: set aside in Repair, not read")
+        }
+        let markdown = String(text[..<start.lowerBound])
+        var fields: [String: String] = [:]
+        for field in text[start.upperBound...].dropLast(5).split(separator: " ") {
+            let parts = field.split(separator: "=", maxSplits: 1)
+            if parts.count == 2 { fields[String(parts[0])] = String(parts[1]) }
+        }
+        guard let author = fields["author"], let claimed = fields["epoch"].flatMap(Int.init), claimed == epoch,
+            let signatureBytes = fields["signature"].flatMap({ Data(base64Encoded: $0) }),
+            let signature = try? HybridSignature.Signature(rawRepresentation: signatureBytes)
+        else {
+            throw VaultError(.untrustedNote, "\(path)'s author line is malformed or names the wrong epoch: set aside")
+        }
+        guard let device = try authorRecord(author, epoch: epoch, path: path, file: file, vault: vault),
+            let key = try? HybridSignature.PublicKey(rawRepresentation: device.signingKey),
+            key.isValidSignature(
+                signature,
+                for: signedBytes(vaultID: vault.vaultID, path: path, epoch: epoch, markdown: Data(markdown.utf8)),
+                context: context)
+        else {
+            throw VaultError(
+                .untrustedNote, "\(path) is not signed by a device listed in its epoch: set aside in Repair, not read")
+        }
+        return Opened(markdown: markdown, author: author, epoch: epoch)
+    }
+
+    /// The device record that may have written a note of `epoch`, or nil.
+    static func authorRecord(
+        _ author: String, epoch: Int, path: String, file: Data, vault: VaultBody
+    ) throws -> VaultBody.Device? {
+        // The generation at which the note's epoch ended (nil: it is the current epoch).
+        let ended = vault.epochs.first { $0.number == epoch + 1 }?.startedIn
+        if let device = vault.device(author) {
+            // A listed device, added before the epoch ended.
+            return ended.map { device.addedIn < $0 } ?? true ? device : nil
+        }
+        guard let removal = vault.removed.first(where: { $0.device.id == author }), let ended,
+            ended <= removal.removedIn
+        else { return nil }
+        // A removed device keeps its old keys: only the notes recorded when the epoch ended are its.
+        let digest = SHA256.hash(data: file).description
+        let recorded = vault.records.first { $0.epoch == epoch }?.notes.contains {
+            $0.path == path && $0.sha256 == digest
+        }
+        return recorded == true ? removal.device : nil
+    }
+}

@@ -1,0 +1,238 @@
+import Age
+import Foundation
+import Sempere
+import SiblingsCrypto
+import Testing
+
+/// The vault model of docs/sempere-format.md against the guide's points (001_5891a016d14320f1.txt) and
+/// the provider's attacks. Each device is a `DeviceCredentials` and a `VaultPin`; "the provider" is
+/// whoever hands a device vault.json and note bytes.
+@Suite("Sempere vault: device list, epochs, wraps, notes")
+struct VaultTests {
+    struct Fixture {
+        let home = DeviceCredentials.generate(postQuantum: false)
+        let phone = DeviceCredentials.generate(postQuantum: false)
+        var vault: SignedVault
+        var pin: VaultPin
+        let kit: RecoveryKit
+
+        init(postQuantum: Bool = false) throws {
+            let created = try VaultHome.createVault(homeName: "iPad", credentials: home, postQuantum: postQuantum)
+            vault = created.vault
+            pin = created.pin
+            kit = created.kit
+        }
+
+        var homeActions: VaultHome { VaultHome(credentials: home) }
+
+        mutating func approvePhone() throws {
+            vault = try homeActions.approve(
+                name: "iPhone", signingKey: phone.signingKey.publicKey,
+                wrapRecipient: phone.wrapIdentity.recipientString,
+                in: vault)
+        }
+
+        /// What a following device does with a vault.json it finds: parse, accept against its pin.
+        static func follow(_ bytes: Data, pin: VaultPin) throws -> (SignedVault, VaultPin) {
+            let vault = try SignedVault(parsing: bytes)
+            return (vault, try vault.accept(pinned: pin))
+        }
+    }
+
+    @Test("create, then a second device joins: one wrap more, no new epoch, and it reads home's notes")
+    func addDevice() throws {
+        var f = try Fixture()
+        let before = try VaultNote.seal(
+            markdown: "# Groceries", path: "notes/a/1.age", vault: f.vault.body, author: f.home)
+        try f.approvePhone()
+        #expect(f.vault.body.generation == 2 && f.vault.body.epochs.count == 1)
+        #expect(f.vault.body.currentEpoch.wraps.count == 3)  // home, phone, recovery
+        let (followed, pin) = try Fixture.follow(try f.vault.encoded(), pin: f.pin)
+        #expect(pin.generation == 2)
+        let keyring = try VaultKeyring(vault: followed.body, credentials: f.phone)
+        let opened = try VaultNote.open(before, path: "notes/a/1.age", vault: followed.body, keyring: keyring)
+        #expect(opened.markdown == "# Groceries" && opened.author == f.home.id && opened.epoch == 1)
+    }
+
+    @Test("removal starts an epoch: the removed device is refused its keys and cannot open new notes")
+    func removeDevice() throws {
+        var f = try Fixture()
+        try f.approvePhone()
+        let phoneKeysBefore = try VaultKeyring(vault: f.vault.body, credentials: f.phone)
+        let old = try VaultNote.seal(markdown: "old", path: "notes/p/1.age", vault: f.vault.body, author: f.phone)
+        let record = VaultBody.NoteReference(path: "notes/p/1.age", sha256: SHA256.hash(data: old).description)
+        f.vault = try f.homeActions.remove(deviceID: f.phone.id, from: f.vault, existingNotes: [record])
+        #expect(f.vault.body.epochs.count == 2 && f.vault.body.currentEpoch.wraps[f.phone.id] == nil)
+
+        #expect(throws: VaultError.self) { try VaultKeyring(vault: f.vault.body, credentials: f.phone) }
+        let fresh = try VaultNote.seal(markdown: "new", path: "notes/a/2.age", vault: f.vault.body, author: f.home)
+        // The removed device's old keys do not open the new epoch's note.
+        #expect(throws: (any Error).self) {
+            try VaultNote.open(fresh, path: "notes/a/2.age", vault: f.vault.body, keyring: phoneKeysBefore)
+        }
+        // Home reads both: the new note, and the phone's old note through the record.
+        let homeKeys = try VaultKeyring(vault: f.vault.body, credentials: f.home)
+        #expect(try VaultNote.open(fresh, path: "notes/a/2.age", vault: f.vault.body, keyring: homeKeys).epoch == 2)
+        let oldOpened = try VaultNote.open(old, path: "notes/p/1.age", vault: f.vault.body, keyring: homeKeys)
+        #expect(oldOpened.markdown == "old" && oldOpened.author == f.phone.id && oldOpened.epoch == 1)
+    }
+
+    @Test("a removed device writing after its removal is set aside, not read")
+    func removedDeviceWritesLate() throws {
+        var f = try Fixture()
+        try f.approvePhone()
+        let staleBody = f.vault.body  // what the phone still has
+        f.vault = try f.homeActions.remove(deviceID: f.phone.id, from: f.vault, existingNotes: [])
+        let late = try VaultNote.seal(
+            markdown: "written after removal", path: "notes/p/9.age", vault: staleBody, author: f.phone)
+        let homeKeys = try VaultKeyring(vault: f.vault.body, credentials: f.home)
+        let error = #expect(throws: VaultError.self) {
+            try VaultNote.open(late, path: "notes/p/9.age", vault: f.vault.body, keyring: homeKeys)
+        }
+        #expect(error?.code == .untrustedNote)
+    }
+
+    @Test("the provider cannot forge a note, move one, or sign one with a key of its own")
+    func forgedNotes() throws {
+        var f = try Fixture()
+        try f.approvePhone()
+        let keys = try VaultKeyring(vault: f.vault.body, credentials: f.phone)
+        let recipient = try #require(try AgeKeyFile.recipients(from: f.vault.body.currentEpoch.recipient).first)
+        // 1. An age file to the vault's (public) recipient, with no signature.
+        let unsigned = try Age.encrypt(Data("pay the provider".utf8), to: [recipient])
+        // 2. A signature line made with a key that is not a device's.
+        let stranger = DeviceCredentials.generate(postQuantum: false)
+        let impostor = try VaultNote.seal(
+            markdown: "hello", path: "notes/x/1.age", vault: Self.listing(stranger, in: f.vault.body), author: stranger)
+        // 3. A genuine note moved to another path.
+        let genuine = try VaultNote.seal(markdown: "real", path: "notes/a/1.age", vault: f.vault.body, author: f.home)
+        for (file, path) in [(unsigned, "notes/x/0.age"), (impostor, "notes/x/1.age"), (genuine, "notes/a/2.age")] {
+            let error = #expect(throws: VaultError.self) {
+                try VaultNote.open(file, path: path, vault: f.vault.body, keyring: keys)
+            }
+            #expect(error?.code == .untrustedNote, "\(path)")
+        }
+        #expect(
+            try VaultNote.open(genuine, path: "notes/a/1.age", vault: f.vault.body, keyring: keys).markdown == "real")
+    }
+
+    /// A body that lists `device` (so seal() agrees to write), for making an impostor's note.
+    static func listing(_ device: DeviceCredentials, in body: VaultBody) -> VaultBody {
+        var body = body
+        body.devices.append(
+            VaultBody.Device(
+                id: device.id, name: "impostor", signingKey: device.signingKey.publicKey.rawRepresentation,
+                wrapRecipient: device.wrapIdentity.recipientString, addedIn: 1))
+        return body
+    }
+
+    @Test("the provider cannot roll the list back, fork it, swap in another vault, or inject a device")
+    func deviceListAttacks() throws {
+        var f = try Fixture()
+        let generation1 = try f.vault.encoded()
+        try f.approvePhone()
+        let (_, pin2) = try Fixture.follow(try f.vault.encoded(), pin: f.pin)
+
+        // Rollback: the old generation after the new one was accepted.
+        #expect(throws: VaultError.self) { try Fixture.follow(generation1, pin: pin2) }
+        do {
+            _ = try Fixture.follow(generation1, pin: pin2)
+        } catch let error as VaultError {
+            #expect(error.code == .rollback)
+        }
+
+        // Injected device: an entry added to the body without home's signature.
+        var injected = f.vault.body
+        let stranger = DeviceCredentials.generate(postQuantum: false)
+        injected = Self.listing(stranger, in: injected)
+        injected.generation += 1
+        let forged = try SignedVaultForgery.resign(f.vault, body: injected, with: stranger)
+        let injectedError = #expect(throws: VaultError.self) { try Fixture.follow(forged, pin: pin2) }
+        #expect(injectedError?.code == .badSignature)
+        let unsigned = try SignedVaultForgery.replaceBody(f.vault, with: injected)
+        let unsignedError = #expect(throws: VaultError.self) { try Fixture.follow(unsigned, pin: pin2) }
+        #expect(unsignedError?.code == .badSignature)
+
+        // Another vault, even a genuine one, is refused.
+        let other = try Fixture()
+        let swapError = #expect(throws: VaultError.self) { try Fixture.follow(try other.vault.encoded(), pin: pin2) }
+        #expect(swapError?.code == .wrongVault)
+
+        // Fork: two different lists of one generation (only a compromised home could sign both).
+        let renamed = try f.homeActions.rename(deviceID: f.phone.id, to: "Work phone", in: f.vault)
+        let (_, pin3) = try Fixture.follow(try renamed.encoded(), pin: pin2)
+        let otherRename = try f.homeActions.rename(deviceID: f.phone.id, to: "Old phone", in: f.vault)
+        let forkError = #expect(throws: VaultError.self) { try Fixture.follow(try otherRename.encoded(), pin: pin3) }
+        #expect(forkError?.code == .fork)
+
+        // Not home: the phone cannot change the list.
+        let phoneActions = VaultHome(credentials: f.phone)
+        let notHome = #expect(throws: VaultError.self) {
+            try phoneActions.rename(deviceID: f.home.id, to: "mine", in: f.vault)
+        }
+        #expect(notHome?.code == .notHome)
+    }
+
+    @Test("the recovery kit opens the current epoch; a post-quantum vault uses age1pq recipients")
+    func recoveryAndPostQuantum() throws {
+        var f = try Fixture(postQuantum: true)
+        try f.approvePhone()
+        #expect(f.vault.body.currentEpoch.recipient.hasPrefix("age1pq1"))
+        let note = try VaultNote.seal(markdown: "pq", path: "notes/a/1.age", vault: f.vault.body, author: f.home)
+        let kitIdentity = try RecoveryKit(secret: f.kit.secretRepresentation, vaultID: f.vault.body.vaultID)
+            .wrapIdentity(postQuantum: true)
+        let wrap = try #require(f.vault.body.currentEpoch.wraps["recovery"])
+        let epochKey = try WrapIdentity(
+            string: String(
+                decoding: try Age.decrypt(Data(wrap.utf8), identities: [kitIdentity.identity]), as: UTF8.self))
+        let plaintext = String(decoding: try Age.decrypt(note, identities: [epochKey.identity]), as: UTF8.self)
+        #expect(plaintext.hasPrefix("pq\n<!-- sempere-note v1 "))
+    }
+
+    @Test("stock age reads a note with one extra age -d for the epoch's key")
+    func stockAge() throws {
+        var f = try Fixture()
+        try f.approvePhone()
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("sempere-stock-\(UUID())")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let note = try VaultNote.seal(
+            markdown: "# Read me with age", path: "notes/a/1.age", vault: f.vault.body, author: f.home)
+        try note.write(to: folder.appendingPathComponent("note.age"))
+        try Data((f.phone.wrapIdentity.string + "\n").utf8).write(to: folder.appendingPathComponent("device.key"))
+        try Data(try #require(f.vault.body.currentEpoch.wraps[f.phone.id]).utf8)
+            .write(to: folder.appendingPathComponent("epoch.age"))
+        func age(_ arguments: [String]) throws -> String {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/age")
+            process.arguments = arguments
+            process.currentDirectoryURL = folder
+            let out = Pipe()
+            process.standardOutput = out
+            try process.run()
+            let data = out.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 0, "age \(arguments)")
+            return String(decoding: data, as: UTF8.self)
+        }
+        _ = try age(["-d", "-i", "device.key", "-o", "epoch.key", "epoch.age"])
+        let text = try age(["-d", "-i", "epoch.key", "note.age"])
+        #expect(text.hasPrefix("# Read me with age\n<!-- sempere-note v1 author=\(f.home.id) epoch=1 "))
+    }
+}
+
+/// What a storage provider can do to vault.json without home's key.
+enum SignedVaultForgery {
+    /// The file with `body` in place of the signed one, the signature left as it was.
+    static func replaceBody(_ vault: SignedVault, with body: VaultBody) throws -> Data {
+        let signed = try SignedVault.sign(body, signer: vault.signer, key: HybridSignature.PrivateKey())
+        var object = try #require(try JSONSerialization.jsonObject(with: signed.encoded()) as? [String: Any])
+        object["signature"] = vault.signature.rawRepresentation.base64EncodedString()
+        return try JSONSerialization.data(withJSONObject: object)
+    }
+
+    /// The file with `body`, signed by `stranger` but still naming home as the signer.
+    static func resign(_ vault: SignedVault, body: VaultBody, with stranger: DeviceCredentials) throws -> Data {
+        try SignedVault.sign(body, signer: vault.signer, key: stranger.signingKey).encoded()
+    }
+}
