@@ -1,8 +1,9 @@
 import Foundation
 
 /// Bech32 (BIP 173, with its constant 1, not Bech32m) as age uses it: no 90-character limit, and a
-/// string must be all lowercase or all uppercase.
-enum Bech32 {
+/// string must be all lowercase or all uppercase. Public because the same encoding serves other keys
+/// people copy by hand (Sempere's recovery kit).
+public enum Bech32 {
     private static let charset = Array("qpzry9x8gf2tvdw0s3jn54khce6mua7l".utf8)
     private static let reverse: [Int8] = {
         var table = [Int8](repeating: -1, count: 128)
@@ -50,7 +51,7 @@ enum Bech32 {
     }
 
     /// Encodes `data` under the human-readable part `hrp`, in lowercase or, with `uppercase`, uppercase.
-    static func encode(hrp: String, data: Data, uppercase: Bool = false) -> String {
+    public static func encode(hrp: String, data: Data, uppercase: Bool = false) -> String {
         let hrpBytes = Array(hrp.lowercased().utf8)
         let values = convert(Array(data), from: 8, to: 5, pad: true) ?? []
         let polymodValue = polymod(expand(hrpBytes) + values + [0, 0, 0, 0, 0, 0]) ^ 1
@@ -63,7 +64,7 @@ enum Bech32 {
 
     /// Decodes a Bech32 string; returns the human-readable part in lowercase and the data, or nil when the
     /// string is mixed case, has characters outside the charset, or a wrong checksum.
-    static func decode(_ string: String) -> (hrp: String, data: Data)? {
+    public static func decode(_ string: String) -> (hrp: String, data: Data)? {
         let bytes = Array(string.utf8)
         guard bytes.allSatisfy({ $0 >= 33 && $0 <= 126 }) else { return nil }
         let hasLower = bytes.contains { $0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "z") }

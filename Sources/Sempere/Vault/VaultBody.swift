@@ -149,6 +149,8 @@ public struct VaultError: Error, Sendable, CustomStringConvertible {
         public static let notFound = Code(name: "notFound")
         /// A note that is not signed by a device listed for its epoch, or whose signature fails.
         public static let untrustedNote = Code(name: "untrustedNote")
+        /// A passphrase that does not open what it should.
+        public static let wrongPassphrase = Code(name: "wrongPassphrase")
     }
 
     public let code: Code

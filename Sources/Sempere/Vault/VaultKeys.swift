@@ -117,6 +117,53 @@ public struct RecoveryKit: Sendable {
             X25519Identity(privateKey: try Curve25519.KeyAgreement.PrivateKey(rawRepresentation: try derive("x25519"))))
     }
 
+    /// The kit secret as people copy it: Bech32 (checksummed, so a typo is caught) with the prefix
+    /// `SEMPERE-KIT-1`, uppercase.
+    public var secretString: String {
+        Bech32.encode(hrp: Self.stringPrefix, data: secretRepresentation, uppercase: true)
+    }
+
+    static let stringPrefix = "sempere-kit-"
+
+    /// The kit from its printed string (either case) and the vault it belongs to.
+    public init(secretString: String, vaultID: String) throws {
+        let trimmed = secretString.filter { !$0.isWhitespace }
+        guard let (hrp, data) = Bech32.decode(trimmed), hrp == Self.stringPrefix else {
+            throw VaultError(
+                .malformedVault,
+                "that is not a recovery kit secret (SEMPERE-KIT-1...), or it has a typo: check it against the kit")
+        }
+        try self.init(secret: data, vaultID: vaultID)
+    }
+
+    /// The passphrase copy kept in the vault (recovery.age): an age key file of the recovery wrap
+    /// identity, encrypted with `passphrase`, so stock `age -d -i recovery.age` opens the recovery wraps
+    /// after asking for it. A comment line carries the kit secret, so Sempere can take over with it too.
+    public func passphraseCopy(passphrase: String, postQuantum: Bool, workFactor: Int = 18) throws -> Data {
+        let identity = try wrapIdentity(postQuantum: postQuantum)
+        let keyFile =
+            "# Sempere recovery key for vault \(vaultID)\n# sempere-kit: \(secretString)\n"
+            + "# public key: \(identity.recipientString)\n\(identity.string)\n"
+        return try AgeKeyFile.encrypt(keyFile, passphrase: passphrase, workFactor: workFactor)
+    }
+
+    /// The kit recovered from its passphrase copy.
+    public init(passphraseCopy: Data, passphrase: String, vaultID: String) throws {
+        let plaintext: Data
+        do {
+            plaintext = try Age.decrypt(passphraseCopy, identities: [ScryptIdentity(passphrase: passphrase)])
+        } catch let error as AgeError where error.code == .noMatchingIdentity {
+            throw VaultError(
+                .wrongPassphrase, "wrong passphrase for the recovery copy: try again, or use the paper kit")
+        }
+        let line = String(decoding: plaintext, as: UTF8.self).split(separator: "\n")
+            .first { $0.hasPrefix("# sempere-kit: ") }
+        guard let line else {
+            throw VaultError(.malformedVault, "the recovery copy has no sempere-kit line: it is not Sempere's")
+        }
+        try self.init(secretString: String(line.dropFirst("# sempere-kit: ".count)), vaultID: vaultID)
+    }
+
     /// The recovery signing key (used by a takeover, part 2).
     public func signingKey() throws -> HybridSignature.PrivateKey {
         try HybridSignature.PrivateKey(seedRepresentation: try derive("signing"))
