@@ -47,19 +47,22 @@ extension AgeStream {
             }
         }
 
-        /// Memory reused from batch to batch; grows with the batch and is freed with the pipeline.
+        /// Memory reused from batch to batch, freed with the pipeline. It is sized for one chunk at first
+        /// (a small input allocates no more), then straight for the largest batch: growing step by step
+        /// would leave the smaller buffers resident in the allocator's heap.
         final class Buffers {
             private(set) var input = UnsafeMutableRawBufferPointer(start: nil, count: 0)
             private(set) var output = UnsafeMutableRawBufferPointer(start: nil, count: 0)
 
-            func reserve(input inputCount: Int, output outputCount: Int) {
-                if input.count < inputCount {
+            func reserve(chunks: Int, inputUnit: Int, outputUnit: Int) {
+                let capacity = chunks <= 1 ? 1 : maxBatchChunks
+                if input.count < chunks * inputUnit + 1 {
                     input.deallocate()
-                    input = .allocate(byteCount: inputCount, alignment: 64)
+                    input = .allocate(byteCount: capacity * inputUnit + 1, alignment: 64)
                 }
-                if output.count < outputCount {
+                if output.count < chunks * outputUnit {
                     output.deallocate()
-                    output = .allocate(byteCount: outputCount, alignment: 64)
+                    output = .allocate(byteCount: capacity * outputUnit, alignment: 64)
                 }
             }
 
@@ -85,7 +88,7 @@ extension AgeStream {
             chunks: Int, after lookahead: UnsafeRawBufferPointer, into buffers: Buffers, firstCounter: UInt64
         ) throws -> Batch {
             let wanted = chunks * inputUnit + 1
-            buffers.reserve(input: wanted, output: chunks * outputUnit)
+            buffers.reserve(chunks: chunks, inputUnit: inputUnit, outputUnit: outputUnit)
             let memory = buffers.input
             UnsafeMutableRawBufferPointer(rebasing: memory[..<lookahead.count]).copyMemory(from: lookahead)
             let filled =

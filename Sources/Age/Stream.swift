@@ -14,9 +14,9 @@ enum AgeStream {
     static let tagSize = 16
     static let nonceSize = 16
     static let sealedChunkSize = chunkSize + tagSize
-    /// The most chunks in one batch: 32 × 64 KiB = 2 MiB in, about as much out, twice (the batch being
+    /// The most chunks in one batch: 16 × 64 KiB = 1 MiB in, about as much out, twice (the batch being
     /// processed and the one being read).
-    static let maxBatchChunks = 32
+    static let maxBatchChunks = 16
 
     /// Where bytes go: the caller's writer or release closure. Called on the calling thread, in order.
     typealias Sink = (UnsafeRawBufferPointer) throws -> Void
