@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "SiblingsCrypto", targets: ["SiblingsCrypto"]),
         .library(name: "Age", targets: ["Age"]),
         .executable(name: "bench", targets: ["bench"]),
+        .executable(name: "age-swift", targets: ["age-swift"]),
     ],
     targets: [
         // C libraries from Debian, one `.systemLibrary` each (../shared/STYLE.md, "Wrapping C").
@@ -36,6 +37,9 @@ let package = Package(
         .target(name: "Age", dependencies: ["SiblingsCrypto"], swiftSettings: strict),
 
         .executableTarget(name: "bench", dependencies: ["SiblingsCrypto"], swiftSettings: strict),
+
+        // The Age module on files, to time beside the age CLI (scripts/bench-age.sh); a benchmark entry point.
+        .executableTarget(name: "age-swift", dependencies: ["Age"], swiftSettings: strict),
 
         // Runs secret-dependent operations with poisoned secrets, for valgrind (ConstantTimeTests).
         .executableTarget(
