@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "Age", targets: ["Age"]),
         .library(name: "CommandLineKit", targets: ["CommandLineKit"]),
         .executable(name: "bench", targets: ["bench"]),
+        .executable(name: "age-swift", targets: ["age-swift"]),
     ],
     targets: [
         // C libraries from Debian, one `.systemLibrary` each (../shared/STYLE.md, "Wrapping C").
@@ -43,6 +44,9 @@ let package = Package(
         .target(name: "CommandLineKit", swiftSettings: strict),
 
         .executableTarget(name: "bench", dependencies: ["SiblingsCrypto", "CommandLineKit"], swiftSettings: strict),
+
+        // The Age module on files, to time beside the age CLI (scripts/bench-age.sh); a benchmark entry point.
+        .executableTarget(name: "age-swift", dependencies: ["Age"], swiftSettings: strict),
 
         // Runs secret-dependent operations with poisoned secrets, for valgrind (ConstantTimeTests).
         .executableTarget(

@@ -20,6 +20,8 @@ apt_packages=(
     python3-venv
     python3-pip
     age            # the age CLI (1.1.1) and age-keygen, the outside reference for the Age module
+    hyperfine      # times Swift beside age in scripts/bench-age.sh
+    time           # /usr/bin/time -v: peak RSS in scripts/bench-age.sh
 )
 
 say() { printf 'setup: %s\n' "$*" >&2; }

@@ -12,7 +12,7 @@ public enum Age {
     public static func encrypt(_ plaintext: Data, to recipients: [any AgeRecipient], armor: Bool = false) throws -> Data
     {
         var out = Data()
-        try encrypt(reading: ByteInput(data: plaintext), to: recipients, armor: armor) { out.append($0) }
+        try encrypt(reading: ByteInput(data: plaintext), to: recipients, armor: armor) { out.append(raw: $0) }
         return out
     }
 
@@ -28,7 +28,7 @@ public enum Age {
     public static func decrypt(
         _ file: Data, identities: [any AgeIdentity], releasing release: (Data) throws -> Void
     ) throws {
-        try decrypt(reading: ByteInput(data: file), identities: identities, release: release)
+        try decrypt(reading: ByteInput(data: file), identities: identities) { try release(Data(raw: $0)) }
     }
 
     // MARK: - Streaming
@@ -37,32 +37,40 @@ public enum Age {
     public static func encrypt(
         from input: FileHandle, to output: FileHandle, recipients: [any AgeRecipient], armor: Bool = false
     ) throws {
-        try encrypt(reading: ByteInput(reader(input)), to: recipients, armor: armor, write: writer(output))
+        try encrypt(reading: reader(input), to: recipients, armor: armor, write: writer(output))
     }
 
     /// Decrypts the age file `input` into `output`, in constant memory. Each 64 KiB chunk is written only
     /// after its tag verifies; a truncated or altered file throws (`.payloadFailure`) after the chunks before
     /// the damage were written, so delete the output when this throws.
     public static func decrypt(from input: FileHandle, to output: FileHandle, identities: [any AgeIdentity]) throws {
-        try decrypt(reading: ByteInput(reader(input)), identities: identities, release: writer(output))
+        try decrypt(reading: reader(input), identities: identities, release: writer(output))
     }
 
-    static func reader(_ handle: FileHandle) -> ByteInput.Source {
-        { count in
-            do {
-                return try handle.read(upToCount: count)
-            } catch {
-                throw AgeError(.io, "cannot read the input: \(error.localizedDescription)")
-            }
-        }
+    static func reader(_ handle: FileHandle) -> ByteInput {
+        ByteInput(
+            { count in
+                do {
+                    return try handle.read(upToCount: count)
+                } catch {
+                    throw AgeError(.io, "cannot read the input: \(error.localizedDescription)")
+                }
+            },
+            direct: { buffer in
+                do {
+                    return try FileDescriptorIO.read(handle.fileDescriptor, into: buffer)
+                } catch {
+                    throw AgeError(.io, "cannot read the input: \(error)")
+                }
+            })
     }
 
-    static func writer(_ handle: FileHandle) -> (Data) throws -> Void {
-        { data in
+    static func writer(_ handle: FileHandle) -> AgeStream.Sink {
+        { bytes in
             do {
-                try handle.write(contentsOf: data)
+                try FileDescriptorIO.write(handle.fileDescriptor, bytes)
             } catch {
-                throw AgeError(.io, "cannot write the output: \(error.localizedDescription); check free space")
+                throw AgeError(.io, "cannot write the output: \(error); check free space")
             }
         }
     }
@@ -70,7 +78,7 @@ public enum Age {
     // MARK: - The core
 
     static func encrypt(
-        reading input: ByteInput, to recipients: [any AgeRecipient], armor: Bool, write: @escaping (Data) throws -> Void
+        reading input: ByteInput, to recipients: [any AgeRecipient], armor: Bool, write: @escaping AgeStream.Sink
     ) throws {
         guard let labels = recipients.first?.labels else {
             throw AgeError(.incompatibleRecipients, "no recipients: give at least one recipient or a passphrase")
@@ -89,16 +97,16 @@ public enum Age {
             + Data(StrictBase64.encodeUnpadded(try AgeHeader.mac(fileKey: fileKey, authenticatedBytes: header)).utf8)
         header += Data("\n".utf8)
 
-        let armorEncoder = armor ? try AgeArmor.Encoder(write) : nil
-        let emit: (Data) throws -> Void = armorEncoder.map { encoder in { try encoder.write($0) } } ?? write
+        let armorEncoder = armor ? try AgeArmor.Encoder { data in try data.withUnsafeBytes { try write($0) } } : nil
+        let emit: AgeStream.Sink = armorEncoder.map { encoder in { try encoder.write(Data(raw: $0)) } } ?? write
         let nonce = SecureRandom.bytes(count: AgeStream.nonceSize)
-        try emit(header + nonce)
+        try (header + nonce).withUnsafeBytes { try emit($0) }
         try AgeStream.seal(from: input, key: try AgeStream.payloadKey(fileKey: fileKey, nonce: nonce), write: emit)
         try armorEncoder?.finish()
     }
 
     static func decrypt(
-        reading raw: ByteInput, identities: [any AgeIdentity], release: (Data) throws -> Void
+        reading raw: ByteInput, identities: [any AgeIdentity], release: AgeStream.Sink
     ) throws {
         let prefix = try raw.peek(binaryPrefix.count)
         let input: ByteInput
@@ -137,5 +145,22 @@ public enum Age {
         }
         try AgeStream.open(
             from: input, key: try AgeStream.payloadKey(fileKey: fileKey, nonce: nonce), release: release)
+    }
+}
+
+extension Data {
+    /// A copy of `bytes`.
+    init(raw bytes: UnsafeRawBufferPointer) {
+        if let base = bytes.baseAddress, bytes.count > 0 {
+            self.init(bytes: base, count: bytes.count)
+        } else {
+            self.init()
+        }
+    }
+
+    /// Appends a copy of `bytes`.
+    mutating func append(raw bytes: UnsafeRawBufferPointer) {
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
+        append(base.assumingMemoryBound(to: UInt8.self), count: bytes.count)
     }
 }

@@ -29,17 +29,25 @@ enum AEADEngine {
     static func withContext<R>(
         _ cipher: Cipher, key: SymmetricKey, nonce: Data, sealing: Bool, _ body: (AEADContext) throws -> R
     ) throws -> R {
-        guard nonce.count == 12 else {
-            return try body(try context(cipher, key: key, nonce: nonce, sealing: sealing))
-        }
+        try nonce.withUnsafeBytes { try withContext(cipher, key: key, nonce: $0, sealing: sealing, body) }
+    }
+
+    static func withContext<R>(
+        _ cipher: Cipher, key: SymmetricKey, nonce: UnsafeRawBufferPointer, sealing: Bool,
+        _ body: (AEADContext) throws -> R
+    ) throws -> R {
         try key.require(byteCount: cipher.keyByteCount, for: cipher.name)
+        guard nonce.count == 12 else {
+            return try body(
+                try AEADContext(cipher.algorithm, name: cipher.name, key: key, nonce: nonce, sealing: sealing))
+        }
         let slot = KeyedContexts.Slot(cipher: ObjectIdentifier(cipher.algorithm), sealing: sealing)
         let context: AEADContext
         if let pooled = key.contexts.take(slot) {
-            try nonce.withUnsafeBytes { try pooled.restart(nonce: $0) }
+            try pooled.restart(nonce: nonce)
             context = pooled
         } else {
-            context = try self.context(cipher, key: key, nonce: nonce, sealing: sealing)
+            context = try AEADContext(cipher.algorithm, name: cipher.name, key: key, nonce: nonce, sealing: sealing)
         }
         do {
             let result = try body(context)
@@ -82,6 +90,40 @@ enum AEADEngine {
                     try tag.withUnsafeBytes { try context.finishOpening(tag: $0) }
                 }
             }
+        }
+    }
+
+    /// Seals `message` into `output` as `ciphertext ‖ tag`, without associated data and without allocating.
+    static func seal(
+        _ cipher: Cipher, message: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer,
+        key: SymmetricKey, nonce: UnsafeRawBufferPointer
+    ) throws {
+        precondition(output.count >= message.count + AEADContext.tagByteCount)
+        try withContext(cipher, key: key, nonce: nonce, sealing: true) { context in
+            try context.update(message, into: output)
+            try context.finishSealing(tagInto: UnsafeMutableRawBufferPointer(rebasing: output[message.count...]))
+        }
+    }
+
+    /// Opens `ciphertext ‖ tag` (`sealed`) into `output`; returns false, with `output` wiped, when the tag does
+    /// not verify.
+    static func open(
+        _ cipher: Cipher, sealed: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer,
+        key: SymmetricKey, nonce: UnsafeRawBufferPointer
+    ) throws -> Bool {
+        precondition(sealed.count >= AEADContext.tagByteCount)
+        let count = sealed.count - AEADContext.tagByteCount
+        precondition(output.count >= count)
+        let plaintext = UnsafeMutableRawBufferPointer(rebasing: output[..<count])
+        do {
+            try withContext(cipher, key: key, nonce: nonce, sealing: false) { context in
+                try context.update(UnsafeRawBufferPointer(rebasing: sealed[..<count]), into: plaintext)
+                try context.finishOpening(tag: UnsafeRawBufferPointer(rebasing: sealed[count...]))
+            }
+            return true
+        } catch let error as CryptoError where error.code == .authenticationFailure {
+            OpenSSLMemory.cleanse(plaintext)
+            return false
         }
     }
 

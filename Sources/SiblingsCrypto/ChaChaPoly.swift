@@ -86,4 +86,26 @@ public enum ChaChaPoly {
     public static func open(_ sealedBox: SealedBox, using key: SymmetricKey) throws -> Data {
         try open(sealedBox, using: key, authenticating: Data())
     }
+
+    // MARK: - Into buffers the caller reuses (for this package's streaming formats)
+
+    /// Seals `message` into `output`, which receives `ciphertext ‖ tag` (`message.count + 16` bytes), without
+    /// associated data and without allocating. `nonce` is 12 bytes and must never repeat under `key`.
+    /// Safe to call from several threads at once with the same key (each gets its own keyed context).
+    package static func seal(
+        _ message: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer, using key: SymmetricKey,
+        nonce: UnsafeRawBufferPointer
+    ) throws {
+        try AEADEngine.seal(AEADEngine.chaCha20Poly1305, message: message, into: output, key: key, nonce: nonce)
+    }
+
+    /// Verifies `sealed` (`ciphertext ‖ tag`, no associated data) and decrypts it into `output`
+    /// (`sealed.count - 16` bytes). Returns false when the tag does not verify; `output` is wiped then, so
+    /// no unauthenticated plaintext is left in it.
+    package static func open(
+        _ sealed: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer, using key: SymmetricKey,
+        nonce: UnsafeRawBufferPointer
+    ) throws -> Bool {
+        try AEADEngine.open(AEADEngine.chaCha20Poly1305, sealed: sealed, into: output, key: key, nonce: nonce)
+    }
 }

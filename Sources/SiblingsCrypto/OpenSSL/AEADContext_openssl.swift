@@ -86,17 +86,21 @@ final class AEADContext {
 
     /// Finishes sealing and returns the 16-byte tag.
     func finishSealing() throws -> Data {
-        precondition(sealing)
-        var scratch = [UInt8](repeating: 0, count: 32)
-        var written: Int32 = 0
-        try OpenSSLError.check(EVP_CipherFinal_ex(context, &scratch, &written), "\(name) final")
         var tag = Data(count: Self.tagByteCount)
-        try tag.withUnsafeMutableBytes { buffer in
-            try OpenSSLError.check(
-                EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_AEAD_GET_TAG, Int32(Self.tagByteCount), buffer.baseAddress),
-                "\(name) get tag")
-        }
+        try tag.withUnsafeMutableBytes { try finishSealing(tagInto: $0) }
         return tag
+    }
+
+    /// Finishes sealing and writes the 16-byte tag to the start of `tag`.
+    func finishSealing(tagInto tag: UnsafeMutableRawBufferPointer) throws {
+        precondition(sealing && tag.count >= Self.tagByteCount)
+        try withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 32) { scratch in
+            var written: Int32 = 0
+            try OpenSSLError.check(EVP_CipherFinal_ex(context, scratch.baseAddress, &written), "\(name) final")
+        }
+        try OpenSSLError.check(
+            EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_AEAD_GET_TAG, Int32(Self.tagByteCount), tag.baseAddress),
+            "\(name) get tag")
     }
 
     /// Finishes opening: throws ``CryptoError/Code/authenticationFailure`` unless `tag` verifies.
@@ -106,9 +110,11 @@ final class AEADContext {
             EVP_CIPHER_CTX_ctrl(
                 context, EVP_CTRL_AEAD_SET_TAG, Int32(tag.count), UnsafeMutableRawPointer(mutating: tag.baseAddress)),
             "\(name) set tag")
-        var scratch = [UInt8](repeating: 0, count: 32)
-        var written: Int32 = 0
-        guard EVP_CipherFinal_ex(context, &scratch, &written) == 1 else {
+        let verified = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 32) { scratch in
+            var written: Int32 = 0
+            return EVP_CipherFinal_ex(context, scratch.baseAddress, &written) == 1
+        }
+        guard verified else {
             OpenSSLError.clearQueue()
             throw CryptoError(
                 .authenticationFailure,
