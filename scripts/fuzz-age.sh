@@ -3,6 +3,7 @@
 #
 #   scripts/fuzz-age.sh --smoke        30 seconds (part of scripts/test.sh)
 #   scripts/fuzz-age.sh --runs N       N executions on both cores (the recorded run: --runs 10000000)
+#   scripts/fuzz-age.sh --time S       S seconds on both cores
 #   scripts/fuzz-age.sh --replay FILE  run one input (a finding) through the target and show the trap
 #
 # The target is Tests/AgeFuzzer, built into .build/fuzz with -sanitize=fuzzer,address. Its seed corpus
@@ -60,11 +61,17 @@ case "$mode" in
     cat fuzz-*.log 2>/dev/null | grep -E 'Done [0-9]+ runs|stat::number_of_executed_units' || true
     rm -f fuzz-*.log
     ;;
+--time)
+    seconds="${2:?--time needs a number of seconds}"
+    "$target" "${common[@]}" -max_total_time="$seconds" -jobs=2 -workers=2 "$fuzz/corpus" "$seeds"
+    cat fuzz-*.log 2>/dev/null | grep -E 'Done [0-9]+ runs|stat::number_of_executed_units' || true
+    rm -f fuzz-*.log
+    ;;
 --replay)
     "$target" "${common[@]}" "${2:?--replay needs a file}"
     ;;
 *)
-    echo "usage: scripts/fuzz-age.sh [--smoke | --runs N | --replay FILE]" >&2
+    echo "usage: scripts/fuzz-age.sh [--smoke | --runs N | --time SECONDS | --replay FILE]" >&2
     exit 64
     ;;
 esac
