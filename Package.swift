@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "SiblingsCrypto", targets: ["SiblingsCrypto"]),
         .library(name: "Age", targets: ["Age"]),
         .library(name: "CommandLineKit", targets: ["CommandLineKit"]),
+        .library(name: "Sempere", targets: ["Sempere"]),
         .executable(name: "bench", targets: ["bench"]),
     ],
     targets: [
@@ -25,6 +26,11 @@ let package = Package(
             pkgConfig: "zlib",
             providers: [.apt(["zlib1g-dev"])]
         ),
+        .systemLibrary(
+            name: "CQREncode",
+            pkgConfig: "libqrencode",
+            providers: [.apt(["libqrencode-dev"])]
+        ),
 
         // valgrind client requests for the constant-time check (no-ops outside valgrind).
         .target(name: "CConstantTime"),
@@ -35,6 +41,9 @@ let package = Package(
 
         // age v1 file encryption (C2SP age spec) on the crypto core; docs/age.md.
         .target(name: "Age", dependencies: ["SiblingsCrypto"], swiftSettings: strict),
+
+        // The Sempere vault's building blocks: KeyStore and DeviceKeys, join words, the join QR code.
+        .target(name: "Sempere", dependencies: ["Age", "SiblingsCrypto"], swiftSettings: strict),
 
         // Command-line parsing in swift-argument-parser's shape, shared by sempere, pixie and pixie-server.
         .target(name: "CommandLineKit", swiftSettings: strict),
@@ -78,6 +87,11 @@ let package = Package(
         .testTarget(
             name: "AgeTests",
             dependencies: ["Age", "SiblingsCrypto", "SiblingsTestSupport"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "SempereTests",
+            dependencies: ["Sempere", "Age", "SiblingsCrypto", "SiblingsTestSupport"],
             swiftSettings: strict
         ),
     ]

@@ -20,6 +20,9 @@ apt_packages=(
     python3-venv
     python3-pip
     age            # the age CLI (1.1.1) and age-keygen, the outside reference for the Age module
+    libqrencode-dev # CQREncode: the join QR code (Sempere.QRCode)
+    zbar-tools     # zbarimg, the outside reference that reads back the QR codes in SempereTests
+    wamerican-small # /usr/share/dict/american-english-small, the source of scripts/make-wordlist.py
 )
 
 say() { printf 'setup: %s\n' "$*" >&2; }
