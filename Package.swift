@@ -43,7 +43,7 @@ let package = Package(
         .target(name: "Age", dependencies: ["SiblingsCrypto"], swiftSettings: strict),
 
         // The Sempere vault's building blocks: KeyStore and DeviceKeys, join words, the join QR code.
-        .target(name: "Sempere", dependencies: ["Age", "SiblingsCrypto"], swiftSettings: strict),
+        .target(name: "Sempere", dependencies: ["Age", "SiblingsCrypto", "CQREncode"], swiftSettings: strict),
 
         // Command-line parsing in swift-argument-parser's shape, shared by sempere, pixie and pixie-server.
         .target(name: "CommandLineKit", swiftSettings: strict),
