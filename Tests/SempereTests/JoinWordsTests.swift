@@ -114,6 +114,11 @@ import Testing
         }
         expectSempereError(.unknownWord) { try JoinWords(parsing: "ñame " + words.dropFirst().joined(separator: " ")) }
         expectSempereError(.wrongWordCount) { try JoinWords(parsing: words.dropFirst().joined(separator: " ")) }
+        // The example in docs/sempere-join-words.md.
+        let documented = expectSempereError(.unknownWord) {
+            try JoinWords(parsing: "abet abort ferrq zipper zipper zipper")
+        }
+        #expect(documented?.reason.hasPrefix("word 3, \"ferrq\", is not a join word; did you mean \"ferry\"?") == true)
         expectSempereError(.wrongWordCount) { try JoinWords(parsing: "") }
         let ambiguous = expectSempereError(.ambiguousWord) {
             try JoinWords(parsing: "a " + words.dropFirst().joined(separator: " "))
