@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "SiblingsCrypto", targets: ["SiblingsCrypto"]),
         .library(name: "Age", targets: ["Age"]),
         .library(name: "CommandLineKit", targets: ["CommandLineKit"]),
+        .library(name: "Sempere", targets: ["Sempere"]),
         .executable(name: "bench", targets: ["bench"]),
         .executable(name: "age-swift", targets: ["age-swift"]),
     ],
@@ -26,6 +27,11 @@ let package = Package(
             pkgConfig: "zlib",
             providers: [.apt(["zlib1g-dev"])]
         ),
+        .systemLibrary(
+            name: "CQREncode",
+            pkgConfig: "libqrencode",
+            providers: [.apt(["libqrencode-dev"])]
+        ),
 
         // valgrind client requests for the constant-time check (no-ops outside valgrind).
         .target(name: "CConstantTime"),
@@ -37,8 +43,9 @@ let package = Package(
         // age v1 file encryption (C2SP age spec) on the crypto core; docs/age.md.
         .target(name: "Age", dependencies: ["SiblingsCrypto"], swiftSettings: strict),
 
-        // Sempere: the notes vault (docs/sempere-format.md).
-        .target(name: "Sempere", dependencies: ["SiblingsCrypto", "Age"], swiftSettings: strict),
+        // Sempere: the notes vault (docs/sempere-format.md): the vault model, KeyStore and DeviceKeys, join
+        // words, the join QR code.
+        .target(name: "Sempere", dependencies: ["Age", "SiblingsCrypto", "CQREncode"], swiftSettings: strict),
 
         // Command-line parsing in swift-argument-parser's shape, shared by sempere, pixie and pixie-server.
         .target(name: "CommandLineKit", swiftSettings: strict),
@@ -71,11 +78,6 @@ let package = Package(
             path: "Tests/SiblingsTestSupport",
             swiftSettings: strict
         ),
-        .testTarget(
-            name: "SempereTests",
-            dependencies: ["Sempere", "Age", "SiblingsCrypto", "SiblingsTestSupport"],
-            swiftSettings: strict
-        ),
         .testTarget(name: "CommandLineKitTests", dependencies: ["CommandLineKit"], swiftSettings: strict),
         .testTarget(
             name: "SiblingsTestSupportTests",
@@ -90,6 +92,11 @@ let package = Package(
         .testTarget(
             name: "AgeTests",
             dependencies: ["Age", "SiblingsCrypto", "SiblingsTestSupport"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "SempereTests",
+            dependencies: ["Sempere", "Age", "SiblingsCrypto", "SiblingsTestSupport"],
             swiftSettings: strict
         ),
     ]

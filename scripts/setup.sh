@@ -22,6 +22,9 @@ apt_packages=(
     age            # the age CLI (1.1.1) and age-keygen, the outside reference for the Age module
     hyperfine      # times Swift beside age in scripts/bench-age.sh
     time           # /usr/bin/time -v: peak RSS in scripts/bench-age.sh
+    libqrencode-dev # CQREncode: the join QR code (Sempere.QRCode)
+    zbar-tools     # zbarimg, the outside reference that reads back the QR codes in SempereTests
+    wamerican-small # /usr/share/dict/american-english-small, the source of scripts/make-wordlist.py
 )
 
 say() { printf 'setup: %s\n' "$*" >&2; }

@@ -43,10 +43,10 @@ public struct SignedVault: Sendable {
         do {
             file = try JSONDecoder().decode(File.self, from: data)
         } catch {
-            throw VaultError(.malformedVault, "vault.json does not parse: \(error)")
+            throw SempereError(.malformedVault, "vault.json does not parse: \(error)")
         }
         guard file.format == Self.format else {
-            throw VaultError(
+            throw SempereError(
                 .malformedVault, "vault.json is format \"\(file.format)\"; this version of sempere reads \(Self.format)"
             )
         }
@@ -55,10 +55,10 @@ public struct SignedVault: Sendable {
             self.init(
                 body: try VaultBody.decode(bytes), bodyBytes: bytes, signer: file.signer,
                 signature: try HybridSignature.Signature(rawRepresentation: file.signature))
-        } catch let error as VaultError {
+        } catch let error as SempereError {
             throw error
         } catch {
-            throw VaultError(.malformedVault, "vault.json's signature is malformed: \(error)")
+            throw SempereError(.malformedVault, "vault.json's signature is malformed: \(error)")
         }
     }
 
@@ -76,7 +76,7 @@ public struct SignedVault: Sendable {
     /// generation (rollback) and a different list of the same generation (fork).
     public func accept(pinned: VaultPin) throws -> VaultPin {
         guard body.vaultID == pinned.vaultID else {
-            throw VaultError(
+            throw SempereError(
                 .wrongVault,
                 "this vault.json is for vault \(body.vaultID), not \(pinned.vaultID): the folder was swapped")
         }
@@ -84,21 +84,21 @@ public struct SignedVault: Sendable {
         guard signer == VaultKeys.identifier(for: homeKey), body.home == signer,
             body.device(signer)?.signingKey == pinned.homeSigningKey
         else {
-            throw VaultError(
+            throw SempereError(
                 .badSignature, "vault.json is signed by \(signer), not by the home device this device follows")
         }
         guard homeKey.isValidSignature(signature, for: bodyBytes, context: Self.signatureContext) else {
-            throw VaultError(
+            throw SempereError(
                 .badSignature, "vault.json's signature does not verify: it was altered after home signed it")
         }
         if body.generation < pinned.generation {
-            throw VaultError(
+            throw SempereError(
                 .rollback,
                 "vault.json is generation \(body.generation), older than generation \(pinned.generation) already "
                     + "accepted: the storage provider served an old copy; wait for it to sync, and never act on it")
         }
         if body.generation == pinned.generation && bodySHA256 != pinned.bodySHA256 {
-            throw VaultError(
+            throw SempereError(
                 .fork, "two different device lists claim generation \(body.generation): the vault was tampered with")
         }
         return VaultPin(

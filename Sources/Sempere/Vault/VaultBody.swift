@@ -121,45 +121,7 @@ public struct VaultBody: Codable, Sendable, Equatable {
         do {
             return try decoder.decode(VaultBody.self, from: bytes)
         } catch {
-            throw VaultError(.malformedVault, "vault.json's body is not a vault body this version reads: \(error)")
+            throw SempereError(.malformedVault, "vault.json's body is not a vault body this version reads: \(error)")
         }
     }
-}
-
-/// What went wrong with a vault, and what to do.
-public struct VaultError: Error, Sendable, CustomStringConvertible {
-    public struct Code: Hashable, Sendable, CustomStringConvertible {
-        let name: String
-        public var description: String { name }
-        /// vault.json does not parse.
-        public static let malformedVault = Code(name: "malformedVault")
-        /// A signature does not verify, or the signer is not one this device accepts.
-        public static let badSignature = Code(name: "badSignature")
-        /// An older device list than one already accepted: a rollback.
-        public static let rollback = Code(name: "rollback")
-        /// Two different device lists with the same generation.
-        public static let fork = Code(name: "fork")
-        /// The file belongs to another vault.
-        public static let wrongVault = Code(name: "wrongVault")
-        /// This device is no longer listed.
-        public static let removed = Code(name: "removed")
-        /// Only home may do this.
-        public static let notHome = Code(name: "notHome")
-        /// A device, note or epoch that is not there.
-        public static let notFound = Code(name: "notFound")
-        /// A note that is not signed by a device listed for its epoch, or whose signature fails.
-        public static let untrustedNote = Code(name: "untrustedNote")
-        /// A passphrase that does not open what it should.
-        public static let wrongPassphrase = Code(name: "wrongPassphrase")
-    }
-
-    public let code: Code
-    public let reason: String
-
-    init(_ code: Code, _ reason: String) {
-        self.code = code
-        self.reason = reason
-    }
-
-    public var description: String { "VaultError.\(code): \(reason)" }
 }

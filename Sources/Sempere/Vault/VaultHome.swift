@@ -63,7 +63,7 @@ public struct VaultHome: Sendable {
 
     private func checkHome(_ vault: SignedVault) throws {
         guard vault.body.home == credentials.id else {
-            throw VaultError(
+            throw SempereError(
                 .notHome,
                 "only the home device (\(vault.body.device(vault.body.home)?.name ?? vault.body.home)) manages devices")
         }
@@ -84,10 +84,10 @@ public struct VaultHome: Sendable {
     ) throws -> SignedVault {
         let id = VaultKeys.identifier(for: signingKey)
         guard vault.body.device(id) == nil else {
-            throw VaultError(.malformedVault, "device \(name) (\(id)) is already in the vault")
+            throw SempereError(.malformedVault, "device \(name) (\(id)) is already in the vault")
         }
         guard !vault.body.removed.contains(where: { $0.device.id == id }) else {
-            throw VaultError(
+            throw SempereError(
                 .removed, "device \(id) was removed from this vault; a device rejoins with new keys, not its old ones")
         }
         let current = try VaultKeyring(vault: vault.body, credentials: credentials).current
@@ -103,7 +103,7 @@ public struct VaultHome: Sendable {
     /// Renames a device.
     public func rename(deviceID: String, to name: String, in vault: SignedVault) throws -> SignedVault {
         guard vault.body.device(deviceID) != nil else {
-            throw VaultError(.notFound, "no device \(deviceID) in this vault: see `sempere devices list`")
+            throw SempereError(.notFound, "no device \(deviceID) in this vault: see `sempere devices list`")
         }
         return try next(vault) { body in
             if let index = body.devices.firstIndex(where: { $0.id == deviceID }) { body.devices[index].name = name }
@@ -117,10 +117,10 @@ public struct VaultHome: Sendable {
         deviceID: String, from vault: SignedVault, existingNotes: [VaultBody.NoteReference]
     ) throws -> SignedVault {
         guard let device = vault.body.device(deviceID) else {
-            throw VaultError(.notFound, "no device \(deviceID) in this vault: see `sempere devices list`")
+            throw SempereError(.notFound, "no device \(deviceID) in this vault: see `sempere devices list`")
         }
         guard deviceID != vault.body.home else {
-            throw VaultError(.notHome, "home cannot remove itself; hand home to another device first (part 2)")
+            throw SempereError(.notHome, "home cannot remove itself; hand home to another device first (part 2)")
         }
         let old = try VaultKeyring(vault: vault.body, credentials: credentials).current
         let fresh = WrapIdentity.generate(postQuantum: vault.body.postQuantum)
@@ -149,14 +149,14 @@ public struct VaultKeyring: Sendable {
     public init(vault: VaultBody, credentials: DeviceCredentials) throws {
         guard vault.device(credentials.id) != nil else {
             if vault.removed.contains(where: { $0.device.id == credentials.id }) {
-                throw VaultError(
+                throw SempereError(
                     .removed,
                     "this device was removed from the vault: it stops syncing; export what it had not synced")
             }
-            throw VaultError(.notFound, "this device is not in the vault: join it first")
+            throw SempereError(.notFound, "this device is not in the vault: join it first")
         }
         guard let wrap = vault.currentEpoch.wraps[credentials.id] else {
-            throw VaultError(
+            throw SempereError(
                 .malformedVault, "the current epoch has no wrap for this device: ask home to approve it again")
         }
         var identities = [

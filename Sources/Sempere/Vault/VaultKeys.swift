@@ -49,7 +49,7 @@ enum VaultKeys {
     /// The age recipient in a vault body (`age1...` or `age1pq1...`).
     static func recipient(_ string: String) throws -> any AgeRecipient {
         guard let recipient = try AgeKeyFile.recipients(from: string).first else {
-            throw VaultError(.malformedVault, "a recipient in vault.json is empty")
+            throw SempereError(.malformedVault, "a recipient in vault.json is empty")
         }
         return recipient
     }
@@ -86,7 +86,7 @@ public struct RecoveryKit: Sendable {
     /// The kit whose secret is `secret` (32 bytes, as printed).
     public init(secret: some DataProtocol, vaultID: String) throws {
         guard secret.count == 32 else {
-            throw VaultError(
+            throw SempereError(
                 .malformedVault,
                 "a recovery kit secret is 32 bytes; this one is \(secret.count): check the kit was typed whole")
         }
@@ -129,7 +129,7 @@ public struct RecoveryKit: Sendable {
     public init(secretString: String, vaultID: String) throws {
         let trimmed = secretString.filter { !$0.isWhitespace }
         guard let (hrp, data) = Bech32.decode(trimmed), hrp == Self.stringPrefix else {
-            throw VaultError(
+            throw SempereError(
                 .malformedVault,
                 "that is not a recovery kit secret (SEMPERE-KIT-1...), or it has a typo: check it against the kit")
         }
@@ -153,13 +153,13 @@ public struct RecoveryKit: Sendable {
         do {
             plaintext = try Age.decrypt(passphraseCopy, identities: [ScryptIdentity(passphrase: passphrase)])
         } catch let error as AgeError where error.code == .noMatchingIdentity {
-            throw VaultError(
+            throw SempereError(
                 .wrongPassphrase, "wrong passphrase for the recovery copy: try again, or use the paper kit")
         }
         let line = String(decoding: plaintext, as: UTF8.self).split(separator: "\n")
             .first { $0.hasPrefix("# sempere-kit: ") }
         guard let line else {
-            throw VaultError(.malformedVault, "the recovery copy has no sempere-kit line: it is not Sempere's")
+            throw SempereError(.malformedVault, "the recovery copy has no sempere-kit line: it is not Sempere's")
         }
         try self.init(secretString: String(line.dropFirst("# sempere-kit: ".count)), vaultID: vaultID)
     }

@@ -31,7 +31,7 @@ public enum VaultNote {
     public static func seal(markdown: String, path: String, vault: VaultBody, author: DeviceCredentials) throws -> Data
     {
         guard vault.device(author.id) != nil else {
-            throw VaultError(.removed, "this device is not listed in the vault, so it cannot write notes")
+            throw SempereError(.removed, "this device is not listed in the vault, so it cannot write notes")
         }
         let epoch = vault.currentEpoch
         let body = Data(markdown.utf8)
@@ -55,12 +55,12 @@ public enum VaultNote {
             }
         }
         guard let (plaintext, epoch) = opened else {
-            throw VaultError(
+            throw SempereError(
                 .untrustedNote, "\(path) does not open with any of this vault's keys: set aside in Repair, not read")
         }
         let text = String(decoding: plaintext, as: UTF8.self)
         guard text.hasSuffix(" -->\n"), let start = text.range(of: "\n" + prefix, options: .backwards) else {
-            throw VaultError(.untrustedNote, "\(path) has no author signature: set aside in Repair, not read")
+            throw SempereError(.untrustedNote, "\(path) has no author signature: set aside in Repair, not read")
         }
         let markdown = String(text[..<start.lowerBound])
         var fields: [String: String] = [:]
@@ -72,7 +72,7 @@ public enum VaultNote {
             let signatureBytes = fields["signature"].flatMap({ Data(base64Encoded: $0) }),
             let signature = try? HybridSignature.Signature(rawRepresentation: signatureBytes)
         else {
-            throw VaultError(.untrustedNote, "\(path)'s author line is malformed or names the wrong epoch: set aside")
+            throw SempereError(.untrustedNote, "\(path)'s author line is malformed or names the wrong epoch: set aside")
         }
         guard let device = try authorRecord(author, epoch: epoch, path: path, file: file, vault: vault),
             let key = try? HybridSignature.PublicKey(rawRepresentation: device.signingKey),
@@ -81,7 +81,7 @@ public enum VaultNote {
                 for: signedBytes(vaultID: vault.vaultID, path: path, epoch: epoch, markdown: Data(markdown.utf8)),
                 context: context)
         else {
-            throw VaultError(
+            throw SempereError(
                 .untrustedNote, "\(path) is not signed by a device listed in its epoch: set aside in Repair, not read")
         }
         return Opened(markdown: markdown, author: author, epoch: epoch)

@@ -16,7 +16,7 @@ struct RecoveryKitTests {
         #expect(back.secretRepresentation == kit.secretRepresentation)
         var typo = Array(printed)
         typo[20] = typo[20] == "Q" ? "P" : "Q"
-        #expect(throws: VaultError.self) { try RecoveryKit(secretString: String(typo), vaultID: kit.vaultID) }
+        #expect(throws: SempereError.self) { try RecoveryKit(secretString: String(typo), vaultID: kit.vaultID) }
     }
 
     @Test("the passphrase copy opens the recovery wrap with stock age -d -i, and gives Sempere the whole kit")
@@ -38,7 +38,7 @@ struct RecoveryKitTests {
         let recovered = try RecoveryKit(passphraseCopy: copy, passphrase: "correct horse", vaultID: body.vaultID)
         #expect(recovered.secretRepresentation == created.kit.secretRepresentation)
         #expect(try recovered.signingKey().publicKey.rawRepresentation == body.recovery.signingKey)
-        let wrong = #expect(throws: VaultError.self) {
+        let wrong = #expect(throws: SempereError.self) {
             try RecoveryKit(passphraseCopy: copy, passphrase: "wrong", vaultID: body.vaultID)
         }
         #expect(wrong?.code == .wrongPassphrase)

@@ -64,7 +64,7 @@ struct VaultTests {
         f.vault = try f.homeActions.remove(deviceID: f.phone.id, from: f.vault, existingNotes: [record])
         #expect(f.vault.body.epochs.count == 2 && f.vault.body.currentEpoch.wraps[f.phone.id] == nil)
 
-        #expect(throws: VaultError.self) { try VaultKeyring(vault: f.vault.body, credentials: f.phone) }
+        #expect(throws: SempereError.self) { try VaultKeyring(vault: f.vault.body, credentials: f.phone) }
         let fresh = try VaultNote.seal(markdown: "new", path: "notes/a/2.age", vault: f.vault.body, author: f.home)
         // The removed device's old keys do not open the new epoch's note.
         #expect(throws: (any Error).self) {
@@ -86,7 +86,7 @@ struct VaultTests {
         let late = try VaultNote.seal(
             markdown: "written after removal", path: "notes/p/9.age", vault: staleBody, author: f.phone)
         let homeKeys = try VaultKeyring(vault: f.vault.body, credentials: f.home)
-        let error = #expect(throws: VaultError.self) {
+        let error = #expect(throws: SempereError.self) {
             try VaultNote.open(late, path: "notes/p/9.age", vault: f.vault.body, keyring: homeKeys)
         }
         #expect(error?.code == .untrustedNote)
@@ -107,7 +107,7 @@ struct VaultTests {
         // 3. A genuine note moved to another path.
         let genuine = try VaultNote.seal(markdown: "real", path: "notes/a/1.age", vault: f.vault.body, author: f.home)
         for (file, path) in [(unsigned, "notes/x/0.age"), (impostor, "notes/x/1.age"), (genuine, "notes/a/2.age")] {
-            let error = #expect(throws: VaultError.self) {
+            let error = #expect(throws: SempereError.self) {
                 try VaultNote.open(file, path: path, vault: f.vault.body, keyring: keys)
             }
             #expect(error?.code == .untrustedNote, "\(path)")
@@ -134,10 +134,10 @@ struct VaultTests {
         let (_, pin2) = try Fixture.follow(try f.vault.encoded(), pin: f.pin)
 
         // Rollback: the old generation after the new one was accepted.
-        #expect(throws: VaultError.self) { try Fixture.follow(generation1, pin: pin2) }
+        #expect(throws: SempereError.self) { try Fixture.follow(generation1, pin: pin2) }
         do {
             _ = try Fixture.follow(generation1, pin: pin2)
-        } catch let error as VaultError {
+        } catch let error as SempereError {
             #expect(error.code == .rollback)
         }
 
@@ -147,27 +147,27 @@ struct VaultTests {
         injected = Self.listing(stranger, in: injected)
         injected.generation += 1
         let forged = try SignedVaultForgery.resign(f.vault, body: injected, with: stranger)
-        let injectedError = #expect(throws: VaultError.self) { try Fixture.follow(forged, pin: pin2) }
+        let injectedError = #expect(throws: SempereError.self) { try Fixture.follow(forged, pin: pin2) }
         #expect(injectedError?.code == .badSignature)
         let unsigned = try SignedVaultForgery.replaceBody(f.vault, with: injected)
-        let unsignedError = #expect(throws: VaultError.self) { try Fixture.follow(unsigned, pin: pin2) }
+        let unsignedError = #expect(throws: SempereError.self) { try Fixture.follow(unsigned, pin: pin2) }
         #expect(unsignedError?.code == .badSignature)
 
         // Another vault, even a genuine one, is refused.
         let other = try Fixture()
-        let swapError = #expect(throws: VaultError.self) { try Fixture.follow(try other.vault.encoded(), pin: pin2) }
+        let swapError = #expect(throws: SempereError.self) { try Fixture.follow(try other.vault.encoded(), pin: pin2) }
         #expect(swapError?.code == .wrongVault)
 
         // Fork: two different lists of one generation (only a compromised home could sign both).
         let renamed = try f.homeActions.rename(deviceID: f.phone.id, to: "Work phone", in: f.vault)
         let (_, pin3) = try Fixture.follow(try renamed.encoded(), pin: pin2)
         let otherRename = try f.homeActions.rename(deviceID: f.phone.id, to: "Old phone", in: f.vault)
-        let forkError = #expect(throws: VaultError.self) { try Fixture.follow(try otherRename.encoded(), pin: pin3) }
+        let forkError = #expect(throws: SempereError.self) { try Fixture.follow(try otherRename.encoded(), pin: pin3) }
         #expect(forkError?.code == .fork)
 
         // Not home: the phone cannot change the list.
         let phoneActions = VaultHome(credentials: f.phone)
-        let notHome = #expect(throws: VaultError.self) {
+        let notHome = #expect(throws: SempereError.self) {
             try phoneActions.rename(deviceID: f.home.id, to: "mine", in: f.vault)
         }
         #expect(notHome?.code == .notHome)

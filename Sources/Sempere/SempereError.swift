@@ -1,0 +1,94 @@
+/// The one error type of the Sempere module.
+///
+/// Shaped like ``SiblingsCrypto/CryptoError`` and ``Age/AgeError``: a `code` that can grow without
+/// breaking callers, a `reason` that says what was wrong and what to do, and where it was thrown.
+public struct SempereError: Error, Sendable, CustomStringConvertible {
+    /// What kind of failure this is. Compare with the static members: `error.code == .wrongPassphrase`.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        enum Backing: String, Hashable, Sendable {
+            case invalidName
+            case insecureKeyStore
+            case wrongPassphrase
+            case passphraseRequired
+            case invalidSecret
+            case alreadyExists
+            case unknownWord
+            case ambiguousWord
+            case wrongWordCount
+            case invalidEncoding
+            case qrEncoding
+            case io
+            case malformedVault
+            case badSignature
+            case rollback
+            case fork
+            case wrongVault
+            case removed
+            case notHome
+            case notFound
+            case untrustedNote
+        }
+
+        let backing: Backing
+
+        /// A secret's name that a key store does not accept (it must be 1–64 of `a-z 0-9 . _ -`).
+        public static let invalidName = Code(backing: .invalidName)
+        /// The key store's directory or a file in it is accessible to other users, owned by someone else,
+        /// or not a plain directory or file: nothing is read or written until that is fixed.
+        public static let insecureKeyStore = Code(backing: .insecureKeyStore)
+        /// A passphrase-protected secret did not open with the passphrase given.
+        public static let wrongPassphrase = Code(backing: .wrongPassphrase)
+        /// A secret is passphrase-protected but the key store was opened without a passphrase.
+        public static let passphraseRequired = Code(backing: .passphraseRequired)
+        /// A stored secret is not what its name says (wrong length, not a key of the expected kind).
+        public static let invalidSecret = Code(backing: .invalidSecret)
+        /// Something meant to be created once (a device's keys) already exists.
+        public static let alreadyExists = Code(backing: .alreadyExists)
+        /// A typed join word is not in the word list, nor the start of a word in it.
+        public static let unknownWord = Code(backing: .unknownWord)
+        /// A typed join word is the start of more than one word of the list.
+        public static let ambiguousWord = Code(backing: .ambiguousWord)
+        /// Not exactly six join words.
+        public static let wrongWordCount = Code(backing: .wrongWordCount)
+        /// Bytes that are not a valid encoding of the value they claim to be.
+        public static let invalidEncoding = Code(backing: .invalidEncoding)
+        /// libqrencode could not make a QR code of the payload.
+        public static let qrEncoding = Code(backing: .qrEncoding)
+        /// Reading or writing a file failed.
+        public static let io = Code(backing: .io)
+        /// vault.json (or a join request) does not parse, or is of another format version.
+        public static let malformedVault = Code(backing: .malformedVault)
+        /// A signature does not verify, or the signer is not one this device accepts.
+        public static let badSignature = Code(backing: .badSignature)
+        /// An older device list than one already accepted: the provider served an old copy.
+        public static let rollback = Code(backing: .rollback)
+        /// Two different device lists with the same generation.
+        public static let fork = Code(backing: .fork)
+        /// The vault (or its home) is not the one this device joined.
+        public static let wrongVault = Code(backing: .wrongVault)
+        /// This device is no longer listed.
+        public static let removed = Code(backing: .removed)
+        /// Only home may do this.
+        public static let notHome = Code(backing: .notHome)
+        /// A device, note, request or epoch that is not there.
+        public static let notFound = Code(backing: .notFound)
+        /// A note not signed by a device listed for its epoch: set aside, never read as a note.
+        public static let untrustedNote = Code(backing: .untrustedNote)
+
+        public var description: String { backing.rawValue }
+    }
+
+    public let code: Code
+    public let reason: String
+    public let file: String
+    public let line: UInt
+
+    init(_ code: Code, _ reason: String, file: String = #fileID, line: UInt = #line) {
+        self.code = code
+        self.reason = reason
+        self.file = file
+        self.line = line
+    }
+
+    public var description: String { "SempereError.\(code): \(reason) (\(file):\(line))" }
+}
