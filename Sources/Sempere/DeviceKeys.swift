@@ -17,60 +17,18 @@ public struct DeviceKeys: Sendable {
     /// The key store name of the age identity.
     public static let ageIdentityName = "device-age-identity"
 
-    /// The age identity a device receives wraps with.
-    public enum Identity: Sendable {
-        /// X25519 (`age1...`).
-        case x25519(X25519Identity)
-        /// Post-quantum hybrid, ML-KEM-768 + X25519 (`age1pq1...`).
-        case hybrid(HybridIdentity)
-
-        /// The identity, to pass to ``Age/Age/decrypt(_:identities:)``.
-        public var ageIdentity: any AgeIdentity {
-            switch self {
-            case .x25519(let identity): identity
-            case .hybrid(let identity): identity
-            }
-        }
-
-        /// The recipient that wraps to this identity.
-        public var recipient: any AgeRecipient {
-            switch self {
-            case .x25519(let identity): identity.recipient
-            case .hybrid(let identity): identity.recipient
-            }
-        }
-
-        /// The recipient as an age recipient string.
-        public var recipientString: String {
-            switch self {
-            case .x25519(let identity): identity.recipient.string
-            case .hybrid(let identity): identity.recipient.string
-            }
-        }
-
-        /// Whether this is the post-quantum hybrid identity.
-        public var isPostQuantum: Bool {
-            if case .hybrid = self { return true }
-            return false
-        }
-
-        var secretString: String {
-            switch self {
-            case .x25519(let identity): identity.string
-            case .hybrid(let identity): identity.string
-            }
-        }
-    }
-
     /// The device's signing key.
     public let signingKey: HybridSignature.PrivateKey
-    /// The device's age identity.
-    public let identity: Identity
+    /// The device's age identity, which receives its wraps of the vault key.
+    public let identity: WrapIdentity
 
     /// The device's signing public key, as others see it.
     public var publicKey: HybridSignature.PublicKey { signingKey.publicKey }
 
-    public init(signingKey: HybridSignature.PrivateKey, identity: Identity) {
+    /// The device's id in a vault: the first 16 bytes of SHA-256 of its signing public key, in hex.
+    public var id: String { VaultKeys.identifier(for: signingKey.publicKey) }
+
+    public init(signingKey: HybridSignature.PrivateKey, identity: WrapIdentity) {
         self.signingKey = signingKey
         self.identity = identity
     }
@@ -79,7 +37,7 @@ public struct DeviceKeys: Sendable {
     public static func generate(postQuantum: Bool) -> DeviceKeys {
         DeviceKeys(
             signingKey: HybridSignature.PrivateKey(),
-            identity: postQuantum ? .hybrid(HybridIdentity()) : .x25519(X25519Identity()))
+            identity: .generate(postQuantum: postQuantum))
     }
 
     /// The keys in `store`, or nil when it holds none.
@@ -107,13 +65,9 @@ public struct DeviceKeys: Sendable {
                     + "(\(seed.count) bytes): the key store is damaged; restore it from a backup")
         }
         let string = String(decoding: text, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        let identity: Identity
+        let identity: WrapIdentity
         do {
-            if string.hasPrefix("AGE-SECRET-KEY-PQ-1") {
-                identity = .hybrid(try HybridIdentity(string: string))
-            } else {
-                identity = .x25519(try X25519Identity(string: string))
-            }
+            identity = try WrapIdentity(string: string)
         } catch {
             throw SempereError(
                 .invalidSecret,
@@ -132,7 +86,7 @@ public struct DeviceKeys: Sendable {
                 "this device already has keys (\"\(name)\" is in the key store): a device makes its keys once; "
                     + "remove the device from its vault before deleting them")
         }
-        try store.store(Data(identity.secretString.utf8), as: Self.ageIdentityName)
+        try store.store(Data(identity.string.utf8), as: Self.ageIdentityName)
         try store.store(signingKey.seedRepresentation, as: Self.signingKeyName)
     }
 

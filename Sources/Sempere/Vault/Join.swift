@@ -40,11 +40,11 @@ public struct JoinRequest: Sendable {
     public let signature: HybridSignature.Signature
 
     /// A new device's request to join, signed with its own key (proving it holds that key).
-    public init(name: String, credentials: DeviceCredentials) throws {
+    public init(name: String, credentials: DeviceKeys) throws {
         let body = Body(
             requestID: SecureRandom.bytes(count: 16).hexString, name: name,
             signingKey: credentials.signingKey.publicKey.rawRepresentation,
-            wrapRecipient: credentials.wrapIdentity.recipientString, nonce: SecureRandom.bytes(count: 32))
+            wrapRecipient: credentials.identity.recipientString, nonce: SecureRandom.bytes(count: 32))
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let bytes = try encoder.encode(body)
@@ -144,7 +144,7 @@ public struct JoinApproval: Sendable {
     /// its own request, checks that vault lists it with its own keys, and returns the pin it keeps from
     /// now on. A vault or home the provider swapped in gives other words and is refused.
     public static func accept(
-        typedWords: String, vault: SignedVault, request: JoinRequest, credentials: DeviceCredentials
+        typedWords: String, vault: SignedVault, request: JoinRequest, credentials: DeviceKeys
     ) throws -> VaultPin {
         guard let home = vault.body.device(vault.body.home) else {
             throw SempereError(.malformedVault, "vault.json names a home that is not among its devices")

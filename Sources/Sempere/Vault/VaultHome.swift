@@ -1,34 +1,16 @@
 import Foundation
 import SiblingsCrypto
 
-/// A device's own keys, as the vault sees them: its hybrid signing key and its wrap identity.
-public struct DeviceCredentials: Sendable {
-    public let signingKey: HybridSignature.PrivateKey
-    public let wrapIdentity: WrapIdentity
-
-    public init(signingKey: HybridSignature.PrivateKey, wrapIdentity: WrapIdentity) {
-        self.signingKey = signingKey
-        self.wrapIdentity = wrapIdentity
-    }
-
-    /// Fresh keys for a new device of a vault of this kind.
-    public static func generate(postQuantum: Bool) -> DeviceCredentials {
-        DeviceCredentials(signingKey: HybridSignature.PrivateKey(), wrapIdentity: .generate(postQuantum: postQuantum))
-    }
-
-    public var id: String { VaultKeys.identifier(for: signingKey.publicKey) }
-}
-
 /// What only home does (the guide: "Only home changes the device list"): create the vault, approve,
 /// remove and rename devices. Each change is a new body with the next generation, signed by home.
 public struct VaultHome: Sendable {
-    public let credentials: DeviceCredentials
+    public let credentials: DeviceKeys
 
-    public init(credentials: DeviceCredentials) { self.credentials = credentials }
+    public init(credentials: DeviceKeys) { self.credentials = credentials }
 
     /// Creates a vault with this device as home, epoch 1, and a recovery kit.
     public static func createVault(
-        homeName: String, credentials: DeviceCredentials, postQuantum: Bool
+        homeName: String, credentials: DeviceKeys, postQuantum: Bool
     ) throws -> (vault: SignedVault, kit: RecoveryKit, pin: VaultPin) {
         let vaultID = SecureRandom.bytes(count: 16).hexString
         let kit = RecoveryKit(vaultID: vaultID)
@@ -36,7 +18,7 @@ public struct VaultHome: Sendable {
         let recoveryWrap = try kit.wrapIdentity(postQuantum: postQuantum)
         let home = VaultBody.Device(
             id: credentials.id, name: homeName, signingKey: credentials.signingKey.publicKey.rawRepresentation,
-            wrapRecipient: credentials.wrapIdentity.recipientString, addedIn: 1)
+            wrapRecipient: credentials.identity.recipientString, addedIn: 1)
         let recovery = VaultBody.Recovery(
             kitID: VaultKeys.identifier(for: recoverySigning.publicKey),
             signingKey: recoverySigning.publicKey.rawRepresentation, wrapRecipient: recoveryWrap.recipientString)
@@ -146,7 +128,7 @@ public struct VaultKeyring: Sendable {
     public let identities: [Int: WrapIdentity]
     public let currentEpoch: Int
 
-    public init(vault: VaultBody, credentials: DeviceCredentials) throws {
+    public init(vault: VaultBody, credentials: DeviceKeys) throws {
         guard vault.device(credentials.id) != nil else {
             if vault.removed.contains(where: { $0.device.id == credentials.id }) {
                 throw SempereError(
@@ -160,11 +142,11 @@ public struct VaultKeyring: Sendable {
                 .malformedVault, "the current epoch has no wrap for this device: ask home to approve it again")
         }
         var identities = [
-            vault.currentEpoch.number: try VaultKeys.unwrap(wrap, with: credentials.wrapIdentity.identity)
+            vault.currentEpoch.number: try VaultKeys.unwrap(wrap, with: credentials.identity.ageIdentity)
         ]
         for record in vault.records.sorted(by: { $0.epoch > $1.epoch }) {
             guard let newer = identities[record.epoch + 1] else { continue }
-            identities[record.epoch] = try VaultKeys.unwrap(record.sealedIdentity, with: newer.identity)
+            identities[record.epoch] = try VaultKeys.unwrap(record.sealedIdentity, with: newer.ageIdentity)
         }
         self.identities = identities
         self.currentEpoch = vault.currentEpoch.number

@@ -3,7 +3,8 @@ import Foundation
 import SiblingsCrypto
 
 /// An age identity that can also say its own Bech32 string and recipient: what a vault identity, a
-/// device's wrap identity and the recovery identity are (X25519, or X-Wing in a post-quantum vault).
+/// device's identity (``DeviceKeys``) and the recovery identity are (X25519, or X-Wing in a post-quantum
+/// vault).
 public enum WrapIdentity: Sendable {
     case x25519(X25519Identity)
     case hybrid(HybridIdentity)
@@ -23,11 +24,26 @@ public enum WrapIdentity: Sendable {
         }
     }
 
-    public var identity: any AgeIdentity {
+    /// The identity, to pass to `Age.decrypt(_:identities:)`.
+    public var ageIdentity: any AgeIdentity {
         switch self {
         case .x25519(let identity): return identity
         case .hybrid(let identity): return identity
         }
+    }
+
+    /// The recipient that wraps to this identity.
+    public var recipient: any AgeRecipient {
+        switch self {
+        case .x25519(let identity): return identity.recipient
+        case .hybrid(let identity): return identity.recipient
+        }
+    }
+
+    /// Whether this is the post-quantum hybrid identity (mlkem768x25519).
+    public var isPostQuantum: Bool {
+        if case .hybrid = self { return true }
+        return false
     }
 
     public var string: String {

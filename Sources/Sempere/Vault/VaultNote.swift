@@ -28,8 +28,7 @@ public enum VaultNote {
     }
 
     /// The age file for `markdown` at `path`, written by `author` in the vault's current epoch.
-    public static func seal(markdown: String, path: String, vault: VaultBody, author: DeviceCredentials) throws -> Data
-    {
+    public static func seal(markdown: String, path: String, vault: VaultBody, author: DeviceKeys) throws -> Data {
         guard vault.device(author.id) != nil else {
             throw SempereError(.removed, "this device is not listed in the vault, so it cannot write notes")
         }
@@ -49,7 +48,7 @@ public enum VaultNote {
     public static func open(_ file: Data, path: String, vault: VaultBody, keyring: VaultKeyring) throws -> Opened {
         var opened: (plaintext: Data, epoch: Int)?
         for (epoch, identity) in keyring.identities.sorted(by: { $0.key > $1.key }) {
-            if let plaintext = try? Age.decrypt(file, identities: [identity.identity]) {
+            if let plaintext = try? Age.decrypt(file, identities: [identity.ageIdentity]) {
                 opened = (plaintext, epoch)
                 break
             }

@@ -18,9 +18,9 @@ struct JoinTests {
 
     @Test("a device joins: home finds its request by its words, the device checks home's words, then reads notes")
     func join() throws {
-        let home = DeviceCredentials.generate(postQuantum: false)
+        let home = DeviceKeys.generate(postQuantum: false)
         let created = try VaultHome.createVault(homeName: "iPad", credentials: home, postQuantum: false)
-        let phone = DeviceCredentials.generate(postQuantum: false)
+        let phone = DeviceKeys.generate(postQuantum: false)
         let request = try JoinRequest(name: "iPhone", credentials: phone)
         let shownOnPhone = request.words.description
 
@@ -45,9 +45,9 @@ struct JoinTests {
 
     @Test("wrong words, a request swapped after its words were shown, and a vault swapped in are all refused")
     func attacks() throws {
-        let home = DeviceCredentials.generate(postQuantum: false)
+        let home = DeviceKeys.generate(postQuantum: false)
         let created = try VaultHome.createVault(homeName: "iPad", credentials: home, postQuantum: false)
-        let phone = DeviceCredentials.generate(postQuantum: false)
+        let phone = DeviceKeys.generate(postQuantum: false)
         let request = try JoinRequest(name: "iPhone", credentials: phone)
         let shown = request.words.description
 
@@ -56,7 +56,7 @@ struct JoinTests {
         #expect(Self.code { try JoinRequest.matching(words: wrong, in: [request]) } == .notFound)
 
         // The provider swaps the request for its own device's after the words were shown.
-        let providerDevice = DeviceCredentials.generate(postQuantum: false)
+        let providerDevice = DeviceKeys.generate(postQuantum: false)
         let swapped = try JoinRequest(name: "iPhone", credentials: providerDevice)
         #expect(throws: (any Error).self) { try JoinRequest.matching(words: shown, in: [swapped]) }
         #expect(throws: (any Error).self) {

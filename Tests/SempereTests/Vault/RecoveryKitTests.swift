@@ -21,7 +21,7 @@ struct RecoveryKitTests {
 
     @Test("the passphrase copy opens the recovery wrap with stock age -d -i, and gives Sempere the whole kit")
     func passphraseCopy() throws {
-        let home = DeviceCredentials.generate(postQuantum: false)
+        let home = DeviceKeys.generate(postQuantum: false)
         let created = try VaultHome.createVault(homeName: "Mac", credentials: home, postQuantum: false)
         let body = created.vault.body
         let copy = try created.kit.passphraseCopy(passphrase: "correct horse", postQuantum: false, workFactor: 10)

@@ -5,13 +5,13 @@ import SiblingsCrypto
 import Testing
 
 /// The vault model of docs/sempere-format.md against the guide's points (001_5891a016d14320f1.txt) and
-/// the provider's attacks. Each device is a `DeviceCredentials` and a `VaultPin`; "the provider" is
+/// the provider's attacks. Each device is a `DeviceKeys` and a `VaultPin`; "the provider" is
 /// whoever hands a device vault.json and note bytes.
 @Suite("Sempere vault: device list, epochs, wraps, notes")
 struct VaultTests {
     struct Fixture {
-        let home = DeviceCredentials.generate(postQuantum: false)
-        let phone = DeviceCredentials.generate(postQuantum: false)
+        let home = DeviceKeys.generate(postQuantum: false)
+        let phone = DeviceKeys.generate(postQuantum: false)
         var vault: SignedVault
         var pin: VaultPin
         let kit: RecoveryKit
@@ -28,7 +28,7 @@ struct VaultTests {
         mutating func approvePhone() throws {
             vault = try homeActions.approve(
                 name: "iPhone", signingKey: phone.signingKey.publicKey,
-                wrapRecipient: phone.wrapIdentity.recipientString,
+                wrapRecipient: phone.identity.recipientString,
                 in: vault)
         }
 
@@ -101,7 +101,7 @@ struct VaultTests {
         // 1. An age file to the vault's (public) recipient, with no signature.
         let unsigned = try Age.encrypt(Data("pay the provider".utf8), to: [recipient])
         // 2. A signature line made with a key that is not a device's.
-        let stranger = DeviceCredentials.generate(postQuantum: false)
+        let stranger = DeviceKeys.generate(postQuantum: false)
         let impostor = try VaultNote.seal(
             markdown: "hello", path: "notes/x/1.age", vault: Self.listing(stranger, in: f.vault.body), author: stranger)
         // 3. A genuine note moved to another path.
@@ -117,12 +117,12 @@ struct VaultTests {
     }
 
     /// A body that lists `device` (so seal() agrees to write), for making an impostor's note.
-    static func listing(_ device: DeviceCredentials, in body: VaultBody) -> VaultBody {
+    static func listing(_ device: DeviceKeys, in body: VaultBody) -> VaultBody {
         var body = body
         body.devices.append(
             VaultBody.Device(
                 id: device.id, name: "impostor", signingKey: device.signingKey.publicKey.rawRepresentation,
-                wrapRecipient: device.wrapIdentity.recipientString, addedIn: 1))
+                wrapRecipient: device.identity.recipientString, addedIn: 1))
         return body
     }
 
@@ -143,7 +143,7 @@ struct VaultTests {
 
         // Injected device: an entry added to the body without home's signature.
         var injected = f.vault.body
-        let stranger = DeviceCredentials.generate(postQuantum: false)
+        let stranger = DeviceKeys.generate(postQuantum: false)
         injected = Self.listing(stranger, in: injected)
         injected.generation += 1
         let forged = try SignedVaultForgery.resign(f.vault, body: injected, with: stranger)
@@ -184,8 +184,8 @@ struct VaultTests {
         let wrap = try #require(f.vault.body.currentEpoch.wraps["recovery"])
         let epochKey = try WrapIdentity(
             string: String(
-                decoding: try Age.decrypt(Data(wrap.utf8), identities: [kitIdentity.identity]), as: UTF8.self))
-        let plaintext = String(decoding: try Age.decrypt(note, identities: [epochKey.identity]), as: UTF8.self)
+                decoding: try Age.decrypt(Data(wrap.utf8), identities: [kitIdentity.ageIdentity]), as: UTF8.self))
+        let plaintext = String(decoding: try Age.decrypt(note, identities: [epochKey.ageIdentity]), as: UTF8.self)
         #expect(plaintext.hasPrefix("pq\n<!-- sempere-note v1 "))
     }
 
@@ -199,7 +199,7 @@ struct VaultTests {
         let note = try VaultNote.seal(
             markdown: "# Read me with age", path: "notes/a/1.age", vault: f.vault.body, author: f.home)
         try note.write(to: folder.appendingPathComponent("note.age"))
-        try Data((f.phone.wrapIdentity.string + "\n").utf8).write(to: folder.appendingPathComponent("device.key"))
+        try Data((f.phone.identity.string + "\n").utf8).write(to: folder.appendingPathComponent("device.key"))
         try Data(try #require(f.vault.body.currentEpoch.wraps[f.phone.id]).utf8)
             .write(to: folder.appendingPathComponent("epoch.age"))
         func age(_ arguments: [String]) throws -> String {
@@ -232,7 +232,7 @@ enum SignedVaultForgery {
     }
 
     /// The file with `body`, signed by `stranger` but still naming home as the signer.
-    static func resign(_ vault: SignedVault, body: VaultBody, with stranger: DeviceCredentials) throws -> Data {
+    static func resign(_ vault: SignedVault, body: VaultBody, with stranger: DeviceKeys) throws -> Data {
         try SignedVault.sign(body, signer: vault.signer, key: stranger.signingKey).encoded()
     }
 }
