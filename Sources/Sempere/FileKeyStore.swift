@@ -221,42 +221,9 @@ public struct FileKeyStore: KeyStore {
         }
     }
 
-    /// Writes `data` to `url` atomically: a new 0600 file beside it, synced, renamed over it.
+    /// Writes `data` to `url` atomically, as a 0600 file.
     private func write(_ data: Data, to url: URL) throws {
-        let temporary = directory.appendingPathComponent(
-            ".\(url.lastPathComponent).partial-\(SecureRandom.bytes(count: 8).hexString)")
-        let descriptor = open(temporary.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else {
-            throw SempereError(
-                .io, "cannot create a file in \(directory.path): \(String(cString: strerror(errno)))")
-        }
-        var closed = false
-        defer {
-            if !closed { close(descriptor) }
-            unlink(temporary.path)  // fails harmlessly once renamed
-        }
-        func fail(_ what: String) -> SempereError {
-            SempereError(
-                .io, "cannot \(what) \(temporary.path): \(String(cString: strerror(errno))) (is the disk full?)")
-        }
-        guard fchmod(descriptor, 0o600) == 0 else { throw fail("set the mode of") }
-        let bytes = [UInt8](data)
-        var written = 0
-        while written < bytes.count {
-            let count = bytes[written...].withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw fail("write")
-            }
-            written += count
-        }
-        guard fsync(descriptor) == 0 else { throw fail("sync") }
-        closed = true
-        guard close(descriptor) == 0 else { throw fail("close") }
-        guard rename(temporary.path, url.path) == 0 else {
-            throw SempereError(
-                .io, "cannot move the new key file to \(url.path): \(String(cString: strerror(errno)))")
-        }
+        try AtomicWrite.write(data, to: url, mode: 0o600)
     }
 
     private func remove(_ url: URL) throws {
@@ -267,13 +234,6 @@ public struct FileKeyStore: KeyStore {
 
     /// Makes renames and removals in the directory durable.
     private func syncDirectory() throws {
-        let descriptor = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard descriptor >= 0 else {
-            throw SempereError(.io, "cannot open \(directory.path): \(String(cString: strerror(errno)))")
-        }
-        defer { close(descriptor) }
-        guard fsync(descriptor) == 0 else {
-            throw SempereError(.io, "cannot sync \(directory.path): \(String(cString: strerror(errno)))")
-        }
+        try AtomicWrite.syncDirectory(directory)
     }
 }

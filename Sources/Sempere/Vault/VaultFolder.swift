@@ -1,0 +1,191 @@
+import Foundation
+import SiblingsCrypto
+
+/// A vault on disk: a folder that any sync provider carries (docs/sempere-format.md, "Files").
+///
+/// ```
+/// vault.json                          written only by home
+/// notes/<device_id>/<note_id>.age     each device writes only its own folder
+/// requests/<request_id>.json          each joining device writes only its own request
+/// recovery.age                        the optional passphrase copy of the recovery key
+/// ```
+///
+/// Every write is atomic (temporary file, fsync, rename). Anything else in the folder, such as the
+/// copies a provider makes when two writes race ("vault (conflicted copy …).json",
+/// "….sync-conflict-….age", "note (1).age"), is never read as a vault or a note and never deleted: it is
+/// reported by ``setAside()`` for Repair.
+public struct VaultFolder: Sendable {
+    public let url: URL
+
+    public init(url: URL) { self.url = url }
+
+    public static let vaultFile = "vault.json"
+    public static let recoveryFile = "recovery.age"
+
+    /// Creates the folder layout for a new vault (the folder itself may exist, empty or not).
+    public func create() throws {
+        for folder in [url, url.appendingPathComponent("notes"), url.appendingPathComponent("requests")] {
+            do {
+                try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            } catch {
+                throw SempereError(.io, "cannot create \(folder.path): \(error.localizedDescription)")
+            }
+        }
+    }
+
+    // MARK: vault.json
+
+    /// Writes vault.json (home only).
+    public func write(_ vault: SignedVault) throws {
+        try AtomicWrite.write(try vault.encoded(), to: url.appendingPathComponent(Self.vaultFile), mode: 0o644)
+    }
+
+    /// vault.json as it is, not yet trusted (what a joining device looks at before the words).
+    public func unverifiedVault() throws -> SignedVault {
+        try SignedVault(parsing: try read(Self.vaultFile))
+    }
+
+    /// The vault this device follows: of vault.json and every copy of it a provider made, the one that
+    /// `SignedVault.accept(pinned:)` takes with the highest generation. The other candidates and why each
+    /// was refused are returned too, so a rollback or fork is shown, not hidden.
+    public func vault(pinned: VaultPin) throws -> (vault: SignedVault, pin: VaultPin, refused: [(String, SempereError)])
+    {
+        var best: (SignedVault, VaultPin)?
+        var refused: [(String, SempereError)] = []
+        var primaryError: SempereError?
+        for name in try vaultCandidates() {
+            do {
+                let vault = try SignedVault(parsing: try read(name))
+                let pin = try vault.accept(pinned: pinned)
+                if best == nil || pin.generation > best!.1.generation { best = (vault, pin) }
+            } catch let error as SempereError {
+                refused.append((name, error))
+                if name == Self.vaultFile { primaryError = error }
+            }
+        }
+        guard let (vault, pin) = best else {
+            throw primaryError ?? refused.first?.1
+                ?? SempereError(.notFound, "\(url.path) has no vault.json: is this the vault folder?")
+        }
+        return (vault, pin, refused.filter { $0.1.code != .rollback || $0.0 == Self.vaultFile })
+    }
+
+    /// vault.json and the files a provider may have made from it.
+    func vaultCandidates() throws -> [String] {
+        try names(in: "").filter { $0 == Self.vaultFile || ($0.hasPrefix("vault") && $0.hasSuffix(".json")) }.sorted()
+    }
+
+    // MARK: Notes
+
+    /// The path of a note: notes/<device_id>/<note_id>.age.
+    public static func notePath(author: String, noteID: String) -> String { "notes/\(author)/\(noteID).age" }
+
+    /// A fresh note id (16 random bytes, hex).
+    public static func newNoteID() -> String { SecureRandom.bytes(count: 16).hexString }
+
+    /// Writes a note's file (each device writes only under its own id).
+    public func writeNote(_ file: Data, at path: String) throws {
+        guard Self.isNotePath(path) else {
+            throw SempereError(.notFound, "\(path) is not a note path (notes/<device_id>/<note_id>.age)")
+        }
+        let target = url.appendingPathComponent(path)
+        do {
+            try FileManager.default.createDirectory(
+                at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
+        } catch {
+            throw SempereError(
+                .io, "cannot create \(target.deletingLastPathComponent().path): \(error.localizedDescription)")
+        }
+        try AtomicWrite.write(file, to: target, mode: 0o644)
+    }
+
+    public func readNote(at path: String) throws -> Data { try read(path) }
+
+    /// Removes a note's file (its author only).
+    public func removeNote(at path: String) throws {
+        guard Self.isNotePath(path) else { throw SempereError(.notFound, "\(path) is not a note path") }
+        do {
+            try FileManager.default.removeItem(at: url.appendingPathComponent(path))
+        } catch {
+            throw SempereError(.io, "cannot remove \(path): \(error.localizedDescription)")
+        }
+    }
+
+    /// Every note file in the layout, sorted.
+    public func notePaths() throws -> [String] {
+        try names(in: "notes").flatMap { device in
+            try names(in: "notes/\(device)").map { "notes/\(device)/\($0)" }
+        }.filter(Self.isNotePath).sorted()
+    }
+
+    /// The notes that exist now, with the SHA-256 of each file: what a removal records.
+    public func noteReferences() throws -> [VaultBody.NoteReference] {
+        try notePaths().map { path in
+            VaultBody.NoteReference(path: path, sha256: SHA256.hash(data: try read(path)).description)
+        }
+    }
+
+    static func isNotePath(_ path: String) -> Bool {
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0] == "notes", isHexID(parts[1]), parts[2].hasSuffix(".age") else { return false }
+        return isHexID(parts[2].dropLast(4))
+    }
+
+    static func isHexID(_ text: Substring) -> Bool {
+        text.count == 32 && text.allSatisfy { $0.isHexDigit && !$0.isUppercase }
+    }
+
+    // MARK: Join requests
+
+    public func write(_ request: JoinRequest) throws {
+        try AtomicWrite.write(
+            try request.encoded(), to: url.appendingPathComponent("requests/\(request.body.requestID).json"),
+            mode: 0o644)
+    }
+
+    /// The join requests that parse and carry a valid self-signature.
+    public func requests() throws -> [JoinRequest] {
+        try names(in: "requests").filter { $0.hasSuffix(".json") }.compactMap { name in
+            try? JoinRequest(parsing: try read("requests/\(name)"))
+        }
+    }
+
+    // MARK: Everything else
+
+    /// Files that are not part of the layout (conflict copies, strays): never read, never deleted.
+    public func setAside() throws -> [String] {
+        var strays: [String] = []
+        for name in try names(in: "") where ![Self.vaultFile, Self.recoveryFile, "notes", "requests"].contains(name) {
+            strays.append(name)
+        }
+        for device in try names(in: "notes") {
+            guard Self.isHexID(Substring(device)) else {
+                strays.append("notes/\(device)")
+                continue
+            }
+            for name in try names(in: "notes/\(device)") where !Self.isNotePath("notes/\(device)/\(name)") {
+                strays.append("notes/\(device)/\(name)")
+            }
+        }
+        return strays.sorted()
+    }
+
+    /// The names in a subfolder, without the writers' temporary files; empty when it does not exist.
+    func names(in subfolder: String) throws -> [String] {
+        let folder = subfolder.isEmpty ? url : url.appendingPathComponent(subfolder)
+        guard FileManager.default.fileExists(atPath: folder.path) else { return [] }
+        do {
+            return try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { !$0.hasPrefix(".") }
+        } catch {
+            throw SempereError(.io, "cannot list \(folder.path): \(error.localizedDescription)")
+        }
+    }
+
+    func read(_ path: String) throws -> Data {
+        let file = url.appendingPathComponent(path)
+        guard let data = FileManager.default.contents(atPath: file.path) else {
+            throw SempereError(.notFound, "\(file.path) is missing or unreadable")
+        }
+        return data
+    }
+}
