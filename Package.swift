@@ -50,7 +50,8 @@ let package = Package(
         // Command-line parsing in swift-argument-parser's shape, shared by sempere, pixie and pixie-server.
         .target(name: "CommandLineKit", swiftSettings: strict),
 
-        .executableTarget(name: "bench", dependencies: ["SiblingsCrypto", "CommandLineKit"], swiftSettings: strict),
+        .executableTarget(
+            name: "bench", dependencies: ["SiblingsCrypto", "CommandLineKit", "Sempere"], swiftSettings: strict),
 
         // The Age module on files, to time beside the age CLI (scripts/bench-age.sh); a benchmark entry point.
         .executableTarget(name: "age-swift", dependencies: ["Age"], swiftSettings: strict),

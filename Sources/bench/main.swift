@@ -1,5 +1,6 @@
 import CommandLineKit
 import Foundation
+import Sempere
 import SiblingsCrypto
 
 /// `bench`: the crypto core's throughput beside OpenSSL's own `openssl speed`, measured in the same run,
@@ -22,7 +23,7 @@ struct Bench: ParsableCommand {
     var seconds: Double = 1
     @Option(name: .long("rounds"), help: "Alternate ours and the anchor this many times (default 3).")
     var rounds: Int = 3
-    @OptionalOption(name: .long("only"), help: "Only the classic table or the pq one.")
+    @OptionalOption(name: .long("only"), help: "Only one table: classic, pq or sempere.")
     var only: String?
     @Flag(name: .long("self-check-only"), help: "Run the self-check and stop.")
     var selfCheckOnly: Bool
@@ -30,7 +31,9 @@ struct Bench: ParsableCommand {
     func validate() throws {
         guard seconds > 0 else { throw ValidationError("--seconds must be positive") }
         guard rounds > 0 else { throw ValidationError("--rounds must be at least 1") }
-        if let only, !["classic", "pq"].contains(only) { throw ValidationError("--only takes classic or pq") }
+        if let only, !["classic", "pq", "sempere"].contains(only) {
+            throw ValidationError("--only takes classic, pq or sempere")
+        }
     }
 
     func run() async throws {
@@ -39,6 +42,7 @@ struct Bench: ParsableCommand {
         if selfCheckOnly { return }
         if only == nil || only == "classic" { try classicTable(self) }
         if only == nil || only == "pq" { try postQuantumTable(self) }
+        if only == nil || only == "sempere" { try sempereTable(self) }
     }
 }
 

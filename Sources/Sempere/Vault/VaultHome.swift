@@ -127,6 +127,9 @@ public struct VaultHome: Sendable {
 public struct VaultKeyring: Sendable {
     public let identities: [Int: WrapIdentity]
     public let currentEpoch: Int
+    /// Every listed and removed device's signing key, decoded once (decoding expands ML-DSA's matrix),
+    /// so opening many notes does not decode a key per note.
+    let signingKeys: [String: HybridSignature.PublicKey]
 
     public init(vault: VaultBody, credentials: DeviceKeys) throws {
         guard vault.device(credentials.id) != nil else {
@@ -150,6 +153,11 @@ public struct VaultKeyring: Sendable {
         }
         self.identities = identities
         self.currentEpoch = vault.currentEpoch.number
+        var keys: [String: HybridSignature.PublicKey] = [:]
+        for device in vault.devices + vault.removed.map(\.device) {
+            keys[device.id] = try? HybridSignature.PublicKey(rawRepresentation: device.signingKey)
+        }
+        self.signingKeys = keys
     }
 
     var current: WrapIdentity { identities[currentEpoch]! }

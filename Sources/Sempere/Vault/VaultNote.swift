@@ -24,6 +24,8 @@ public enum VaultNote {
     }
 
     static func signedBytes(vaultID: String, path: String, epoch: Int, markdown: Data) -> Data {
+        // (Markdown that is not valid UTF-8 cannot come from `seal`, which takes a String; the bytes are
+        // what is signed either way.)
         Data(vaultID.utf8) + Data([0]) + Data(path.utf8) + Data([0]) + Data(String(epoch).utf8) + Data([0]) + markdown
     }
 
@@ -57,27 +59,33 @@ public enum VaultNote {
             throw SempereError(
                 .untrustedNote, "\(path) does not open with any of this vault's keys: set aside in Repair, not read")
         }
-        let text = String(decoding: plaintext, as: UTF8.self)
-        guard text.hasSuffix(" -->\n"), let start = text.range(of: "\n" + prefix, options: .backwards) else {
+        // Parsed as bytes: the trailer is ASCII, and the Markdown before it is signed as bytes.
+        let marker = Data(("\n" + prefix).utf8)
+        guard plaintext.hasSuffix(Data(" -->\n".utf8)),
+            let start = plaintext.range(of: marker, options: .backwards)
+        else {
             throw SempereError(.untrustedNote, "\(path) has no author signature: set aside in Repair, not read")
         }
-        let markdown = String(text[..<start.lowerBound])
+        let markdownBytes = plaintext[..<start.lowerBound]
+        // Split on bytes: String.split goes through grapheme breaking, 100 times slower on 4.5 KB.
         var fields: [String: String] = [:]
-        for field in text[start.upperBound...].dropLast(5).split(separator: " ") {
-            let parts = field.split(separator: "=", maxSplits: 1)
-            if parts.count == 2 { fields[String(parts[0])] = String(parts[1]) }
+        for field in plaintext[start.upperBound..<(plaintext.endIndex - 5)].split(separator: UInt8(ascii: " ")) {
+            guard let equals = field.firstIndex(of: UInt8(ascii: "=")) else { continue }
+            fields[String(decoding: field[..<equals], as: UTF8.self)] = String(
+                decoding: field[(equals + 1)...], as: UTF8.self)
         }
-        guard let author = fields["author"], let claimed = fields["epoch"].flatMap(Int.init), claimed == epoch,
-            let signatureBytes = fields["signature"].flatMap({ Data(base64Encoded: $0) }),
+        guard let author = fields["author"], let claimed = fields["epoch"].flatMap({ Int($0) }),
+            claimed == epoch, let signatureBytes = fields["signature"].flatMap({ Data(base64Encoded: $0) }),
             let signature = try? HybridSignature.Signature(rawRepresentation: signatureBytes)
         else {
             throw SempereError(.untrustedNote, "\(path)'s author line is malformed or names the wrong epoch: set aside")
         }
+        let markdown = String(decoding: markdownBytes, as: UTF8.self)
         guard let device = try authorRecord(author, epoch: epoch, path: path, file: file, vault: vault),
-            let key = try? HybridSignature.PublicKey(rawRepresentation: device.signingKey),
+            let key = keyring.signingKeys[device.id],
             key.isValidSignature(
                 signature,
-                for: signedBytes(vaultID: vault.vaultID, path: path, epoch: epoch, markdown: Data(markdown.utf8)),
+                for: signedBytes(vaultID: vault.vaultID, path: path, epoch: epoch, markdown: Data(markdownBytes)),
                 context: context)
         else {
             throw SempereError(
@@ -105,5 +113,11 @@ public enum VaultNote {
             $0.path == path && $0.sha256 == digest
         }
         return recorded == true ? removal.device : nil
+    }
+}
+
+extension Data {
+    fileprivate func hasSuffix(_ suffix: Data) -> Bool {
+        count >= suffix.count && self[(endIndex - suffix.count)...] == suffix
     }
 }

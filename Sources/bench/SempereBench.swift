@@ -1,0 +1,92 @@
+import Foundation
+import Sempere
+import SiblingsCrypto
+
+/// Sempere's vault operations at 100 and at 10,000 notes (issue "Sempere, part 1", benchmark): adding a
+/// device must cost the same at both sizes and touch O(1) files; removing one rewrites no note; and
+/// the cost of saving and opening one note, and of opening every note (what `sempere ls` does).
+func sempereTable(_ options: Bench) throws {
+    let root = FileManager.default.temporaryDirectory.appendingPathComponent("sempere-bench-\(UUID())")
+    defer { try? FileManager.default.removeItem(at: root) }
+    let home = DeviceKeys.generate(postQuantum: false)
+    let clock = ContinuousClock()
+    func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+
+    var rows: [(String, String)] = []
+    var approveTimes: [Int: Double] = [:]
+    for count in [100, 10_000] {
+        let folder = VaultFolder(url: root.appendingPathComponent("vault-\(count)"))
+        try folder.create()
+        let created = try VaultHome.createVault(homeName: "home", credentials: home, postQuantum: false)
+        try folder.write(created.vault)
+        var saveTotal = Duration.zero
+        for index in 0..<count {
+            let path = VaultFolder.notePath(author: home.id, noteID: VaultFolder.newNoteID())
+            let start = clock.now
+            try folder.writeNote(
+                try VaultNote.seal(
+                    markdown: "# Note \(index)\n\nSome text.", path: path, vault: created.vault.body, author: home),
+                at: path)
+            saveTotal += clock.now - start
+        }
+        let before = try folder.noteReferences()
+
+        // Adding a device: the best of a few approvals (each a new device), vault.json written.
+        var best = Double.infinity
+        var vault = created.vault
+        for _ in 0..<max(3, options.rounds) {
+            let device = DeviceKeys.generate(postQuantum: false)
+            let start = clock.now
+            vault = try VaultHome(credentials: home).approve(
+                name: "device", signingKey: device.signingKey.publicKey, wrapRecipient: device.identity.recipientString,
+                in: vault)
+            try folder.write(vault)
+            best = min(best, seconds(clock.now - start))
+        }
+        approveTimes[count] = best
+        guard try folder.noteReferences() == before else { throw BenchError("adding a device changed a note") }
+
+        // Opening every note, as `sempere ls` does: one thread.
+        let keyring = try VaultKeyring(vault: vault.body, credentials: home)
+        let start = clock.now
+        for path in try folder.notePaths() {
+            _ = try VaultNote.open(try folder.readNote(at: path), path: path, vault: vault.body, keyring: keyring)
+        }
+        let openAll = seconds(clock.now - start)
+
+        // Removing a device: no note rewritten.
+        let removeStart = clock.now
+        let removed = try VaultHome(credentials: home).remove(
+            deviceID: vault.body.devices.last!.id, from: vault, existingNotes: try folder.noteReferences())
+        try folder.write(removed)
+        let removeTime = seconds(clock.now - removeStart)
+        guard try folder.noteReferences() == before else { throw BenchError("removing a device rewrote a note") }
+
+        rows.append(
+            (
+                "\(count) notes: save one note (seal, sign, atomic write), mean",
+                String(format: "%.2f ms", seconds(saveTotal) / Double(count) * 1e3)
+            ))
+        rows.append(
+            (
+                "\(count) notes: open one note (read, decrypt, verify), mean",
+                String(format: "%.2f ms", openAll / Double(count) * 1e3)
+            ))
+        rows.append(("\(count) notes: open every note (what `ls` does), one thread", String(format: "%.2f s", openAll)))
+        rows.append(
+            ("\(count) notes: add a device (files written: 1, vault.json)", String(format: "%.2f ms", best * 1e3)))
+        rows.append(
+            ("\(count) notes: remove a device (notes rewritten: 0)", String(format: "%.2f ms", removeTime * 1e3)))
+    }
+    say("")
+    say("| Sempere, X25519 vault | time |")
+    say("|---|---:|")
+    for (name, value) in rows { say("| \(name) | \(value) |") }
+    say("")
+    say(
+        String(
+            format: "adding a device at 10,000 notes / at 100 notes: %.2f (1.0 = independent of the number of notes)",
+            approveTimes[10_000]! / approveTimes[100]!))
+}
