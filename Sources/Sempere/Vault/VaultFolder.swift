@@ -75,6 +75,11 @@ public struct VaultFolder: Sendable {
         try names(in: "").filter { $0 == Self.vaultFile || ($0.hasPrefix("vault") && $0.hasSuffix(".json")) }.sorted()
     }
 
+    /// Writes the passphrase copy of the recovery key (recovery.age; `RecoveryKit.passphraseCopy`).
+    public func writeRecoveryCopy(_ file: Data) throws {
+        try AtomicWrite.write(file, to: url.appendingPathComponent(Self.recoveryFile), mode: 0o644)
+    }
+
     // MARK: Notes
 
     /// The path of a note: notes/<device_id>/<note_id>.age.
@@ -141,6 +146,16 @@ public struct VaultFolder: Sendable {
         try AtomicWrite.write(
             try request.encoded(), to: url.appendingPathComponent("requests/\(request.body.requestID).json"),
             mode: 0o644)
+    }
+
+    /// Removes this device's own join request once it has joined (its writer is the only one that may).
+    public func removeRequest(_ request: JoinRequest) throws {
+        let file = url.appendingPathComponent("requests/\(request.body.requestID).json")
+        do {
+            try FileManager.default.removeItem(at: file)
+        } catch {
+            throw SempereError(.io, "cannot remove \(file.path): \(error.localizedDescription)")
+        }
     }
 
     /// The join requests that parse and carry a valid self-signature.
