@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "Sempere", targets: ["Sempere"]),
         .executable(name: "bench", targets: ["bench"]),
         .executable(name: "age-swift", targets: ["age-swift"]),
+        .executable(name: "sempere", targets: ["sempere"]),
     ],
     targets: [
         // C libraries from Debian, one `.systemLibrary` each (../shared/STYLE.md, "Wrapping C").
@@ -51,6 +52,9 @@ let package = Package(
         .target(name: "CommandLineKit", swiftSettings: strict),
 
         .executableTarget(name: "bench", dependencies: ["SiblingsCrypto", "CommandLineKit"], swiftSettings: strict),
+
+        // The Sempere command-line program (README.md, "Sempere from the terminal").
+        .executableTarget(name: "sempere", dependencies: ["Sempere", "CommandLineKit"], swiftSettings: strict),
 
         // The Age module on files, to time beside the age CLI (scripts/bench-age.sh); a benchmark entry point.
         .executableTarget(name: "age-swift", dependencies: ["Age"], swiftSettings: strict),

@@ -118,7 +118,7 @@ public struct VaultFolder: Sendable {
 
     /// Every note file in the layout, sorted.
     public func notePaths() throws -> [String] {
-        try names(in: "notes").flatMap { device in
+        try names(in: "notes").filter { Self.isHexID(Substring($0)) && isFolder("notes/\($0)") }.flatMap { device in
             try names(in: "notes/\(device)").map { "notes/\(device)/\($0)" }
         }.filter(Self.isNotePath).sorted()
     }
@@ -174,7 +174,7 @@ public struct VaultFolder: Sendable {
             strays.append(name)
         }
         for device in try names(in: "notes") {
-            guard Self.isHexID(Substring(device)) else {
+            guard Self.isHexID(Substring(device)), isFolder("notes/\(device)") else {
                 strays.append("notes/\(device)")
                 continue
             }
@@ -183,6 +183,12 @@ public struct VaultFolder: Sendable {
             }
         }
         return strays.sorted()
+    }
+
+    func isFolder(_ path: String) -> Bool {
+        var isDirectory: ObjCBool = false
+        return FileManager.default.fileExists(atPath: url.appendingPathComponent(path).path, isDirectory: &isDirectory)
+            && isDirectory.boolValue
     }
 
     /// The names in a subfolder, without the writers' temporary files; empty when it does not exist.
