@@ -128,6 +128,9 @@ struct CLITests {
         let joined = try scratch.run("B", ["join", scratch.vault, "--words", String(homeWords)])
         #expect(joined.status == 0, "\(joined.err)")
 
+        // Only home manages devices.
+        let notHome = try scratch.run("B", ["devices", "rename", "Laptop", "Mine"])
+        #expect(notHome.status == 1 && notHome.err.contains("only the home device (Laptop) manages devices"))
         let devices = try #require(try scratch.run("B", ["devices", "list", "--json"]).json() as? [String: Any])
         let listed = try #require(devices["devices"] as? [[String: Any]])
         #expect(listed.map { $0["name"] as? String } == ["Laptop", "Phone"])
