@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "Sempere", targets: ["Sempere"]),
         .executable(name: "bench", targets: ["bench"]),
         .executable(name: "age-swift", targets: ["age-swift"]),
+        .executable(name: "sempere", targets: ["sempere"]),
     ],
     targets: [
         // C libraries from Debian, one `.systemLibrary` each (../shared/STYLE.md, "Wrapping C").
@@ -52,6 +53,9 @@ let package = Package(
 
         .executableTarget(
             name: "bench", dependencies: ["SiblingsCrypto", "CommandLineKit", "Sempere"], swiftSettings: strict),
+
+        // The Sempere command-line program (README.md, "Sempere from the terminal").
+        .executableTarget(name: "sempere", dependencies: ["Sempere", "CommandLineKit"], swiftSettings: strict),
 
         // The Age module on files, to time beside the age CLI (scripts/bench-age.sh); a benchmark entry point.
         .executableTarget(name: "age-swift", dependencies: ["Age"], swiftSettings: strict),

@@ -189,3 +189,33 @@ public struct Argument<Value: ExpressibleByArgument>: ArgumentDefinition, Sendab
         return value
     }
 }
+
+/// A positional argument that takes every remaining word (at least one): `<files> ...`.
+@propertyWrapper
+public struct Arguments<Value: ExpressibleByArgument>: ArgumentDefinition, Sendable {
+    let typedBox: RepeatingArgumentBox<Value>
+    var box: AnyArgumentBox { typedBox }
+
+    public init(help: String = "") {
+        typedBox = RepeatingArgumentBox(help: help)
+    }
+
+    public var wrappedValue: [Value] { typedBox.values }
+}
+
+final class RepeatingArgumentBox<Value: ExpressibleByArgument>: AnyArgumentBox, @unchecked Sendable {
+    var values: [Value] = []
+
+    init(help: String) { super.init(kind: .argument, help: help) }
+
+    override var isRequired: Bool { true }
+    override var isRepeating: Bool { true }
+    override var valueName: String { Value.valueName ?? label }
+
+    override func set(_ word: String) -> Bool {
+        guard let parsed = Value(argument: word) else { return false }
+        values.append(parsed)
+        wasSet = true
+        return true
+    }
+}

@@ -128,7 +128,7 @@ enum CommandParser {
                         + " (for example '\(commandPath) \(first.configuration.commandName)')",
                     command: commandPath)
             }
-            guard let box = positionals.popFirst() else {
+            guard let box = positionals.first.map({ $0.isRepeating ? $0 : positionals.removeFirst() }) else {
                 throw CommandLineError.usage(message: "unexpected argument '\(word)'", command: commandPath)
             }
             guard box.set(word) else {
@@ -177,7 +177,8 @@ enum HelpGenerator {
             case .flag(let name):
                 usage += " [\(name.long.map { "--\($0)" } ?? "-\(name.short!)")]"
             case .argument:
-                usage += box.isRequired ? " <\(box.valueName)>" : " [<\(box.valueName)>]"
+                let dots = box.isRepeating ? " ..." : ""
+                usage += box.isRequired ? " <\(box.valueName)>\(dots)" : " [<\(box.valueName)>]\(dots)"
             }
         }
         lines += [usage, ""]

@@ -3,7 +3,8 @@ import Testing
 
 struct Tool: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "tool", abstract: "A test tool.", version: "tool 1.2.3", subcommands: [Greet.self, Sum.self])
+        commandName: "tool", abstract: "A test tool.", version: "tool 1.2.3",
+        subcommands: [Greet.self, Sum.self, Join.self])
 }
 
 struct Greet: ParsableCommand {
@@ -25,6 +26,13 @@ struct Sum: ParsableCommand {
     @Option(name: .long("scale"), help: "Multiply the result.") var scale: Int
     @Argument(help: "The first.") var first: Int
     @Argument(help: "The second.") var second: Int = 0
+}
+
+struct Join: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "join", abstract: "Join files.")
+
+    @Flag(name: .long("sorted"), help: "Sort them.") var sorted: Bool
+    @Arguments(help: "The files.") var files: [String]
 }
 
 @Suite("CommandLineKit")
@@ -52,6 +60,14 @@ struct CommandTests {
         #expect(attached.greeting == "yo" && attached.name == "-dashed")
         let sum = try #require(try parse(["sum", "--scale", "2", "40"]) as? Sum)
         #expect(sum.first == 40 && sum.second == 0 && sum.scale == 2)
+    }
+
+    @Test("a repeated argument takes every remaining word, at least one")
+    func repeated() throws {
+        let join = try #require(try parse(["join", "a", "--sorted", "b", "c"]) as? Join)
+        #expect(join.files == ["a", "b", "c"] && join.sorted)
+        #expect(usageMessage(["join"]) == "missing <files>")
+        #expect(Join.helpMessage().contains("USAGE: join [--sorted] <files> ..."))
     }
 
     @Test("usage errors say what is wrong")

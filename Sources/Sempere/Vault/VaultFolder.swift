@@ -75,6 +75,11 @@ public struct VaultFolder: Sendable {
         try names(in: "").filter { $0 == Self.vaultFile || ($0.hasPrefix("vault") && $0.hasSuffix(".json")) }.sorted()
     }
 
+    /// Writes the passphrase copy of the recovery key (recovery.age; `RecoveryKit.passphraseCopy`).
+    public func writeRecoveryCopy(_ file: Data) throws {
+        try AtomicWrite.write(file, to: url.appendingPathComponent(Self.recoveryFile), mode: 0o644)
+    }
+
     // MARK: Notes
 
     /// The path of a note: notes/<device_id>/<note_id>.age.
@@ -113,7 +118,7 @@ public struct VaultFolder: Sendable {
 
     /// Every note file in the layout, sorted.
     public func notePaths() throws -> [String] {
-        try names(in: "notes").flatMap { device in
+        try names(in: "notes").filter { Self.isHexID(Substring($0)) && isFolder("notes/\($0)") }.flatMap { device in
             try names(in: "notes/\(device)").map { "notes/\(device)/\($0)" }
         }.filter(Self.isNotePath).sorted()
     }
@@ -143,6 +148,16 @@ public struct VaultFolder: Sendable {
             mode: 0o644)
     }
 
+    /// Removes this device's own join request once it has joined (its writer is the only one that may).
+    public func removeRequest(_ request: JoinRequest) throws {
+        let file = url.appendingPathComponent("requests/\(request.body.requestID).json")
+        do {
+            try FileManager.default.removeItem(at: file)
+        } catch {
+            throw SempereError(.io, "cannot remove \(file.path): \(error.localizedDescription)")
+        }
+    }
+
     /// The join requests that parse and carry a valid self-signature.
     public func requests() throws -> [JoinRequest] {
         try names(in: "requests").filter { $0.hasSuffix(".json") }.compactMap { name in
@@ -159,7 +174,7 @@ public struct VaultFolder: Sendable {
             strays.append(name)
         }
         for device in try names(in: "notes") {
-            guard Self.isHexID(Substring(device)) else {
+            guard Self.isHexID(Substring(device)), isFolder("notes/\(device)") else {
                 strays.append("notes/\(device)")
                 continue
             }
@@ -168,6 +183,12 @@ public struct VaultFolder: Sendable {
             }
         }
         return strays.sorted()
+    }
+
+    func isFolder(_ path: String) -> Bool {
+        var isDirectory: ObjCBool = false
+        return FileManager.default.fileExists(atPath: url.appendingPathComponent(path).path, isDirectory: &isDirectory)
+            && isDirectory.boolValue
     }
 
     /// The names in a subfolder, without the writers' temporary files; empty when it does not exist.

@@ -1,0 +1,311 @@
+import Foundation
+import Testing
+
+/// The built `sempere` binary, run as a new user would: two devices (two configuration directories)
+/// share one vault folder directly (no sync simulation).
+@Suite("sempere, the command-line program")
+struct CLITests {
+    struct Result {
+        let status: Int32
+        let out: String
+        let err: String
+
+        func json() throws -> Any { try JSONSerialization.jsonObject(with: Data(out.utf8)) }
+    }
+
+    static var binary: String {
+        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("sempere")
+            .path
+    }
+
+    /// A scratch area: one vault folder and a configuration directory per device.
+    struct Scratch {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("sempere-cli-\(UUID())")
+        var vault: String { root.appendingPathComponent("vault").path }
+        func config(_ device: String) -> String { root.appendingPathComponent("config-\(device)").path }
+
+        init() throws { try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true) }
+
+        func remove() { try? FileManager.default.removeItem(at: root) }
+
+        /// Runs `sempere` as `device` (its config in $SEMPERE_CONFIG), with `input` on standard input.
+        func run(
+            _ device: String, _ arguments: [String], input: String? = nil, environment extra: [String: String] = [:]
+        ) throws -> Result {
+            var environment = ProcessInfo.processInfo.environment
+            environment["SEMPERE_CONFIG"] = config(device)
+            environment["HOME"] = root.path
+            environment.merge(extra) { $1 }
+            return try CLITests.run(arguments, environment: environment, input: input, directory: root)
+        }
+    }
+
+    static func run(
+        _ arguments: [String], environment: [String: String]? = nil, input: String? = nil, directory: URL? = nil
+    ) throws -> Result {
+        guard FileManager.default.isExecutableFile(atPath: binary) else {
+            Issue.record("sempere is not built at \(binary): build with `swift build --build-tests` first")
+            return Result(status: -1, out: "", err: "")
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = arguments
+        if let environment { process.environment = environment }
+        if let directory { process.currentDirectoryURL = directory }
+        let out = Pipe()
+        let err = Pipe()
+        let inPipe = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = inPipe
+        try process.run()
+        inPipe.fileHandleForWriting.write(Data((input ?? "").utf8))
+        try inPipe.fileHandleForWriting.close()
+        // Drain both pipes concurrently so a full one never blocks the program.
+        let errBox = DataBox()
+        let group = DispatchGroup()
+        DispatchQueue.global().async(group: group) { errBox.data = err.fileHandleForReading.readDataToEndOfFile() }
+        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        group.wait()
+        process.waitUntilExit()
+        return Result(
+            status: process.terminationStatus, out: String(decoding: outData, as: UTF8.self),
+            err: String(decoding: errBox.data, as: UTF8.self))
+    }
+
+    final class DataBox: @unchecked Sendable {
+        var data = Data()
+    }
+
+    /// Create on A, join from B with six words each way.
+    static func twoDevices(_ scratch: Scratch) throws -> (homeID: String, phoneID: String) {
+        let created = try scratch.run("A", ["create", scratch.vault, "--name", "Laptop", "--json"])
+        #expect(created.status == 0, "\(created.err)")
+        let kit = try #require(try created.json() as? [String: Any])
+        #expect((kit["recovery_kit"] as? String)?.hasPrefix("SEMPERE-KIT-1") == true)
+        let asked = try scratch.run("B", ["join", scratch.vault, "--name", "Phone", "--json"])
+        #expect(asked.status == 0, "\(asked.err)")
+        let request = try #require(try asked.json() as? [String: Any])
+        let words = try #require(request["words"] as? String)
+        let approved = try scratch.run("A", ["devices", "approve", "--words", words, "--json"])
+        #expect(approved.status == 0, "\(approved.err)")
+        let homeWords = try #require((try approved.json() as? [String: Any])?["words"] as? String)
+        let joined = try scratch.run("B", ["join", scratch.vault, "--words", homeWords])
+        #expect(joined.status == 0, "\(joined.err)")
+        #expect(joined.out.contains("Joined the vault"))
+        return (try #require(kit["device_id"] as? String), try #require(request["device_id"] as? String))
+    }
+
+    @Test("create, join with the words, write on A and read on B, list, remove B: B is refused")
+    func walkthrough() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let created = try scratch.run("A", ["create", scratch.vault, "--name", "Laptop"])
+        #expect(created.status == 0, "\(created.err)")
+        #expect(created.out.contains("RECOVERY KIT") && created.out.contains("SEMPERE-KIT-1"))
+        #expect(created.out.contains("Print this page"))
+
+        // B asks; A's wrong words are refused; then the right ones.
+        let asked = try scratch.run("B", ["join", scratch.vault, "--name", "Phone"])
+        #expect(asked.status == 0, "\(asked.err)")
+        let wrong = try scratch.run("A", ["devices", "approve", "--words", "person hall golf dabble vein mind"])
+        #expect(wrong.status == 1 && wrong.err.contains("no join request here shows the words"))
+        #expect(wrong.out.isEmpty)
+        let typo = try scratch.run("A", ["devices", "approve", "--words", "person hall golf"])
+        #expect(typo.status == 1 && typo.err.contains("sempere: error:"), "\(typo.err)")
+        let words = try #require(
+            asked.out.split(separator: "\n").first { $0.hasPrefix("    ") && !$0.contains("sempere") })
+        let approved = try scratch.run("A", ["devices", "approve", "--words", String(words)])
+        #expect(approved.status == 0, "\(approved.err)")
+        let homeWords = try #require(
+            approved.out.split(separator: "\n").first { $0.hasPrefix("    ") && !$0.contains("sempere") })
+
+        // B types other words: refused, nothing pinned; then home's words.
+        let mismatch = try scratch.run("B", ["join", scratch.vault, "--words", "person hall golf dabble vein mind"])
+        #expect(mismatch.status == 1 && mismatch.err.contains("the words do not match this vault"))
+        let early = try scratch.run("B", ["ls"])
+        #expect(early.status == 1 && early.err.contains("in no vault yet"))
+        let joined = try scratch.run("B", ["join", scratch.vault, "--words", String(homeWords)])
+        #expect(joined.status == 0, "\(joined.err)")
+
+        // Only home manages devices.
+        let notHome = try scratch.run("B", ["devices", "rename", "Laptop", "Mine"])
+        #expect(notHome.status == 1 && notHome.err.contains("only the home device (Laptop) manages devices"))
+        let devices = try #require(try scratch.run("B", ["devices", "list", "--json"]).json() as? [String: Any])
+        let listed = try #require(devices["devices"] as? [[String: Any]])
+        #expect(listed.map { $0["name"] as? String } == ["Laptop", "Phone"])
+        #expect(listed[0]["home"] as? Bool == true && listed[1]["this_device"] as? Bool == true)
+        let table = try scratch.run("A", ["devices", "list"])
+        #expect(table.out.contains("Manages devices, this device") && table.out.contains("Phone"))
+
+        // A writes (from standard input and from --text); B reads.
+        let written = try scratch.run("A", ["new", "Groceries", "--json"], input: "- milk\n- eggs\n")
+        #expect(written.status == 0, "\(written.err)")
+        let id = try #require((try written.json() as? [String: Any])?["id"] as? String)
+        let read = try scratch.run("B", ["cat", String(id.prefix(8))])
+        #expect(read.status == 0 && read.out == "# Groceries\n\n- milk\n- eggs\n", "\(read.out) \(read.err)")
+        #expect(try scratch.run("A", ["new", "Plans", "--text", "Sail on Sunday"]).status == 0)
+
+        let list = try #require(try scratch.run("B", ["ls", "--json"]).json() as? [String: Any])
+        let notes = try #require(list["notes"] as? [[String: Any]])
+        #expect(Set(notes.compactMap { $0["title"] as? String }) == ["Groceries", "Plans"])
+        #expect(notes.allSatisfy { $0["author_name"] as? String == "Laptop" && $0["mine"] as? Bool == false })
+        #expect((list["set_aside"] as? [Any])?.isEmpty == true)
+
+        let found = try scratch.run("B", ["search", "SUNDAY"])
+        #expect(found.status == 0 && found.out.contains("Plans") && found.out.contains("Sail on Sunday"))
+
+        // B cannot remove A's note; it removes its own.
+        let theirs = try scratch.run("B", ["rm", id])
+        #expect(theirs.status == 1 && theirs.err.contains("only its author removes it"))
+        let mine = try scratch.run("B", ["new", "Scratch", "--text", "x"])
+        let mineID = mine.out.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(try scratch.run("B", ["rm", mineID]).status == 0)
+        #expect(try scratch.run("A", ["cat", mineID]).err.contains("no note"))
+
+        // Home removes B; B no longer reads, even what it could read before.
+        let removed = try scratch.run("A", ["devices", "remove", "Phone"])
+        #expect(removed.status == 0 && removed.out.contains("Removed Phone"), "\(removed.err)")
+        let refused = try scratch.run("B", ["cat", id])
+        #expect(refused.status == 1 && refused.err.contains("this device was removed from the vault"), "\(refused.err)")
+        #expect(try scratch.run("A", ["cat", id]).status == 0)
+        #expect(try scratch.run("A", ["devices", "list"]).out.contains("Phone") == false)
+    }
+
+    @Test("a rolled-back vault.json and a forged note are refused, with the library's reasons")
+    func tampering() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let (_, phoneID) = try Self.twoDevices(scratch)
+        let vaultFile = URL(fileURLWithPath: scratch.vault).appendingPathComponent("vault.json")
+        let old = try Data(contentsOf: vaultFile)
+        #expect(try scratch.run("A", ["devices", "rename", "Phone", "Old phone"]).status == 0)
+        #expect(try scratch.run("B", ["devices", "list"]).out.contains("Old phone"))
+        try old.write(to: vaultFile)
+        for device in ["A", "B"] {
+            let rolledBack = try scratch.run(device, ["ls"])
+            #expect(rolledBack.status == 1 && rolledBack.err.contains("older than generation"), "\(rolledBack.err)")
+        }
+
+        // Home itself is refused the old copy too: it never signs on top of a list older than its own.
+        #expect(try scratch.run("A", ["devices", "rename", "Old phone", "Phone"]).status == 1)
+
+        // A note the provider forged and a conflict copy are set aside, never shown.
+        let strayScratch = try Scratch()
+        defer { strayScratch.remove() }
+        _ = try Self.twoDevices(strayScratch)
+        try Data("not a note".utf8).write(
+            to: URL(fileURLWithPath: strayScratch.vault).appendingPathComponent(
+                "notes/\(phoneID.prefix(8)) (conflicted copy).age"))
+        let notePath = URL(fileURLWithPath: strayScratch.vault).appendingPathComponent(
+            "notes/\(String(repeating: "cd", count: 16))")
+        try FileManager.default.createDirectory(at: notePath, withIntermediateDirectories: true)
+        try Data("age-encryption.org/v1\n".utf8).write(
+            to: notePath.appendingPathComponent("\(String(repeating: "ef", count: 16)).age"))
+        let listing = try strayScratch.run("B", ["ls"])
+        #expect(listing.status == 0 && listing.out.contains("Set aside"), "\(listing.err)")
+        let json = try #require(try strayScratch.run("B", ["ls", "--json"]).json() as? [String: Any])
+        let setAside = try #require(json["set_aside"] as? [[String: String]])
+        #expect(setAside.count == 2)
+        #expect(setAside.contains { $0["reason"]?.contains("does not open with any of this vault's keys") == true })
+        #expect(setAside.contains { $0["reason"]?.contains("conflict copy") == true })
+        let cat = try strayScratch.run("B", ["cat", "efef"])
+        #expect(cat.status == 1 && cat.out.isEmpty && cat.err.contains("set aside"))
+    }
+
+    @Test("edit goes through a private temporary file that is gone afterwards")
+    func edit() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        _ = try Self.twoDevices(scratch)
+        let id = try scratch.run("A", ["new", "Todo", "--text", "- call"]).out
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let temporary = scratch.root.appendingPathComponent("tmp")
+        try FileManager.default.createDirectory(at: temporary, withIntermediateDirectories: true)
+        let log = scratch.root.appendingPathComponent("editor.log").path
+        let script = scratch.root.appendingPathComponent("editor.sh")
+        try """
+        #!/bin/sh
+        stat -c '%a' "$1" >> '\(log)'
+        stat -c '%a' "$(dirname "$1")" >> '\(log)'
+        echo "$1" >> '\(log)'
+        echo '- and write' >> "$1"
+        """.write(to: script, atomically: true, encoding: .utf8)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: script.path)
+        let edited = try scratch.run(
+            "A", ["edit", id], environment: ["EDITOR": script.path, "VISUAL": "", "TMPDIR": temporary.path])
+        #expect(edited.status == 0 && edited.out.contains("Saved note"), "\(edited.err)")
+        #expect(try scratch.run("B", ["cat", id]).out == "# Todo\n\n- call\n- and write\n")
+        let lines = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n")
+        #expect(lines.prefix(2) == ["600", "700"])
+        #expect(try FileManager.default.contentsOfDirectory(atPath: temporary.path).isEmpty)
+
+        // An editor that fails leaves the note as it was, and still no temporary file.
+        let failed = try scratch.run(
+            "A", ["edit", id], environment: ["EDITOR": "false", "VISUAL": "", "TMPDIR": temporary.path])
+        #expect(failed.status == 1 && failed.err.contains("unchanged"))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: temporary.path).isEmpty)
+        // B edits only its own notes.
+        let notMine = try scratch.run("B", ["edit", id], environment: ["EDITOR": script.path])
+        #expect(notMine.status == 1 && notMine.err.contains("edits only its own notes"))
+    }
+
+    @Test("import, export (plaintext, with a warning), --config and a passphrase copy")
+    func importExport() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let config = scratch.config("C")
+        let created = try Self.run(
+            ["create", scratch.vault, "--name", "Desk", "--config", config, "--passphrase-copy"],
+            environment: ["HOME": scratch.root.path, "SEMPERE_PASSPHRASE": "correct horse"])
+        #expect(created.status == 0, "\(created.err)")
+        #expect(FileManager.default.fileExists(atPath: scratch.vault + "/recovery.age"))
+        let again = try Self.run(
+            ["create", scratch.vault, "--name", "Desk", "--config", config], environment: ["HOME": scratch.root.path])
+        #expect(again.status == 1 && again.err.contains("already holds a vault"))
+
+        let one = scratch.root.appendingPathComponent("one.md")
+        let two = scratch.root.appendingPathComponent("two.md")
+        try "# One\nfirst\n".write(to: one, atomically: true, encoding: .utf8)
+        try "Two\nsecond\n".write(to: two, atomically: true, encoding: .utf8)
+        let imported = try Self.run(
+            ["import", one.path, two.path, "--config", config, "--json"], environment: ["HOME": scratch.root.path])
+        #expect(imported.status == 0, "\(imported.err)")
+        #expect((try imported.json() as? [Any])?.count == 2)
+
+        let out = scratch.root.appendingPathComponent("export")
+        let exported = try Self.run(
+            ["export", out.path, "--config", config], environment: ["HOME": scratch.root.path])
+        #expect(exported.status == 0 && exported.err.contains("plaintext"), "\(exported.err)")
+        let files = try FileManager.default.contentsOfDirectory(atPath: out.path).sorted()
+        #expect(files.count == 2 && files[0].hasPrefix("One-") && files[1].hasPrefix("Two-"))
+        #expect(try String(contentsOf: out.appendingPathComponent(files[0]), encoding: .utf8) == "# One\nfirst\n")
+        let mode =
+            try FileManager.default.attributesOfItem(atPath: out.appendingPathComponent(files[0]).path)[
+                .posixPermissions] as? Int
+        #expect(mode == 0o600)
+    }
+
+    @Test("--help exits 0; usage errors exit 64 and point to --help")
+    func usage() throws {
+        for arguments in [
+            ["--help"], ["create", "--help"], ["join", "--help"], ["devices", "--help"],
+            ["devices", "approve", "--help"],
+            ["new", "--help"], ["ls", "--help"], ["edit", "--help"], ["import", "--help"], ["--version"],
+        ] {
+            let result = try Self.run(arguments)
+            #expect(result.status == 0 && !result.out.isEmpty && result.err.isEmpty, "\(arguments)")
+        }
+        #expect(try Self.run(["--help"]).out.contains("SUBCOMMANDS:"))
+        for arguments in [
+            ["frobnicate"], ["create", "/tmp/x"], ["join", "/tmp/x"],
+            ["join", "/tmp/x", "--name", "a", "--words", "b"],
+            ["new"], ["devices", "approve"], ["import"], ["ls", "--bogus"], ["devices", "rename", "a"],
+        ] {
+            let result = try Self.run(arguments)
+            #expect(result.status == 64, "\(arguments)")
+            #expect(result.err.contains("error: ") && result.err.contains("--help' for usage."), "\(arguments)")
+            #expect(result.out.isEmpty)
+        }
+    }
+}
