@@ -49,6 +49,11 @@ public struct DeviceState: Codable, Sendable, Equatable {
         directory(root: root).appendingPathComponent("\(vaultID).json")
     }
 
+    /// Where this device keeps its encrypted ``NoteIndex`` of the vault: `<root>/vaults/<vault_id>.notes.age`.
+    public func noteIndexFile(root: URL) -> URL {
+        Self.directory(root: root).appendingPathComponent("\(vaultID).notes.age")
+    }
+
     /// Saves the state as `<root>/vaults/<vault_id>.json`.
     public func save(root: URL) throws {
         let directory = Self.directory(root: root)

@@ -149,20 +149,18 @@ struct OpenVault {
         }
     }
 
+    /// Every note, opened and checked through this device's encrypted note index: only the notes that
+    /// changed since the last listing are opened again.
     func entries() throws -> [Entry] {
-        let keyring = try keyring()
-        return try folder.notePaths().map { path in
+        let indexFile = state.noteIndexFile(root: device.root)
+        var index = NoteIndex.load(from: indexFile, identity: keys.identity)
+        let results = try index.refresh(folder: folder, vault: vault, keyring: try keyring())
+        try index.save(to: indexFile, identity: keys.identity)
+        return results.map { path, result in
             let parts = path.split(separator: "/")
             let modified =
                 (try? FileManager.default.attributesOfItem(atPath: folder.url.appendingPathComponent(path).path))?[
                     .modificationDate] as? Date
-            let result: Result<VaultNote.Opened, SempereError>
-            do {
-                result = .success(
-                    try VaultNote.open(try folder.readNote(at: path), path: path, vault: body, keyring: keyring))
-            } catch let error as SempereError {
-                result = .failure(error)
-            }
             return Entry(
                 path: path, id: String(parts[2].dropLast(4)), author: String(parts[1]), modified: modified,
                 result: result)

@@ -1,0 +1,66 @@
+import Foundation
+import Sempere
+import SiblingsCrypto
+import Testing
+
+@Suite("Sempere note index: open only what changed")
+struct NoteIndexTests {
+    @Test("unchanged notes come from the index; a changed note, a tampered note or a new device list are checked again")
+    func refresh() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("sempere-index-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let folder = VaultFolder(url: root.appendingPathComponent("vault"))
+        try folder.create()
+        let home = DeviceKeys.generate(postQuantum: false)
+        let created = try VaultHome.createVault(homeName: "Mac", credentials: home, postQuantum: false)
+        try folder.write(created.vault)
+        var paths: [String] = []
+        for number in 0..<20 {
+            let path = VaultFolder.notePath(author: home.id, noteID: VaultFolder.newNoteID())
+            try folder.writeNote(
+                try VaultNote.seal(markdown: "# \(number)", path: path, vault: created.vault.body, author: home),
+                at: path)
+            paths.append(path)
+        }
+        let keyring = try VaultKeyring(vault: created.vault.body, credentials: home)
+        let indexFile = root.appendingPathComponent("index.age")
+
+        var index = NoteIndex.load(from: indexFile, identity: home.identity)
+        #expect(try index.refresh(folder: folder, vault: created.vault, keyring: keyring).count == 20)
+        #expect(index.openedInLastRefresh == 20)
+        try index.save(to: indexFile, identity: home.identity)
+
+        // Saved encrypted: the notes' text is not in the file, and another device cannot load it.
+        let saved = try Data(contentsOf: indexFile)
+        #expect(saved.firstRange(of: Data("# 7".utf8)) == nil)
+        #expect(
+            NoteIndex.load(from: indexFile, identity: DeviceKeys.generate(postQuantum: false).identity)
+                .openedInLastRefresh == 0)
+
+        var again = NoteIndex.load(from: indexFile, identity: home.identity)
+        let results = try again.refresh(folder: folder, vault: created.vault, keyring: keyring)
+        #expect(again.openedInLastRefresh == 0)
+        #expect(results.compactMap { try? $0.result.get().markdown }.sorted() == (0..<20).map { "# \($0)" }.sorted())
+
+        // One note rewritten, one tampered with: only those two are opened; the tampered one is set aside.
+        try folder.writeNote(
+            try VaultNote.seal(markdown: "# changed", path: paths[0], vault: created.vault.body, author: home),
+            at: paths[0])
+        var tampered = try folder.readNote(at: paths[1])
+        tampered[tampered.count - 3] ^= 0x01
+        try folder.writeNote(tampered, at: paths[1])
+        let second = try again.refresh(folder: folder, vault: created.vault, keyring: keyring)
+        #expect(again.openedInLastRefresh == 2)
+        #expect(second.first { $0.path == paths[0] }.flatMap { try? $0.result.get().markdown } == "# changed")
+        #expect((try? second.first { $0.path == paths[1] }!.result.get()) == nil)
+
+        // A new device list: everything is checked again under it.
+        let phone = DeviceKeys.generate(postQuantum: false)
+        let updated = try VaultHome(credentials: home).approve(
+            name: "Phone", signingKey: phone.signingKey.publicKey, wrapRecipient: phone.identity.recipientString,
+            in: created.vault)
+        _ = try again.refresh(
+            folder: folder, vault: updated, keyring: try VaultKeyring(vault: updated.body, credentials: home))
+        #expect(again.openedInLastRefresh == 20)
+    }
+}
