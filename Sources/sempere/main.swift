@@ -746,6 +746,10 @@ struct Export: ParsableCommand {
         abstract: "Write every note as a decrypted Markdown file into a folder (plaintext: keep it private).")
 
     @Argument(help: "The folder to write into (created 0700 if missing).") var directory: String
+    @Flag(
+        name: .long("unsynced"),
+        help: "On a device that was removed: save its own notes that the vault did not record.")
+    var unsynced: Bool
     @Flag(name: .long("json"), help: "Print the result as JSON.") var json: Bool
     @OptionalOption(name: .long("vault"), help: "The vault folder (needed when this device is in several).")
     var vault: String?
@@ -758,6 +762,21 @@ struct Export: ParsableCommand {
             try FileManager.default.createDirectory(
                 at: target, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             var written: [[String: String]] = []
+            if unsynced {
+                for note in try VaultNote.unsynced(folder: open.folder, vault: open.body, credentials: open.keys) {
+                    let id = note.path.split(separator: "/")[2].dropLast(4)
+                    let file = target.appendingPathComponent("unsynced-\(id.prefix(8)).md")
+                    guard
+                        FileManager.default.createFile(
+                            atPath: file.path, contents: Data(note.markdown.utf8),
+                            attributes: [.posixPermissions: 0o600])
+                    else { throw failure("cannot write \(file.path)") }
+                    written.append(["id": String(id), "file": file.path])
+                }
+                if json { return try printJSON(written) }
+                for item in written { streams.out(item["file"]!) }
+                return
+            }
             for entry in try open.entries() {
                 guard case .success(let note) = entry.result else {
                     streams.err("sempere: warning: \(entry.path) is set aside and not exported")

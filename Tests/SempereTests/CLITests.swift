@@ -168,6 +168,11 @@ struct CLITests {
         #expect(removed.status == 0 && removed.out.contains("Removed Phone"), "\(removed.err)")
         let refused = try scratch.run("B", ["cat", id])
         #expect(refused.status == 1 && refused.err.contains("this device was removed from the vault"), "\(refused.err)")
+        #expect(refused.err.contains("export --unsynced"))
+        // It may still save what it had not synced: here everything was recorded, so nothing.
+        let saved = try scratch.run(
+            "B", ["export", "--unsynced", "--json", scratch.root.appendingPathComponent("saved").path])
+        #expect(saved.status == 0 && saved.out.filter { !$0.isWhitespace } == "[]", "\(saved.err)")
         #expect(try scratch.run("A", ["cat", id]).status == 0)
         #expect(try scratch.run("A", ["devices", "list"]).out.contains("Phone") == false)
     }

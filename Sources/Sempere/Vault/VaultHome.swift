@@ -136,7 +136,8 @@ public struct VaultKeyring: Sendable {
             if vault.removed.contains(where: { $0.device.id == credentials.id }) {
                 throw SempereError(
                     .removed,
-                    "this device was removed from the vault: it stops syncing; export what it had not synced")
+                    "this device was removed from the vault: it no longer syncs or reads new notes; save the notes "
+                        + "it wrote that the vault did not record with `sempere export --unsynced <folder>`")
             }
             throw SempereError(.notFound, "this device is not in the vault: join it first")
         }
@@ -161,4 +162,18 @@ public struct VaultKeyring: Sendable {
     }
 
     var current: WrapIdentity { identities[currentEpoch]! }
+
+    /// For a device that was removed: the epoch identities it still holds wraps for (the epochs before its
+    /// removal), so it can save the notes it wrote that the vault did not record.
+    public static func ofRemovedDevice(vault: VaultBody, credentials: DeviceKeys) throws -> [Int: WrapIdentity] {
+        guard vault.removed.contains(where: { $0.device.id == credentials.id }) else {
+            throw SempereError(.notFound, "this device was not removed from the vault")
+        }
+        var identities: [Int: WrapIdentity] = [:]
+        for epoch in vault.epochs {
+            guard let wrap = epoch.wraps[credentials.id] else { continue }
+            identities[epoch.number] = try VaultKeys.unwrap(wrap, with: credentials.identity.ageIdentity)
+        }
+        return identities
+    }
 }

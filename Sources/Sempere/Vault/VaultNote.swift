@@ -94,6 +94,47 @@ public enum VaultNote {
         return Opened(markdown: markdown, author: author, epoch: epoch)
     }
 
+    /// A removed device's own notes that the vault did not record when it was removed (so the other
+    /// devices set them aside): what it "had not synced". Each is opened with the identities the device
+    /// still holds and must carry this device's own signature (the provider could encrypt a note to an
+    /// old recipient too); the list rules no longer apply to a removed device.
+    public static func unsynced(
+        folder: VaultFolder, vault: VaultBody, credentials: DeviceKeys
+    ) throws -> [(path: String, markdown: String)] {
+        let identities = try VaultKeyring.ofRemovedDevice(vault: vault, credentials: credentials)
+        let recorded = Set(vault.records.flatMap { $0.notes.map(\.path) })
+        var saved: [(path: String, markdown: String)] = []
+        let ownKey = credentials.signingKey.publicKey
+        for path in try folder.notePaths()
+        where path.hasPrefix("notes/\(credentials.id)/") && !recorded.contains(path) {
+            let file = try folder.readNote(at: path)
+            for (epoch, identity) in identities {
+                guard let plaintext = try? Age.decrypt(file, identities: [identity.ageIdentity]) else { continue }
+                // Only what this device itself signed: the provider can encrypt to an old recipient too.
+                guard let (markdown, signature) = splitTrailer(plaintext, author: credentials.id, epoch: epoch),
+                    ownKey.isValidSignature(
+                        signature,
+                        for: signedBytes(vaultID: vault.vaultID, path: path, epoch: epoch, markdown: markdown),
+                        context: context)
+                else { break }
+                saved.append((path, String(decoding: markdown, as: UTF8.self)))
+                break
+            }
+        }
+        return saved
+    }
+
+    /// The Markdown bytes and signature of a note's plaintext when its signature line names `author` and
+    /// `epoch`, else nil.
+    static func splitTrailer(_ plaintext: Data, author: String, epoch: Int) -> (Data, HybridSignature.Signature)? {
+        let expected = Data("\n\(prefix)author=\(author) epoch=\(epoch) signature=".utf8)
+        guard plaintext.hasSuffix(Data(" -->\n".utf8)), let start = plaintext.range(of: expected, options: .backwards),
+            let bytes = Data(base64Encoded: Data(plaintext[start.upperBound..<(plaintext.endIndex - 5)])),
+            let signature = try? HybridSignature.Signature(rawRepresentation: bytes)
+        else { return nil }
+        return (Data(plaintext[..<start.lowerBound]), signature)
+    }
+
     /// The device record that may have written a note of `epoch`, or nil.
     static func authorRecord(
         _ author: String, epoch: Int, path: String, file: Data, vault: VaultBody
