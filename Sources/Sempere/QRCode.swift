@@ -116,6 +116,24 @@ public final class QRCode: @unchecked Sendable {
         return text
     }
 
+    /// The code as an SVG image: one unit per module, a quiet zone of `quietZone` modules, dark modules as
+    /// one black path, so it prints sharply at any size.
+    public func svg(quietZone: Int = 4, size: String = "60mm") -> String {
+        let quiet = max(0, quietZone)
+        let modules = width + 2 * quiet
+        var path = ""
+        for row in 0..<width {
+            for column in 0..<width where isDark(row: row, column: column) {
+                path += "M\(column + quiet),\(row + quiet)h1v1h-1z"
+            }
+        }
+        return """
+            <svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 \(modules) \(modules)" width="\(size)" height="\(size)" \
+            shape-rendering="crispEdges"><rect width="\(modules)" height="\(modules)" fill="#fff"/>\
+            <path d="\(path)" fill="#000"/></svg>
+            """
+    }
+
     /// The code as a binary PBM image (netpbm "P4"): dark modules black, a quiet zone of `quietZone`
     /// modules, each module `scale` × `scale` pixels.
     public func pbm(scale: Int = 4, quietZone: Int = 4) -> Data {

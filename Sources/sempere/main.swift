@@ -22,7 +22,7 @@ struct SempereCommand: ParsableCommand {
         version: "sempere 0.1.0",
         subcommands: [
             Create.self, Join.self, Devices.self, New.self, List.self, Cat.self, Remove.self, Search.self,
-            Import.self, Export.self, Edit.self,
+            Import.self, Export.self, Edit.self, Kit.self,
         ])
 }
 
@@ -304,6 +304,64 @@ struct Create: ParsableCommand {
             streams.out("")
             streams.out("Next: `sempere new <title>` writes a note; `sempere join \(path) --name <device>` on another")
             streams.out("device asks to join, and `sempere devices approve --words \"...\"` here approves it.")
+        }
+    }
+}
+
+// MARK: - kit
+
+struct Kit: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "kit", abstract: "The recovery kit: print it again from its passphrase copy.",
+        subcommands: [KitPrint.self])
+}
+
+struct KitPrint: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "print",
+        abstract: "Print the recovery kit again, from the passphrase copy in the vault (recovery.age).",
+        discussion: """
+            The kit itself is stored nowhere: `sempere create` shows it once. If the vault has a passphrase copy \
+            (`create --passphrase-copy`), this opens it with the passphrase from $SEMPERE_PASSPHRASE or the first \
+            line of standard input and prints the kit again; --html writes a printable page (print it, then \
+            delete the file).
+            """)
+
+    @OptionalOption(name: .long("html"), help: "Also write the printable kit page to this file (0600).")
+    var html: String?
+    @OptionalOption(name: .long("vault"), help: "The vault folder (needed when this device is in several).")
+    var vault: String?
+    @OptionalOption(name: .long("config"), help: "This device's configuration directory.") var config: String?
+
+    func run() async throws {
+        try reporting {
+            let open = try OpenVault(config: config, vault: vault)
+            let copy = open.folder.url.appendingPathComponent(VaultFolder.recoveryFile)
+            guard let file = FileManager.default.contents(atPath: copy.path) else {
+                throw failure(
+                    "this vault has no passphrase copy of the recovery key (recovery.age): the kit exists only on "
+                        + "the paper printed at `sempere create`")
+            }
+            let passphrase =
+                ProcessInfo.processInfo.environment["SEMPERE_PASSPHRASE"]
+                ?? readStandardInput().split(separator: "\n", omittingEmptySubsequences: false).first.map(String.init)
+            guard let passphrase, !passphrase.isEmpty else {
+                throw failure("the passphrase copy needs its passphrase in $SEMPERE_PASSPHRASE or on standard input")
+            }
+            let kit = try RecoveryKit(passphraseCopy: file, passphrase: passphrase, vaultID: open.body.vaultID)
+            if let html {
+                let url = URL(fileURLWithPath: absolutePath(html))
+                guard
+                    FileManager.default.createFile(
+                        atPath: url.path, contents: Data(try kit.page().utf8), attributes: [.posixPermissions: 0o600])
+                else { throw failure("cannot write \(url.path)") }
+                streams.err("sempere: wrote the kit page to \(url.path): print it, then delete the file")
+            }
+            streams.out("RECOVERY KIT for vault \(open.body.vaultID)")
+            streams.out("")
+            streams.out("    \(kit.secretString)")
+            streams.out("")
+            streams.out(terminalQR(Data(kit.secretString.utf8)))
         }
     }
 }

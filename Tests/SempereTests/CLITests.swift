@@ -265,6 +265,21 @@ struct CLITests {
             environment: ["HOME": scratch.root.path, "SEMPERE_PASSPHRASE": "correct horse"])
         #expect(created.status == 0, "\(created.err)")
         #expect(FileManager.default.fileExists(atPath: scratch.vault + "/recovery.age"))
+        let secret = try #require(created.out.split(separator: "\n").first { $0.contains("SEMPERE-KIT-1") })
+            .trimmingCharacters(in: .whitespaces)
+
+        // The kit, printed again from the passphrase copy, with its page; a wrong passphrase is refused.
+        let page = scratch.root.appendingPathComponent("kit.html")
+        let reprinted = try Self.run(
+            ["kit", "print", "--html", page.path, "--config", config],
+            environment: ["HOME": scratch.root.path, "SEMPERE_PASSPHRASE": "correct horse"])
+        #expect(reprinted.status == 0 && reprinted.out.contains(secret), "\(reprinted.err)")
+        let html = try String(contentsOf: page, encoding: .utf8)
+        #expect(html.contains("<svg") && html.filter { $0 != " " }.contains(secret))
+        let wrong = try Self.run(
+            ["kit", "print", "--config", config],
+            environment: ["HOME": scratch.root.path, "SEMPERE_PASSPHRASE": "nope"])
+        #expect(wrong.status == 1 && wrong.err.contains("wrong passphrase"))
         let again = try Self.run(
             ["create", scratch.vault, "--name", "Desk", "--config", config], environment: ["HOME": scratch.root.path])
         #expect(again.status == 1 && again.err.contains("already holds a vault"))

@@ -180,6 +180,39 @@ public struct RecoveryKit: Sendable {
         try self.init(secretString: String(line.dropFirst("# sempere-kit: ".count)), vaultID: vaultID)
     }
 
+    /// The printable kit: an HTML page with the secret, its QR code, and what to do with it (the guide's
+    /// "What to keep in mind"). Print it; do not keep the file.
+    public func page(vaultName: String = "your Sempere vault") throws -> String {
+        let qr = try QRCode(text: secretString, errorCorrection: .quartile)
+        func escape(_ text: String) -> String {
+            text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+                .replacingOccurrences(of: ">", with: "&gt;")
+        }
+        let groups = stride(from: 0, to: secretString.count, by: 4).map { offset -> String in
+            let start = secretString.index(secretString.startIndex, offsetBy: offset)
+            return String(
+                secretString[start..<secretString.index(start, offsetBy: min(4, secretString.count - offset))])
+        }
+        return """
+            <!doctype html>
+            <html lang="en"><head><meta charset="utf-8"><title>Sempere recovery kit</title>
+            <style>body{font-family:sans-serif;max-width:170mm;margin:15mm auto}code{font-size:14pt;word-spacing:.4em}
+            li{margin:.3em 0}</style></head><body>
+            <h1>Sempere recovery kit</h1>
+            <p>For \(escape(vaultName)), vault id <code>\(vaultID)</code>.</p>
+            \(qr.svg())
+            <p><code>\(groups.joined(separator: " "))</code></p>
+            <ul>
+            <li>This kit holds the recovery key. With it, a device can take over the vault when the home device is \
+            lost, stolen or broken.</li>
+            <li>Whoever holds this kit and your files can read the vault and take it over. Keep it as safe as the \
+            notes deserve: on paper, not in the synced folder, not in a photo.</li>
+            <li>If you did not do a takeover and your devices show one, someone has this kit: replace the kit from \
+            the device that now manages devices, at once.</li>
+            </ul></body></html>
+            """
+    }
+
     /// The recovery signing key (used by a takeover, part 2).
     public func signingKey() throws -> HybridSignature.PrivateKey {
         try HybridSignature.PrivateKey(seedRepresentation: try derive("signing"))
