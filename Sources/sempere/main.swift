@@ -785,15 +785,18 @@ struct Import: ParsableCommand {
         try reporting {
             let open = try OpenVault(config: config, vault: vault)
             var imported: [[String: String]] = []
+            let progress = ProgressBar(total: files.count, label: "importing")
             for file in files {
                 guard let data = FileManager.default.contents(atPath: file) else {
                     throw failure("cannot read \(file); \(imported.count) file(s) were imported before it")
                 }
                 let path = try open.write(String(decoding: data, as: UTF8.self))
                 imported.append(["file": file, "id": noteID(path)])
-                if !json { streams.out("\(noteID(path))  \(file)") }
+                progress.advance()
             }
-            if json { try printJSON(imported) }
+            progress.finish()
+            if json { return try printJSON(imported) }
+            for item in imported { streams.out("\(item["id"]!)  \(item["file"]!)") }
         }
     }
 }

@@ -306,6 +306,27 @@ struct CLITests {
         #expect(mode == 0o600)
     }
 
+    @Test("--post-quantum: age1pq vault and device identities, a note written and read back")
+    func postQuantum() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let created = try scratch.run("Q", ["create", scratch.vault, "--name", "Quantum", "--post-quantum"])
+        #expect(created.status == 0, "\(created.err)")
+        let vault = try String(contentsOfFile: scratch.vault + "/vault.json", encoding: .utf8)
+        #expect(vault.contains("age1pq1") && vault.contains("\\\"post_quantum\\\":true"))
+        let written = try scratch.run("Q", ["new", "Secret", "--text", "post-quantum"])
+        let id = written.out.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(written.status == 0 && !id.isEmpty, "\(written.err)")
+        let read = try scratch.run("Q", ["cat", id])
+        #expect(read.status == 0 && read.out.contains("post-quantum"), "\(read.err)")
+        // The note is one mlkem768x25519 stanza.
+        let noteFile = try #require(
+            FileManager.default.enumerator(atPath: scratch.vault + "/notes")?.compactMap { $0 as? String }
+                .first { $0.hasSuffix(".age") })
+        let header = try Data(contentsOf: URL(fileURLWithPath: scratch.vault + "/notes/" + noteFile)).prefix(64)
+        #expect(String(decoding: header, as: UTF8.self).contains("-> mlkem768x25519 "))
+    }
+
     @Test("--help exits 0; usage errors exit 64 and point to --help")
     func usage() throws {
         for arguments in [
