@@ -124,6 +124,11 @@ struct ServerTests {
                     agent: request.headers["user-agent"] ?? "", body: request.bodyText),
                 status: .created)
         }
+        router.get("/slow/:n") { _, context in
+            try await Task.sleep(for: .milliseconds(5))
+            return .text("slow \(try context.parameter("n"))")
+        }
+        router.get("/boom") { _, _ in throw CancellationError() }
         router.get("/custom") { _, _ in
             HTTPResponse(status: .accepted, headers: ["X-One": "1", "Content-Length": "999"], body: Data("abc".utf8))
         }
@@ -207,6 +212,40 @@ struct ServerTests {
         #expect(fits.status == 201)
         #expect(try JSONDecoder().decode(Echo.self, from: fits.body).body == String(repeating: "b", count: 32))
         await server.shutdown()
+    }
+
+    @Test func concurrentRequestsAreAnsweredSeparately() async throws {
+        let server = try Self.start()
+        let bodies = try await withThrowingTaskGroup(of: String.self) { group in
+            for n in 0..<16 {
+                group.addTask {
+                    let reply = try await RawClient.request(
+                        port: server.port, head: "GET /slow/\(n) HTTP/1.1\r\nHost: x")
+                    return String(decoding: reply.body, as: UTF8.self)
+                }
+            }
+            return try await group.reduce(into: Set<String>()) { $0.insert($1) }
+        }
+        #expect(bodies == Set((0..<16).map { "slow \($0)" }))
+        await server.shutdown()
+    }
+
+    @Test func handlerErrorIs500OverTheSocket() async throws {
+        let server = try Self.start()
+        let reply = try await RawClient.request(port: server.port, head: "GET /boom HTTP/1.1\r\nHost: x")
+        #expect(reply.status == 500)
+        let body = try JSONDecoder().decode([String: String].self, from: reply.body)
+        #expect(body["error"] == "internal_error")
+        await server.shutdown()
+    }
+
+    @Test func badConfigurationThrows() {
+        #expect(throws: HTTPError.self) {
+            _ = try HTTPServer(responder: Router(), configuration: HTTPServer.Configuration(connectionLimit: 0))
+        }
+        #expect(throws: HTTPError.self) {
+            _ = try HTTPServer(responder: Router(), configuration: HTTPServer.Configuration(maximumBodySize: -1))
+        }
     }
 
     @Test func portInUseThrows() async throws {
