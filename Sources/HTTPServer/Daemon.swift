@@ -64,8 +64,9 @@ private final class Core: Sendable {
 }
 
 /// One request's state between access-handler calls, kept in libmicrohttpd's `con_cls` slot. Created on
-/// the first call and released by `requestCompleted`. With a thread per connection, every callback for a
-/// connection runs on its one thread, so this is never touched by two threads.
+/// the first call and released by `requestCompleted`. With a thread per connection, the callbacks for a
+/// connection run on its thread (or, at shutdown, after that thread is joined), never two at once, so this
+/// needs no lock; it never reaches Swift concurrency (the request is copied out of it).
 private final class PendingRequest {
     var body = Data()
     /// The body passed the limit: what came is dropped, the rest is discarded, and the answer is 413.
