@@ -18,7 +18,8 @@ public struct RequestContext: Sendable {
 ///
 /// Patterns are `/`-separated segments; a segment `:name` matches any one segment and is passed in
 /// ``RequestContext/parameters``. A literal segment wins over a parameter where both match. A path no
-/// route matches is a 404; a path that matches only with other methods is a 405 with `Allow`.
+/// route matches is a 404; a path that matches only with other methods is a 405 with `Allow`. A HEAD
+/// request without a HEAD route is answered by the GET route.
 /// Empty segments are ignored, so `/a/b/` and `/a//b` are `/a/b`.
 public struct Router: HTTPResponder {
     public typealias Handler = @Sendable (HTTPRequest, RequestContext) async throws -> HTTPResponse
@@ -89,24 +90,21 @@ public struct Router: HTTPResponder {
 
     private static func dispatch(_ request: HTTPRequest, routes: [Route]) async throws -> HTTPResponse {
         let path = segments(of: request.path)
-        var best: (route: Route, parameters: [String: String], literals: Int)?
-        var allowed: [String] = []
+        var best: [HTTPMethod: (route: Route, parameters: [String: String], literals: Int)] = [:]
         for route in routes {
             guard let match = route.match(path) else { continue }
-            guard route.method == request.method else {
-                if !allowed.contains(route.method.rawValue) { allowed.append(route.method.rawValue) }
-                continue
-            }
-            if best == nil || match.literals > best!.literals {
-                best = (route, match.parameters, match.literals)
-            }
+            if let current = best[route.method], current.literals >= match.literals { continue }
+            best[route.method] = (route, match.parameters, match.literals)
         }
-        if let best {
-            return try await best.route.handler(request, RequestContext(parameters: best.parameters))
+        // HEAD falls back to GET; the server sends the headers without the body.
+        if let chosen = best[request.method] ?? (request.method == .head ? best[.get] : nil) {
+            return try await chosen.route.handler(request, RequestContext(parameters: chosen.parameters))
         }
-        if allowed.isEmpty {
+        if best.isEmpty {
             throw HTTPError(.notFound, .notFound, "no route for \(request.path); check the path")
         }
+        var allowed = Set(best.keys.map(\.rawValue))
+        if allowed.contains("GET") { allowed.insert("HEAD") }
         let allow = allowed.sorted().joined(separator: ", ")
         throw HTTPError(
             .methodNotAllowed, .methodNotAllowed, "\(request.path) does not accept \(request.method); use \(allow)",

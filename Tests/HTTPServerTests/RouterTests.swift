@@ -63,12 +63,19 @@ struct RouterTests {
     @Test func wrongMethodIs405WithAllow() async throws {
         let response = await Self.router().test(.put, "/v1/devices/3")
         #expect(response.status == .methodNotAllowed)
-        #expect(response.headers["allow"] == "DELETE, GET")
+        #expect(response.headers["allow"] == "DELETE, GET, HEAD")
         let body = try JSONDecoder().decode([String: String].self, from: response.body)
         #expect(body["error"] == "method_not_allowed")
         let post = await Self.router().test(.get, "/v1/discovery/own")
         #expect(post.status == .methodNotAllowed)
         #expect(post.headers["Allow"] == "POST")
+    }
+
+    @Test func headFallsBackToGet() async {
+        let response = await Self.router().test(.head, "/v1/devices/9")
+        #expect(response.status == .ok)
+        #expect(response.bodyText == "device 9")
+        #expect(await Self.router().test(.head, "/v1/discovery/own").status == .methodNotAllowed)
     }
 
     @Test func thrownHTTPErrorBecomesItsResponse() async throws {

@@ -171,7 +171,11 @@ struct ServerTests {
         #expect(missing.status == 404)
         let wrong = try await RawClient.request(port: server.port, head: "DELETE /healthz HTTP/1.1\r\nHost: x")
         #expect(wrong.status == 405)
-        #expect(wrong.headers["Allow"] == "GET")
+        #expect(wrong.headers["Allow"] == "GET, HEAD")
+        let head = try await RawClient.request(port: server.port, head: "HEAD /healthz HTTP/1.1\r\nHost: x")
+        #expect(head.status == 200)
+        #expect(head.headers["Content-Length"] == "2")
+        #expect(head.body.isEmpty)
 
         await server.shutdown()
         #expect(!server.isRunning)
