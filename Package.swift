@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "Age", targets: ["Age"]),
         .library(name: "CommandLineKit", targets: ["CommandLineKit"]),
         .library(name: "Sempere", targets: ["Sempere"]),
+        .library(name: "HTTPServer", targets: ["HTTPServer"]),
         .executable(name: "bench", targets: ["bench"]),
         .executable(name: "age-swift", targets: ["age-swift"]),
         .executable(name: "sempere", targets: ["sempere"]),
@@ -33,6 +34,11 @@ let package = Package(
             pkgConfig: "libqrencode",
             providers: [.apt(["libqrencode-dev"])]
         ),
+        .systemLibrary(
+            name: "CMicroHTTPD",
+            pkgConfig: "libmicrohttpd",
+            providers: [.apt(["libmicrohttpd-dev"])]
+        ),
 
         // valgrind client requests for the constant-time check (no-ops outside valgrind).
         .target(name: "CConstantTime"),
@@ -47,6 +53,10 @@ let package = Package(
         // Sempere: the notes vault (docs/sempere-format.md): the vault model, KeyStore and DeviceKeys, join
         // words, the join QR code.
         .target(name: "Sempere", dependencies: ["Age", "SiblingsCrypto", "CQREncode"], swiftSettings: strict),
+
+        // The HTTP platform under pixie-server (../shared/ARCHITECTURE.md): requests, responses, a router with
+        // middleware, an in-memory test client, and a libmicrohttpd server on 127.0.0.1.
+        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD"], swiftSettings: strict),
 
         // Command-line parsing in swift-argument-parser's shape, shared by sempere, pixie and pixie-server.
         .target(name: "CommandLineKit", swiftSettings: strict),
@@ -99,6 +109,7 @@ let package = Package(
             dependencies: ["Age", "SiblingsCrypto", "SiblingsTestSupport"],
             swiftSettings: strict
         ),
+        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"], swiftSettings: strict),
         .testTarget(
             name: "SempereTests",
             dependencies: ["Sempere", "Age", "SiblingsCrypto", "SiblingsTestSupport"],

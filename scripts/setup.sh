@@ -25,6 +25,7 @@ apt_packages=(
     libqrencode-dev # CQREncode: the join QR code (Sempere.QRCode)
     zbar-tools     # zbarimg, the outside reference that reads back the QR codes in SempereTests
     wamerican-small # /usr/share/dict/american-english-small, the source of scripts/make-wordlist.py
+    libmicrohttpd-dev # CMicroHTTPD: the HTTP server under the HTTPServer module (pixie-server)
 )
 
 say() { printf 'setup: %s\n' "$*" >&2; }

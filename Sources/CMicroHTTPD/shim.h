@@ -1,0 +1,39 @@
+#ifndef SIBLINGS_CMICROHTTPD_SHIM_H
+#define SIBLINGS_CMICROHTTPD_SHIM_H
+
+#include <stdint.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <microhttpd.h>
+
+/// `MHD_start_daemon` is variadic (options as a NULL-terminated list), which Swift cannot call.
+/// This fixed wrapper listens on 127.0.0.1:`port` only (0 lets the kernel choose), with a limit on
+/// open connections, an idle timeout in seconds, and a completion callback. Returns NULL on failure.
+static inline struct MHD_Daemon *CMicroHTTPD_start_loopback(
+    unsigned int flags, uint16_t port, unsigned int connection_limit, unsigned int timeout_seconds,
+    MHD_AccessHandlerCallback handler, void *handler_cls,
+    MHD_RequestCompletedCallback completed, void *completed_cls) {
+    struct sockaddr_in address;
+    memset(&address, 0, sizeof(address));
+    address.sin_family = AF_INET;
+    address.sin_port = htons(port);
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return MHD_start_daemon(
+        flags, port, NULL, NULL, handler, handler_cls,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&address,
+        MHD_OPTION_CONNECTION_LIMIT, connection_limit,
+        MHD_OPTION_CONNECTION_TIMEOUT, timeout_seconds,
+        MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
+        MHD_OPTION_END);
+}
+
+/// The port the daemon listens on (`MHD_get_daemon_info` is variadic); 0 if it cannot say.
+static inline uint16_t CMicroHTTPD_bound_port(struct MHD_Daemon *daemon) {
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
+    return info == NULL ? 0 : info->port;
+}
+
+#endif

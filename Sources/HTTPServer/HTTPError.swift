@@ -1,0 +1,72 @@
+import Foundation
+
+/// The one error type of the HTTPServer module.
+///
+/// Shaped like ``SiblingsCrypto/CryptoError``: a `code` that can grow without breaking callers, a
+/// `reason` that says what was wrong and what to do, and where it was thrown. It also carries the HTTP
+/// `status` it answers with; thrown from a handler it becomes a JSON body `{"error": code, "reason": reason}`.
+public struct HTTPError: Error, Sendable, CustomStringConvertible {
+    /// What kind of failure this is, sent as the `error` field. Services add their own with `Code("...")`.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: String
+
+        /// A code of the caller's own (a short `snake_case` word, stable across releases).
+        public init(_ rawValue: String) { self.rawValue = rawValue }
+
+        /// The request is malformed (a missing parameter, a header that does not parse).
+        public static let badRequest = Code("bad_request")
+        /// The body is not the JSON the route expects; the reason names the field.
+        public static let invalidJSON = Code("invalid_json")
+        /// No route has this path.
+        public static let notFound = Code("not_found")
+        /// A route has this path but not this method; the response lists the allowed ones in `Allow`.
+        public static let methodNotAllowed = Code("method_not_allowed")
+        /// The body is longer than the server accepts.
+        public static let contentTooLarge = Code("content_too_large")
+        /// A handler failed in a way it did not describe; details stay in the server's log.
+        public static let internalError = Code("internal_error")
+        /// libmicrohttpd could not start, or refused a response.
+        public static let server = Code("server")
+
+        public var description: String { rawValue }
+    }
+
+    public let code: Code
+    public let status: HTTPResponse.Status
+    public let reason: String
+    /// Headers the response carries besides `Content-Type` (`Allow` on a 405, `Retry-After` on a 429).
+    public var headers: HTTPHeaders
+    public let file: String
+    public let line: UInt
+
+    public init(
+        _ status: HTTPResponse.Status, _ code: Code, _ reason: String, headers: HTTPHeaders = HTTPHeaders(),
+        file: String = #fileID, line: UInt = #line
+    ) {
+        self.status = status
+        self.code = code
+        self.reason = reason
+        self.headers = headers
+        self.file = file
+        self.line = line
+    }
+
+    public var description: String { "HTTPError.\(code) (\(status.code)): \(reason) (\(file):\(line))" }
+
+    /// The response a client sees: the status and `{"error": "...", "reason": "..."}`.
+    public var response: HTTPResponse {
+        var headers = self.headers
+        headers["Content-Type"] = "application/json"
+        let body = (try? JSONEncoder.sortedKeys.encode(["error": code.rawValue, "reason": reason])) ?? Data()
+        return HTTPResponse(status: status, headers: headers, body: body)
+    }
+}
+
+extension JSONEncoder {
+    /// Sorted keys, no escaped slashes: stable bytes for tests and diffs.
+    static var sortedKeys: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }
+}

@@ -1,0 +1,64 @@
+import Foundation
+import Synchronization
+
+/// A running HTTP/1.1 server on 127.0.0.1 (libmicrohttpd) that hands each complete request to a responder.
+///
+/// It starts in `init` and stops in ``shutdown()`` (or when released). Bodies are collected up to
+/// ``Configuration/maximumBodySize``; a longer one is answered with 413 and never buffered past the limit.
+/// Errors a responder throws become responses as described on ``HTTPResponder``.
+///
+/// Each connection gets its own libmicrohttpd thread, which waits while the responder runs on the Swift
+/// concurrency pool; ``Configuration/connectionLimit`` bounds those threads. Do not call ``shutdown()``
+/// from inside a handler: it waits for every request in flight, that one included. Releasing the server
+/// without ``shutdown()`` stops it the same way, blocking the releasing thread.
+public final class HTTPServer: Sendable {
+    public struct Configuration: Sendable {
+        /// The TCP port on 127.0.0.1; 0 lets the system choose one (read it from ``HTTPServer/port``).
+        public var port: UInt16
+        /// The longest request body accepted, in bytes; longer ones get 413.
+        public var maximumBodySize: Int
+        /// Connections open at once; more are refused until one closes.
+        public var connectionLimit: Int
+        /// Seconds a connection may sit idle before the server closes it.
+        public var connectionTimeout: Int
+
+        public init(
+            port: UInt16 = 0, maximumBodySize: Int = 1 << 20, connectionLimit: Int = 64, connectionTimeout: Int = 30
+        ) {
+            self.port = port
+            self.maximumBodySize = maximumBodySize
+            self.connectionLimit = connectionLimit
+            self.connectionTimeout = connectionTimeout
+        }
+    }
+
+    /// The port the server listens on (the chosen one when the configuration said 0).
+    public let port: UInt16
+
+    private let daemon: Mutex<Daemon?>
+
+    /// Starts listening on 127.0.0.1 at `configuration.port`; throws ``HTTPError/Code/server`` if it cannot.
+    public init(responder: some HTTPResponder, configuration: Configuration = Configuration()) throws(HTTPError) {
+        let daemon = try Daemon(responder: responder, configuration: configuration)
+        self.port = daemon.port
+        self.daemon = Mutex(daemon)
+    }
+
+    /// Whether the server still listens.
+    public var isRunning: Bool { daemon.withLock { $0 != nil } }
+
+    /// Stops listening, waits for the requests in flight to be answered, and closes every connection.
+    /// Calling it again does nothing.
+    ///
+    /// The wait happens on a thread of its own, not the caller's: the requests being finished need the
+    /// Swift concurrency pool, and a pool thread blocked here could be the one they are waiting for (nor a
+    /// Dispatch queue's, whose few threads other blocking work may hold).
+    public func shutdown() async {
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            Thread.detachNewThread {
+                self.daemon.withLock { $0 = nil }
+                done.resume()
+            }
+        }
+    }
+}

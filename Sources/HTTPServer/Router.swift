@@ -1,0 +1,117 @@
+/// What a route handler learns beyond the request: the values of its `:name` path segments.
+public struct RequestContext: Sendable {
+    /// The path parameters by name: for the route `/v1/devices/:id` and the path `/v1/devices/42`, `["id": "42"]`.
+    public var parameters: [String: String]
+
+    public init(parameters: [String: String] = [:]) { self.parameters = parameters }
+
+    /// The parameter `name`, or a 400 that names it (for a route whose pattern does not have it).
+    public func parameter(_ name: String) throws(HTTPError) -> String {
+        guard let value = parameters[name] else {
+            throw HTTPError(.badRequest, .badRequest, "the path has no parameter '\(name)'")
+        }
+        return value
+    }
+}
+
+/// Routes requests by method and path to handlers, in hummingbird's shape.
+///
+/// Patterns are `/`-separated segments; a segment `:name` matches any one segment and is passed in
+/// ``RequestContext/parameters``. A literal segment wins over a parameter where both match. A path no
+/// route matches is a 404; a path that matches only with other methods is a 405 with `Allow`. A HEAD
+/// request without a HEAD route is answered by the GET route.
+/// Empty segments are ignored, so `/a/b/` and `/a//b` are `/a/b`.
+public struct Router: HTTPResponder {
+    public typealias Handler = @Sendable (HTTPRequest, RequestContext) async throws -> HTTPResponse
+
+    private struct Route: Sendable {
+        enum Segment: Sendable, Equatable {
+            case literal(String)
+            case parameter(String)
+        }
+
+        let method: HTTPMethod
+        let segments: [Segment]
+        let handler: Handler
+
+        /// The parameters if `path` matches, and how many literal segments matched (more is more specific).
+        func match(_ path: [Substring]) -> (parameters: [String: String], literals: Int)? {
+            guard path.count == segments.count else { return nil }
+            var parameters: [String: String] = [:]
+            var literals = 0
+            for (segment, part) in zip(segments, path) {
+                switch segment {
+                case .literal(let text):
+                    guard text == part else { return nil }
+                    literals += 1
+                case .parameter(let name):
+                    parameters[name] = String(part)
+                }
+            }
+            return (parameters, literals)
+        }
+    }
+
+    private var routes: [Route] = []
+    private var middleware: [any HTTPMiddleware] = []
+
+    public init() {}
+
+    /// Adds a route. A second route with the same method and pattern never matches (the first one wins).
+    public mutating func on(_ method: HTTPMethod, _ pattern: String, use handler: @escaping Handler) {
+        let segments = Self.segments(of: pattern).map { part -> Route.Segment in
+            part.hasPrefix(":") ? .parameter(String(part.dropFirst())) : .literal(String(part))
+        }
+        routes.append(Route(method: method, segments: segments, handler: handler))
+    }
+
+    public mutating func get(_ pattern: String, use handler: @escaping Handler) { on(.get, pattern, use: handler) }
+    public mutating func post(_ pattern: String, use handler: @escaping Handler) { on(.post, pattern, use: handler) }
+    public mutating func put(_ pattern: String, use handler: @escaping Handler) { on(.put, pattern, use: handler) }
+    public mutating func patch(_ pattern: String, use handler: @escaping Handler) {
+        on(.patch, pattern, use: handler)
+    }
+    public mutating func delete(_ pattern: String, use handler: @escaping Handler) {
+        on(.delete, pattern, use: handler)
+    }
+
+    /// Adds middleware around every route; the first added runs first.
+    public mutating func add(middleware: some HTTPMiddleware) { self.middleware.append(middleware) }
+
+    public func respond(to request: HTTPRequest) async throws -> HTTPResponse {
+        let dispatch: @Sendable (HTTPRequest) async throws -> HTTPResponse = { [routes] request in
+            try await Self.dispatch(request, routes: routes)
+        }
+        let chain = middleware.reversed().reduce(dispatch) { next, middleware in
+            { @Sendable request in try await middleware.handle(request, next: next) }
+        }
+        return try await chain(request)
+    }
+
+    private static func dispatch(_ request: HTTPRequest, routes: [Route]) async throws -> HTTPResponse {
+        let path = segments(of: request.path)
+        var best: [HTTPMethod: (route: Route, parameters: [String: String], literals: Int)] = [:]
+        for route in routes {
+            guard let match = route.match(path) else { continue }
+            if let current = best[route.method], current.literals >= match.literals { continue }
+            best[route.method] = (route, match.parameters, match.literals)
+        }
+        // HEAD falls back to GET; the server sends the headers without the body.
+        if let chosen = best[request.method] ?? (request.method == .head ? best[.get] : nil) {
+            return try await chosen.route.handler(request, RequestContext(parameters: chosen.parameters))
+        }
+        if best.isEmpty {
+            throw HTTPError(.notFound, .notFound, "no route for \(request.path); check the path")
+        }
+        var allowed = Set(best.keys.map(\.rawValue))
+        if allowed.contains("GET") { allowed.insert("HEAD") }
+        let allow = allowed.sorted().joined(separator: ", ")
+        throw HTTPError(
+            .methodNotAllowed, .methodNotAllowed, "\(request.path) does not accept \(request.method); use \(allow)",
+            headers: ["Allow": allow])
+    }
+
+    private static func segments(of path: String) -> [Substring] {
+        path.split(separator: "/", omittingEmptySubsequences: true)
+    }
+}
