@@ -77,7 +77,7 @@ func opensslSpeed(_ arguments: [String]) throws -> [Double] {
     let output = Pipe()
     process.standardOutput = output
     process.standardError = FileHandle.nullDevice
-    try process.run()
+    try process.runWithSignalsUnblocked()
     let data = output.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
     guard process.terminationStatus == 0 else {
@@ -316,7 +316,7 @@ func pycaAnchors(seconds: Double, names: [String]) throws -> [String: Double] {
     ]
     let output = Pipe()
     process.standardOutput = output
-    try process.run()
+    try process.runWithSignalsUnblocked()
     let data = output.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
     guard process.terminationStatus == 0,

@@ -922,7 +922,7 @@ struct Edit: ParsableCommand {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", "\(editor) \"$1\"", "sh", file]
-        try process.run()
+        try process.runWithSignalsUnblocked()
         process.waitUntilExit()
         guard process.terminationStatus == 0 else {
             throw failure(
