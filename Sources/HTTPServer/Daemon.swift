@@ -152,10 +152,11 @@ private let accessHandler: MHD_AccessHandlerCallback = {
     pending.body = Data()
 
     // Wait on this connection's own libmicrohttpd thread (not a Swift concurrency thread, so the pool is
-    // never blocked) while the responder runs in a task; the semaphore orders the Mutex write before the read.
+    // never blocked) while the responder runs in a task on the responders' own executor (not the pool,
+    // which other work may have filled); the semaphore orders the Mutex write before the read.
     let handoff = Handoff()
     let responder = core.responder
-    Task.detached {
+    Task(executorPreference: ResponderExecutor.shared) {
         let response = await responder.response(to: request)
         handoff.response.withLock { $0 = response }
         handoff.done.signal()
