@@ -8,8 +8,10 @@ import SiblingsCrypto
 ///
 /// It lives outside the vault, beside the device's state, encrypted with age to the device's own
 /// identity: it holds the notes' text. An entry is reused only when the file's SHA-256 is unchanged and
-/// the device list it was checked under is the same one (the trust rules depend on the list), so a
-/// cached answer is always the answer `VaultNote.open` would give now.
+/// the parts of the device list the trust rules read are unchanged (``trustFingerprint(of:)``: removals,
+/// epochs, records), so a cached answer is always the answer `VaultNote.open` would give now. A list
+/// that only added or renamed devices keeps the accepted notes; set-aside notes are checked again (one
+/// may come from the device just added).
 public struct NoteIndex: Codable, Sendable {
     struct Entry: Codable, Sendable {
         var sha256: String
@@ -19,19 +21,37 @@ public struct NoteIndex: Codable, Sendable {
         var setAside: String?
     }
 
-    /// The vault body the entries were checked under.
-    var bodySHA256: String
+    /// The trust fingerprint of the vault body the entries were checked under.
+    var trustSHA256: String
     var entries: [String: Entry]
     /// How many notes the last `refresh` had to open (the rest came from the index).
     public private(set) var openedInLastRefresh = 0
 
     enum CodingKeys: String, CodingKey {
-        case bodySHA256 = "body_sha256", entries
+        case trustSHA256 = "trust_sha256", entries
     }
 
     public init() {
-        bodySHA256 = ""
+        trustSHA256 = ""
         entries = [:]
+    }
+
+    /// SHA-256 over what can turn an accepted note into a set-aside one: the vault id, the removed
+    /// devices, the epochs (number, start, recipient) and the records. Adding or renaming a device
+    /// changes none of it.
+    static func trustFingerprint(of body: VaultBody) throws -> String {
+        struct Trust: Encodable {
+            let vaultID: String
+            let removed: [VaultBody.Removal]
+            let epochs: [[String]]
+            let records: [VaultBody.Record]
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let trust = Trust(
+            vaultID: body.vaultID, removed: body.removed,
+            epochs: body.epochs.map { [String($0.number), String($0.startedIn), $0.recipient] }, records: body.records)
+        return SHA256.hash(data: try encoder.encode(trust)).description
     }
 
     /// The index at `url`, or an empty one when there is none or it does not open (it is only a cache).
@@ -54,9 +74,12 @@ public struct NoteIndex: Codable, Sendable {
     public mutating func refresh(
         folder: VaultFolder, vault: SignedVault, keyring: VaultKeyring
     ) throws -> [(path: String, result: Result<VaultNote.Opened, SempereError>)] {
-        if bodySHA256 != vault.bodySHA256 {
-            bodySHA256 = vault.bodySHA256
+        let fingerprint = try Self.trustFingerprint(of: vault.body)
+        if trustSHA256 != fingerprint {
+            trustSHA256 = fingerprint
             entries = [:]
+        } else {
+            entries = entries.filter { $0.value.setAside == nil }
         }
         let paths = try folder.notePaths()
         let files = try paths.map { try folder.readNote(at: $0) }

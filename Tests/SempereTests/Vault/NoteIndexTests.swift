@@ -5,7 +5,9 @@ import Testing
 
 @Suite("Sempere note index: open only what changed")
 struct NoteIndexTests {
-    @Test("unchanged notes come from the index; a changed note, a tampered note or a new device list are checked again")
+    @Test(
+        "unchanged notes come from the index; changed, tampered and set-aside notes, and all after a removal, are checked again"
+    )
     func refresh() throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("sempere-index-\(UUID())")
         defer { try? FileManager.default.removeItem(at: root) }
@@ -38,9 +40,9 @@ struct NoteIndexTests {
                 .openedInLastRefresh == 0)
 
         var again = NoteIndex.load(from: indexFile, identity: home.identity)
-        let results = try again.refresh(folder: folder, vault: created.vault, keyring: keyring)
+        let first = try again.refresh(folder: folder, vault: created.vault, keyring: keyring)
         #expect(again.openedInLastRefresh == 0)
-        #expect(results.compactMap { try? $0.result.get().markdown }.sorted() == (0..<20).map { "# \($0)" }.sorted())
+        #expect(first.compactMap { try? $0.result.get().markdown }.sorted() == (0..<20).map { "# \($0)" }.sorted())
 
         // One note rewritten, one tampered with: only those two are opened; the tampered one is set aside.
         try folder.writeNote(
@@ -54,13 +56,21 @@ struct NoteIndexTests {
         #expect(second.first { $0.path == paths[0] }.flatMap { try? $0.result.get().markdown } == "# changed")
         #expect((try? second.first { $0.path == paths[1] }!.result.get()) == nil)
 
-        // A new device list: everything is checked again under it.
+        // A list that only adds a device keeps the accepted notes; the set-aside one is checked again.
         let phone = DeviceKeys.generate(postQuantum: false)
         let updated = try VaultHome(credentials: home).approve(
             name: "Phone", signingKey: phone.signingKey.publicKey, wrapRecipient: phone.identity.recipientString,
             in: created.vault)
-        _ = try again.refresh(
-            folder: folder, vault: updated, keyring: try VaultKeyring(vault: updated.body, credentials: home))
+        let updatedKeys = try VaultKeyring(vault: updated.body, credentials: home)
+        _ = try again.refresh(folder: folder, vault: updated, keyring: updatedKeys)
+        #expect(again.openedInLastRefresh == 1)
+
+        // A removal changes what is trusted: everything is checked again under the new list.
+        let removed = try VaultHome(credentials: home).remove(
+            deviceID: phone.id, from: updated, existingNotes: try folder.noteReferences())
+        let results = try again.refresh(
+            folder: folder, vault: removed, keyring: try VaultKeyring(vault: removed.body, credentials: home))
         #expect(again.openedInLastRefresh == 20)
+        #expect(results.filter { (try? $0.result.get()) != nil }.count == 19)
     }
 }
