@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "CommandLineKit", targets: ["CommandLineKit"]),
         .library(name: "Sempere", targets: ["Sempere"]),
         .library(name: "HTTPServer", targets: ["HTTPServer"]),
+        .library(name: "PixieWire", targets: ["PixieWire"]),
         .executable(name: "bench", targets: ["bench"]),
         .executable(name: "age-swift", targets: ["age-swift"]),
         .executable(name: "sempere", targets: ["sempere"]),
@@ -57,6 +58,10 @@ let package = Package(
         // The HTTP platform under pixie-server (../shared/ARCHITECTURE.md): requests, responses, a router with
         // middleware, an in-memory test client, and a libmicrohttpd server on 127.0.0.1.
         .target(name: "HTTPServer", dependencies: ["CMicroHTTPD"], swiftSettings: strict),
+
+        // Pixie's wire types shared by server and device: PhoneOwnershipCert, base64url JSON bytes, E.164
+        // numbers (docs/pixie-protocol.md).
+        .target(name: "PixieWire", dependencies: ["SiblingsCrypto"], swiftSettings: strict),
 
         // Command-line parsing in swift-argument-parser's shape, shared by sempere, pixie and pixie-server.
         .target(name: "CommandLineKit", swiftSettings: strict),
@@ -110,6 +115,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"], swiftSettings: strict),
+        .testTarget(name: "PixieWireTests", dependencies: ["PixieWire", "SiblingsCrypto"], swiftSettings: strict),
         .testTarget(
             name: "SempereTests",
             dependencies: ["Sempere", "Age", "SiblingsCrypto", "SiblingsTestSupport"],

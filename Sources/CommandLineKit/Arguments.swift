@@ -190,14 +190,22 @@ public struct Argument<Value: ExpressibleByArgument>: ArgumentDefinition, Sendab
     }
 }
 
-/// A positional argument that takes every remaining word (at least one): `<files> ...`.
+/// A positional argument that takes every remaining word: at least one (`<files> ...`), or any number when
+/// declared with a default (`@Arguments var files: [String] = []`, shown as `[<files>] ...`).
 @propertyWrapper
 public struct Arguments<Value: ExpressibleByArgument>: ArgumentDefinition, Sendable {
     let typedBox: RepeatingArgumentBox<Value>
     var box: AnyArgumentBox { typedBox }
 
     public init(help: String = "") {
-        typedBox = RepeatingArgumentBox(help: help)
+        typedBox = RepeatingArgumentBox(help: help, required: true)
+    }
+
+    /// Any number of words; `wrappedValue` is what the command sees when none is given.
+    public init(wrappedValue: [Value], help: String = "") {
+        typedBox = RepeatingArgumentBox(help: help, required: false)
+        typedBox.values = wrappedValue
+        typedBox.defaults = wrappedValue
     }
 
     public var wrappedValue: [Value] { typedBox.values }
@@ -205,15 +213,22 @@ public struct Arguments<Value: ExpressibleByArgument>: ArgumentDefinition, Senda
 
 final class RepeatingArgumentBox<Value: ExpressibleByArgument>: AnyArgumentBox, @unchecked Sendable {
     var values: [Value] = []
+    /// The values when no word is given; the first word replaces them.
+    var defaults: [Value]? = nil
+    private let required: Bool
 
-    init(help: String) { super.init(kind: .argument, help: help) }
+    init(help: String, required: Bool) {
+        self.required = required
+        super.init(kind: .argument, help: help)
+    }
 
-    override var isRequired: Bool { true }
+    override var isRequired: Bool { required }
     override var isRepeating: Bool { true }
     override var valueName: String { Value.valueName ?? label }
 
     override func set(_ word: String) -> Bool {
         guard let parsed = Value(argument: word) else { return false }
+        if !wasSet, defaults != nil { values = [] }
         values.append(parsed)
         wasSet = true
         return true

@@ -38,7 +38,8 @@ enum CommandParser {
         if let version = configuration.version, words.contains("--version") {
             throw CommandLineError.version(version)
         }
-        if let defaultSubcommand = configuration.defaultSubcommand, words.isEmpty || words.first!.hasPrefix("-") {
+        // As in swift-argument-parser: words that do not name a subcommand go to the default one.
+        if let defaultSubcommand = configuration.defaultSubcommand {
             return try parse(defaultSubcommand, words, path: path + [defaultSubcommand.configuration.commandName])
         }
 

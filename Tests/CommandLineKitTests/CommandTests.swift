@@ -104,3 +104,33 @@ struct CommandTests {
         #expect(top.contains("SUBCOMMANDS:") && top.contains("greet") && top.contains("Add two numbers."))
     }
 }
+
+struct Runner: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "runner", abstract: "A tool with a default subcommand.", subcommands: [Start.self, Sum.self],
+        defaultSubcommand: Start.self)
+}
+
+struct Start: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "start", abstract: "Start things.")
+
+    @OptionalOption(name: .long("port"), help: "A port.") var port: Int?
+    @Arguments(help: "What to start.") var things: [String] = []
+}
+
+@Suite("CommandLineKit default subcommand")
+struct DefaultSubcommandTests {
+    @Test("words that name no subcommand go to the default one, as in swift-argument-parser")
+    func defaultSubcommand() throws {
+        let bare = try #require(try Runner.parseAsRoot([]) as? Start)
+        #expect(bare.things.isEmpty && bare.port == nil)
+        let flagged = try #require(try Runner.parseAsRoot(["--port", "9"]) as? Start)
+        #expect(flagged.port == 9)
+        let named = try #require(try Runner.parseAsRoot(["alpha", "beta", "--port", "1"]) as? Start)
+        #expect(named.things == ["alpha", "beta"] && named.port == 1)
+        let explicit = try #require(try Runner.parseAsRoot(["start", "alpha"]) as? Start)
+        #expect(explicit.things == ["alpha"])
+        // A real subcommand still wins over the default.
+        #expect(try Runner.parseAsRoot(["sum", "--scale", "2", "1"]) is Sum)
+    }
+}
