@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "CommandLineKit", targets: ["CommandLineKit"]),
         .library(name: "Sempere", targets: ["Sempere"]),
         .library(name: "HTTPServer", targets: ["HTTPServer"]),
+        .library(name: "Storage", targets: ["Storage"]),
         .executable(name: "bench", targets: ["bench"]),
         .executable(name: "age-swift", targets: ["age-swift"]),
         .executable(name: "sempere", targets: ["sempere"]),
@@ -62,6 +63,10 @@ let package = Package(
         // The HTTP platform under pixie-server (../shared/ARCHITECTURE.md): requests, responses, a router with
         // middleware, an in-memory test client, and a libmicrohttpd server on 127.0.0.1.
         .target(name: "HTTPServer", dependencies: ["CMicroHTTPD"], swiftSettings: strict),
+
+        // Storage behind a protocol (SQLDatabase) for pixie-server's services: SQLite in WAL mode now (files under
+        // SQLite/ are the backend), PostgreSQL later behind the same protocol.
+        .target(name: "Storage", dependencies: ["CSQLite"], swiftSettings: strict),
 
         // Command-line parsing in swift-argument-parser's shape, shared by sempere, pixie and pixie-server.
         .target(name: "CommandLineKit", swiftSettings: strict),
@@ -115,6 +120,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"], swiftSettings: strict),
+        .testTarget(name: "StorageTests", dependencies: ["Storage"], swiftSettings: strict),
         .testTarget(
             name: "SempereTests",
             dependencies: ["Sempere", "Age", "SiblingsCrypto", "SiblingsTestSupport"],
