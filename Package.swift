@@ -72,7 +72,8 @@ let package = Package(
         .target(name: "CommandLineKit", swiftSettings: strict),
 
         .executableTarget(
-            name: "bench", dependencies: ["SiblingsCrypto", "CommandLineKit", "Sempere"], swiftSettings: strict),
+            name: "bench", dependencies: ["SiblingsCrypto", "CommandLineKit", "Sempere", "Storage"],
+            swiftSettings: strict),
 
         // The Sempere command-line program (README.md, "Sempere from the terminal").
         .executableTarget(name: "sempere", dependencies: ["Sempere", "CommandLineKit"], swiftSettings: strict),
