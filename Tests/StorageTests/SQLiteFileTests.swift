@@ -130,3 +130,13 @@ struct SQLiteReaderTests {
         #expect(try db.queryOne("SELECT count(*) AS n FROM t")?.int("n") == 2)
     }
 }
+
+@Suite("SQLite paths that are not files")
+struct SQLitePathTests {
+    @Test("an empty path or :memory: is refused with a pointer to inMemory()", arguments: ["", ":memory:"])
+    func notAFile(path: String) throws {
+        let error = try #require(throws: StorageError.self) { try SQLiteDatabase(path: path) }
+        #expect(error.code == .open)
+        #expect(error.reason.contains("inMemory()"))
+    }
+}

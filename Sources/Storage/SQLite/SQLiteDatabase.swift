@@ -45,6 +45,12 @@ public final class SQLiteDatabase: SQLDatabase {
     /// - Throws: ``StorageError/Code/open`` if the directory cannot be created, the file cannot be opened, or it is
     ///   not a SQLite database.
     public init(path: String, readers: Int = 4, busyTimeout: Duration = .seconds(5)) throws {
+        // SQLite reads "" as a private temporary database and ":memory:" as a private in-memory one; readers
+        // opening the same name would each get a database of their own.
+        guard !path.isEmpty, path != ":memory:" else {
+            throw StorageError(
+                .open, "the database path is empty or \"\(path)\": give a file path, or use SQLiteDatabase.inMemory()")
+        }
         let directory = URL(fileURLWithPath: path).deletingLastPathComponent()
         do {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
