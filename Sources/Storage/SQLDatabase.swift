@@ -117,7 +117,7 @@ extension SQLDatabase {
                 CREATE TABLE IF NOT EXISTS schema_migrations (
                     component TEXT NOT NULL,
                     version INTEGER NOT NULL,
-                    applied_at INTEGER NOT NULL,
+                    applied_at BIGINT NOT NULL,
                     PRIMARY KEY (component, version)
                 )
                 """)

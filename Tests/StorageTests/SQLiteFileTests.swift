@@ -140,3 +140,25 @@ struct SQLitePathTests {
         #expect(error.reason.contains("inMemory()"))
     }
 }
+
+@Suite("SQLite locks held by another process")
+struct SQLiteBusyTests {
+    @Test("a write blocked past the busy timeout by another connection is .busy")
+    func busy() throws {
+        let directory = try TestDirectory()
+        let path = directory.path("db.sqlite")
+        let first = try SQLiteDatabase(path: path)
+        // A second database object on the same file stands in for a second pixie-server process.
+        let second = try SQLiteDatabase(path: path, busyTimeout: .milliseconds(50))
+        try first.execute("CREATE TABLE t (x INTEGER)")
+        try first.transaction { tx in
+            try tx.execute("INSERT INTO t VALUES (1)")
+            let error = try #require(throws: StorageError.self) { try second.execute("INSERT INTO t VALUES (2)") }
+            #expect(error.code == .busy)
+            #expect(error.reason.contains("another pixie-server"))
+            // Its readers still read the last commit.
+            #expect(try second.queryOne("SELECT count(*) AS n FROM t")?.int("n") == 0)
+        }
+        #expect(try second.queryOne("SELECT count(*) AS n FROM t")?.int("n") == 1)
+    }
+}

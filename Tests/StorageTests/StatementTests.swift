@@ -56,6 +56,18 @@ struct StatementTests {
         #expect(try db.query("SELECT 1 AS one;").first?.int("one") == 1)
     }
 
+    @Test("a cached statement works again after it failed, with its old parameters cleared")
+    func statementReuse() throws {
+        let db = try Self.database()
+        let insert = "INSERT INTO accounts (phone, name, email) VALUES (?, ?, ?)"
+        try db.execute(insert, ["+1", "a", "a@x"])
+        #expect(throws: StorageError.self) { try db.execute(insert, ["+1", "b", "b@x"]) }
+        try db.execute(insert, ["+2", "b", nil])
+        let rows = try db.query("SELECT phone, email FROM accounts ORDER BY phone")
+        #expect(try rows.map { try $0.string("phone") } == ["+1", "+2"])
+        #expect(try rows[1].optionalString("email") == nil)
+    }
+
     @Test("a transaction commits when its body returns, and its reads see its writes")
     func commit() throws {
         let db = try Self.database()
