@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "Sempere", targets: ["Sempere"]),
         .library(name: "HTTPServer", targets: ["HTTPServer"]),
         .library(name: "PixieWire", targets: ["PixieWire"]),
+        .library(name: "Storage", targets: ["Storage"]),
         .executable(name: "bench", targets: ["bench"]),
         .executable(name: "age-swift", targets: ["age-swift"]),
         .executable(name: "sempere", targets: ["sempere"]),
@@ -40,6 +41,11 @@ let package = Package(
             pkgConfig: "libmicrohttpd",
             providers: [.apt(["libmicrohttpd-dev"])]
         ),
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
 
         // valgrind client requests for the constant-time check (no-ops outside valgrind).
         .target(name: "CConstantTime"),
@@ -63,11 +69,16 @@ let package = Package(
         // numbers (docs/pixie-protocol.md).
         .target(name: "PixieWire", dependencies: ["SiblingsCrypto"], swiftSettings: strict),
 
+        // Storage behind a protocol (SQLDatabase) for pixie-server's services: SQLite in WAL mode now (files under
+        // SQLite/ are the backend), PostgreSQL later behind the same protocol.
+        .target(name: "Storage", dependencies: ["CSQLite"], swiftSettings: strict),
+
         // Command-line parsing in swift-argument-parser's shape, shared by sempere, pixie and pixie-server.
         .target(name: "CommandLineKit", swiftSettings: strict),
 
         .executableTarget(
-            name: "bench", dependencies: ["SiblingsCrypto", "CommandLineKit", "Sempere"], swiftSettings: strict),
+            name: "bench", dependencies: ["SiblingsCrypto", "CommandLineKit", "Sempere", "Storage"],
+            swiftSettings: strict),
 
         // The Sempere command-line program (README.md, "Sempere from the terminal").
         .executableTarget(name: "sempere", dependencies: ["Sempere", "CommandLineKit"], swiftSettings: strict),
@@ -116,6 +127,7 @@ let package = Package(
         ),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"], swiftSettings: strict),
         .testTarget(name: "PixieWireTests", dependencies: ["PixieWire", "SiblingsCrypto"], swiftSettings: strict),
+        .testTarget(name: "StorageTests", dependencies: ["Storage"], swiftSettings: strict),
         .testTarget(
             name: "SempereTests",
             dependencies: ["Sempere", "Age", "SiblingsCrypto", "SiblingsTestSupport"],

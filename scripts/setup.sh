@@ -26,6 +26,7 @@ apt_packages=(
     zbar-tools     # zbarimg, the outside reference that reads back the QR codes in SempereTests
     wamerican-small # /usr/share/dict/american-english-small, the source of scripts/make-wordlist.py
     libmicrohttpd-dev # CMicroHTTPD: the HTTP server under the HTTPServer module (pixie-server)
+    libsqlite3-dev # CSQLite: the Storage module's embedded database (pixie-server --data-dir)
 )
 
 say() { printf 'setup: %s\n' "$*" >&2; }

@@ -23,7 +23,7 @@ struct Bench: ParsableCommand {
     var seconds: Double = 1
     @Option(name: .long("rounds"), help: "Alternate ours and the anchor this many times (default 3).")
     var rounds: Int = 3
-    @OptionalOption(name: .long("only"), help: "Only one table: classic, pq or sempere.")
+    @OptionalOption(name: .long("only"), help: "Only one table: classic, pq, sempere or storage.")
     var only: String?
     @Flag(name: .long("self-check-only"), help: "Run the self-check and stop.")
     var selfCheckOnly: Bool
@@ -31,8 +31,8 @@ struct Bench: ParsableCommand {
     func validate() throws {
         guard seconds > 0 else { throw ValidationError("--seconds must be positive") }
         guard rounds > 0 else { throw ValidationError("--rounds must be at least 1") }
-        if let only, !["classic", "pq", "sempere"].contains(only) {
-            throw ValidationError("--only takes classic, pq or sempere")
+        if let only, !["classic", "pq", "sempere", "storage"].contains(only) {
+            throw ValidationError("--only takes classic, pq, sempere or storage")
         }
     }
 
@@ -43,6 +43,7 @@ struct Bench: ParsableCommand {
         if only == nil || only == "classic" { try classicTable(self) }
         if only == nil || only == "pq" { try postQuantumTable(self) }
         if only == nil || only == "sempere" { try sempereTable(self) }
+        if only == nil || only == "storage" { try storageTable(self) }
     }
 }
 

@@ -1,0 +1,263 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The embedded ``SQLDatabase``: one SQLite file in WAL mode, for pixie-server's `--data-dir`.
+///
+/// **Connections.** One writer connection behind a `Synchronization.Mutex` takes every write and every
+/// transaction, so writes never fail with "database is locked" inside the process. Reads that are not in a
+/// transaction go to a pool of read-only connections: WAL lets them read the last committed state while the
+/// writer writes, so reads do not wait behind writes. The pool opens a reader when none is idle (it never
+/// waits) and keeps up to `readers` idle ones. Each connection is used by one thread at a time (the writer
+/// under its lock, a reader while checked out), so connections are opened `SQLITE_OPEN_NOMUTEX`, not
+/// `SQLITE_OPEN_FULLMUTEX`.
+///
+/// **Settings.** `journal_mode=WAL`, `synchronous=NORMAL` (a commit survives a process crash; a power cut
+/// may lose the last commits but never corrupts), `foreign_keys=ON`, and a busy timeout for other processes.
+///
+/// **In memory.** ``inMemory()`` is a private database for tests: one connection for everything (readers
+/// could not see a private in-memory database), journal mode `memory` instead of WAL.
+public final class SQLiteDatabase: SQLDatabase {
+    /// The database file, or nil for an in-memory database.
+    public let path: String?
+    private let writer: Mutex<SQLiteConnection?>
+    private let readers: Mutex<ReaderPool>
+    /// The thread that holds the writer lock (0 if none), to refuse nested use instead of deadlocking.
+    private let writerThread = Atomic<UInt>(0)
+    private let idleReaderLimit: Int
+    private let busyTimeoutMilliseconds: Int32
+
+    private struct ReaderPool {
+        var idle: [SQLiteConnection] = []
+        var isClosed = false
+    }
+
+    /// Opens (creating if needed) the database file at `path`, and its parent directory.
+    ///
+    /// - Parameters:
+    ///   - readers: how many idle read connections to keep (more open while many reads run at once).
+    ///   - busyTimeout: how long to wait for a lock held by another process before throwing `.busy`.
+    /// - Throws: ``StorageError/Code/open`` if the directory cannot be created, the file cannot be opened, or it is
+    ///   not a SQLite database.
+    public init(path: String, readers: Int = 4, busyTimeout: Duration = .seconds(5)) throws {
+        // SQLite reads "" as a private temporary database and ":memory:" as a private in-memory one; readers
+        // opening the same name would each get a database of their own.
+        guard !path.isEmpty, path != ":memory:" else {
+            throw StorageError(
+                .open, "the database path is empty or \"\(path)\": give a file path, or use SQLiteDatabase.inMemory()")
+        }
+        let directory = URL(fileURLWithPath: path).deletingLastPathComponent()
+        do {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        } catch {
+            throw StorageError(
+                .open,
+                "cannot create the directory \(directory.path) for the database \(path): "
+                    + "\(error.localizedDescription). Check the --data-dir path and its permissions")
+        }
+        let timeout = Self.milliseconds(busyTimeout)
+        let connection = try SQLiteConnection(
+            path: path, location: path, readOnly: false, busyTimeoutMilliseconds: timeout)
+        try Self.configureWriter(connection, expectWAL: true)
+        self.path = path
+        self.writer = Mutex(connection)
+        self.readers = Mutex(ReaderPool())
+        self.idleReaderLimit = max(0, readers)
+        self.busyTimeoutMilliseconds = timeout
+    }
+
+    private init(inMemoryConnection connection: SQLiteConnection) {
+        self.path = nil
+        self.writer = Mutex(connection)
+        self.readers = Mutex(ReaderPool())
+        self.idleReaderLimit = 0
+        self.busyTimeoutMilliseconds = 0
+    }
+
+    /// A new, empty, private in-memory database (for tests); it is gone when the last reference goes.
+    public static func inMemory() throws -> SQLiteDatabase {
+        let connection = try SQLiteConnection(
+            path: ":memory:", location: "(in memory)", readOnly: false, busyTimeoutMilliseconds: 0)
+        try configureWriter(connection, expectWAL: false)
+        return SQLiteDatabase(inMemoryConnection: connection)
+    }
+
+    private static func configureWriter(_ connection: SQLiteConnection, expectWAL: Bool) throws(StorageError) {
+        // The first statement reads the file: a file that is not a database fails here with SQLITE_NOTADB.
+        let mode = try connection.run("PRAGMA journal_mode = WAL", []).first?.optionalString("journal_mode")
+        if expectWAL && mode?.lowercased() != "wal" {
+            throw StorageError(
+                .open,
+                "\(connection.location) did not switch to WAL mode (journal_mode is \(mode ?? "unknown")): the "
+                    + "file system may not support the shared memory WAL needs; put --data-dir on a local disk")
+        }
+        _ = try connection.execute("PRAGMA synchronous = NORMAL", [])
+        _ = try connection.execute("PRAGMA foreign_keys = ON", [])
+    }
+
+    private static func milliseconds(_ duration: Duration) -> Int32 {
+        let (seconds, attoseconds) = duration.components
+        let milliseconds = seconds * 1000 + attoseconds / 1_000_000_000_000_000
+        return Int32(clamping: max(0, milliseconds))
+    }
+
+    /// Closes every connection. Calls that are running finish; later calls throw ``StorageError/Code/closed``.
+    /// Dropping the last reference closes the database too.
+    public func close() {
+        writer.withLock { $0 = nil }
+        readers.withLock { pool in
+            pool.isClosed = true
+            pool.idle.removeAll()
+        }
+    }
+
+    // MARK: SQLQuerying
+
+    @discardableResult
+    public func execute(_ sql: String, _ params: [SQLValue]) throws -> Int {
+        try withWriter { try $0.execute(sql, params) }
+    }
+
+    public func query(_ sql: String, _ params: [SQLValue]) throws -> [SQLRow] {
+        try read(sql, params, limit: .max)
+    }
+
+    public func queryOne(_ sql: String, _ params: [SQLValue]) throws -> SQLRow? {
+        try read(sql, params, limit: 1).first
+    }
+
+    /// A read on a reader connection; a statement that writes (`INSERT ... RETURNING`) goes to the writer.
+    private func read(_ sql: String, _ params: [SQLValue], limit: Int) throws -> [SQLRow] {
+        let rows = try withReader { connection throws(StorageError) -> [SQLRow]? in
+            let statement = try connection.statement(sql)
+            guard statement.isReadOnly else { return nil }
+            return try connection.run(statement, sql, params, limit: limit)
+        }
+        if let rows { return rows }
+        return try withWriter { try $0.run(sql, params, limit: limit) }
+    }
+
+    // MARK: SQLDatabase
+
+    @discardableResult
+    public func transaction<T>(_ body: (any SQLTransaction) throws -> T) throws -> T {
+        try withWriter { connection in
+            try connection.executeScript("BEGIN IMMEDIATE")
+            let transaction = SQLiteTransaction(connection)
+            defer { transaction.end() }
+            do {
+                let result = try body(transaction)
+                transaction.end()
+                try connection.executeScript("COMMIT")
+                return result
+            } catch {
+                // SQLite has already rolled back after some errors (SQLITE_FULL, SQLITE_IOERR, ...).
+                if connection.isInTransaction { try? connection.executeScript("ROLLBACK") }
+                throw error
+            }
+        }
+    }
+
+    // MARK: Connections
+
+    private func withWriter<R>(_ body: (SQLiteConnection) throws -> R) throws -> R {
+        let thread = currentThread()
+        try refuseNested(thread)
+        var result: Result<R, any Error>?
+        writer.withLock { connection in
+            guard let connection else {
+                result = .failure(closedError())
+                return
+            }
+            writerThread.store(thread, ordering: .releasing)
+            defer { writerThread.store(0, ordering: .releasing) }
+            result = Result { try body(connection) }
+        }
+        return try result!.get()
+    }
+
+    private func withReader<R>(_ body: (SQLiteConnection) throws -> R) throws -> R {
+        guard let path else { return try withWriter(body) }
+        try refuseNested(currentThread())
+        let idle = try readers.withLock { pool throws(StorageError) -> SQLiteConnection? in
+            guard !pool.isClosed else { throw closedError() }
+            return pool.idle.popLast()
+        }
+        let connection = try idle ?? openReader(path)
+        defer {
+            readers.withLock { pool in
+                if !pool.isClosed && pool.idle.count < idleReaderLimit { pool.idle.append(connection) }
+            }
+        }
+        return try body(connection)
+    }
+
+    private func openReader(_ path: String) throws(StorageError) -> SQLiteConnection {
+        try SQLiteConnection(
+            path: path, location: path, readOnly: true, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
+    }
+
+    private func refuseNested(_ thread: UInt) throws(StorageError) {
+        guard writerThread.load(ordering: .acquiring) != thread else {
+            throw StorageError(
+                .nestedTransaction,
+                "the database was used inside one of its own transaction bodies, which would deadlock: inside "
+                    + "transaction { tx in ... } run statements on tx, and do not start another transaction")
+        }
+    }
+
+    private func closedError() -> StorageError {
+        StorageError(
+            .closed, "the database \(path ?? "(in memory)") was closed: open it again, or stop using it after close()")
+    }
+}
+
+/// The transaction ``SQLiteDatabase/transaction(_:)`` passes to its body: the writer connection, valid until
+/// the body returns.
+final class SQLiteTransaction: SQLTransaction {
+    private var connection: SQLiteConnection?
+
+    init(_ connection: SQLiteConnection) { self.connection = connection }
+
+    func end() { connection = nil }
+
+    private func open() throws(StorageError) -> SQLiteConnection {
+        guard let connection else {
+            throw StorageError(
+                .closed,
+                "the transaction was used after its body returned: run its statements inside transaction { tx in ... }")
+        }
+        return connection
+    }
+
+    @discardableResult
+    func execute(_ sql: String, _ params: [SQLValue]) throws -> Int {
+        try open().execute(sql, params)
+    }
+
+    func query(_ sql: String, _ params: [SQLValue]) throws -> [SQLRow] {
+        try open().run(sql, params)
+    }
+
+    func queryOne(_ sql: String, _ params: [SQLValue]) throws -> SQLRow? {
+        try open().run(sql, params, limit: 1).first
+    }
+
+    func executeScript(_ sql: String) throws {
+        try open().executeScript(sql)
+    }
+}
+
+/// An identifier of the calling thread, unique among live threads.
+private func currentThread() -> UInt {
+    #if os(Linux)
+        UInt(pthread_self())
+    #else
+        UInt(bitPattern: pthread_self())
+    #endif
+}

@@ -1,0 +1,164 @@
+import Foundation
+import Storage
+import Synchronization
+import Testing
+
+@Suite("SQLite files: WAL, reopening, bad paths, concurrency")
+struct SQLiteFileTests {
+    @Test("a file database is in WAL mode with foreign keys on")
+    func settings() throws {
+        let directory = try TestDirectory()
+        let db = try SQLiteDatabase(path: directory.path("data/pixie.sqlite"))
+        #expect(try db.queryOne("PRAGMA journal_mode")?.string("journal_mode") == "wal")
+        #expect(try db.transaction { try $0.queryOne("PRAGMA foreign_keys")?.int("foreign_keys") } == 1)
+        #expect(try db.transaction { try $0.queryOne("PRAGMA synchronous")?.int("synchronous") } == 1)
+        #expect(FileManager.default.fileExists(atPath: directory.path("data/pixie.sqlite-wal")))
+    }
+
+    @Test("foreign keys are enforced")
+    func foreignKeys() throws {
+        let directory = try TestDirectory()
+        let db = try SQLiteDatabase(path: directory.path("db.sqlite"))
+        try db.execute("CREATE TABLE a (id INTEGER PRIMARY KEY)")
+        try db.execute("CREATE TABLE b (a_id INTEGER NOT NULL REFERENCES a (id))")
+        let error = try #require(throws: StorageError.self) { try db.execute("INSERT INTO b VALUES (1)") }
+        #expect(error.code == .query)
+        #expect(error.reason.contains("FOREIGN KEY"))
+    }
+
+    @Test("a reopened file database keeps its data and its migrations")
+    func reopen() throws {
+        let directory = try TestDirectory()
+        let path = directory.path("pixie.sqlite")
+        let migrations = [Migration(version: 1, sql: "CREATE TABLE notes (id INTEGER PRIMARY KEY, body BLOB)")]
+        do {
+            let db = try SQLiteDatabase(path: path)
+            try db.migrate(component: "notes", migrations: migrations)
+            try db.execute("INSERT INTO notes (body) VALUES (?)", [.blob(Data([9, 9]))])
+            db.close()
+        }
+        let db = try SQLiteDatabase(path: path)
+        #expect(try db.migrate(component: "notes", migrations: migrations) == [])
+        #expect(try db.queryOne("SELECT body FROM notes")?.data("body") == Data([9, 9]))
+    }
+
+    @Test("a bad path gives a clear .open error")
+    func badPath() throws {
+        let directory = try TestDirectory()
+        let file = directory.path("a-file")
+        try Data("not a directory".utf8).write(to: URL(fileURLWithPath: file))
+        let underFile = try #require(throws: StorageError.self) { try SQLiteDatabase(path: file + "/db.sqlite") }
+        #expect(underFile.code == .open)
+        #expect(underFile.reason.contains("cannot create the directory"))
+
+        let notDatabase = directory.path("garbage.sqlite")
+        try Data(repeating: 0x41, count: 4096).write(to: URL(fileURLWithPath: notDatabase))
+        let garbage = try #require(throws: StorageError.self) { try SQLiteDatabase(path: notDatabase) }
+        #expect(garbage.code == .open)
+        #expect(garbage.reason.contains("not a database"))
+
+        let isDirectory = try #require(throws: StorageError.self) { try SQLiteDatabase(path: directory.url.path) }
+        #expect(isDirectory.code == .open)
+    }
+
+    @Test("8 writer tasks x 500 inserts beside readers end with every row")
+    func concurrent() async throws {
+        let directory = try TestDirectory()
+        let db = try SQLiteDatabase(path: directory.path("db.sqlite"))
+        try db.execute("CREATE TABLE events (task INTEGER NOT NULL, n INTEGER NOT NULL, PRIMARY KEY (task, n))")
+        let writers = 8
+        let inserts = 500
+        let maximumSeen = try await withThrowingTaskGroup(of: Int.self) { group in
+            for task in 0..<writers {
+                group.addTask {
+                    for n in 0..<inserts {
+                        if n % 50 == 0 {
+                            try db.transaction { tx in
+                                try tx.execute(
+                                    "INSERT INTO events (task, n) VALUES (?, ?)", [SQLValue(task), SQLValue(n)])
+                            }
+                        } else {
+                            try db.execute("INSERT INTO events (task, n) VALUES (?, ?)", [SQLValue(task), SQLValue(n)])
+                        }
+                    }
+                    return 0
+                }
+            }
+            for _ in 0..<4 {
+                group.addTask {
+                    var seen = 0
+                    for _ in 0..<200 {
+                        let count = try db.queryOne("SELECT count(*) AS n FROM events")?.int("n") ?? -1
+                        // Committed rows only ever grow.
+                        #expect(count >= seen)
+                        seen = count
+                        await Task.yield()
+                    }
+                    return seen
+                }
+            }
+            return try await group.reduce(0, max)
+        }
+        #expect(maximumSeen <= writers * inserts)
+        #expect(try db.queryOne("SELECT count(*) AS n FROM events")?.int("n") == writers * inserts)
+    }
+}
+
+@Suite("SQLite readers: reads do not wait behind an open transaction")
+struct SQLiteReaderTests {
+    @Test("a read on another thread finishes while a transaction holds the writer, and sees only committed rows")
+    func readDuringTransaction() throws {
+        let directory = try TestDirectory()
+        let db = try SQLiteDatabase(path: directory.path("db.sqlite"))
+        try db.execute("CREATE TABLE t (x INTEGER)")
+        try db.execute("INSERT INTO t VALUES (1)")
+        let outside = try db.transaction { tx -> Int? in
+            try tx.execute("INSERT INTO t VALUES (2)")
+            let done = DispatchSemaphore(value: 0)
+            let seen = Mutex<Int?>(nil)
+            DispatchQueue.global().async {
+                let count = try? db.queryOne("SELECT count(*) AS n FROM t")?.int("n")
+                seen.withLock { $0 = count }
+                done.signal()
+            }
+            // Were reads queued behind the writer, this would time out.
+            #expect(done.wait(timeout: .now() + 10) == .success)
+            #expect(try tx.queryOne("SELECT count(*) AS n FROM t")?.int("n") == 2)
+            return seen.withLock { $0 }
+        }
+        #expect(outside == 1)
+        #expect(try db.queryOne("SELECT count(*) AS n FROM t")?.int("n") == 2)
+    }
+}
+
+@Suite("SQLite paths that are not files")
+struct SQLitePathTests {
+    @Test("an empty path or :memory: is refused with a pointer to inMemory()", arguments: ["", ":memory:"])
+    func notAFile(path: String) throws {
+        let error = try #require(throws: StorageError.self) { try SQLiteDatabase(path: path) }
+        #expect(error.code == .open)
+        #expect(error.reason.contains("inMemory()"))
+    }
+}
+
+@Suite("SQLite locks held by another process")
+struct SQLiteBusyTests {
+    @Test("a write blocked past the busy timeout by another connection is .busy")
+    func busy() throws {
+        let directory = try TestDirectory()
+        let path = directory.path("db.sqlite")
+        let first = try SQLiteDatabase(path: path)
+        // A second database object on the same file stands in for a second pixie-server process.
+        let second = try SQLiteDatabase(path: path, busyTimeout: .milliseconds(50))
+        try first.execute("CREATE TABLE t (x INTEGER)")
+        try first.transaction { tx in
+            try tx.execute("INSERT INTO t VALUES (1)")
+            let error = try #require(throws: StorageError.self) { try second.execute("INSERT INTO t VALUES (2)") }
+            #expect(error.code == .busy)
+            #expect(error.reason.contains("another pixie-server"))
+            // Its readers still read the last commit.
+            #expect(try second.queryOne("SELECT count(*) AS n FROM t")?.int("n") == 0)
+        }
+        #expect(try second.queryOne("SELECT count(*) AS n FROM t")?.int("n") == 1)
+    }
+}
