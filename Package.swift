@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "CommandLineKit", targets: ["CommandLineKit"]),
         .library(name: "Sempere", targets: ["Sempere"]),
         .library(name: "HTTPServer", targets: ["HTTPServer"]),
+        .library(name: "WebAuthn", targets: ["WebAuthn"]),
         .executable(name: "bench", targets: ["bench"]),
         .executable(name: "age-swift", targets: ["age-swift"]),
         .executable(name: "sempere", targets: ["sempere"]),
@@ -57,6 +58,10 @@ let package = Package(
         // The HTTP platform under pixie-server (../shared/ARCHITECTURE.md): requests, responses, a router with
         // middleware, an in-memory test client, and a libmicrohttpd server on 127.0.0.1.
         .target(name: "HTTPServer", dependencies: ["CMicroHTTPD"], swiftSettings: strict),
+
+        // WebAuthn Level 3 relying party (registration and assertion, attestation "none", ES256) and a software
+        // ES256 authenticator for devices and tests; docs/webauthn.md.
+        .target(name: "WebAuthn", dependencies: ["SiblingsCrypto"], swiftSettings: strict),
 
         // Command-line parsing in swift-argument-parser's shape, shared by sempere, pixie and pixie-server.
         .target(name: "CommandLineKit", swiftSettings: strict),
