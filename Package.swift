@@ -116,6 +116,11 @@ let package = Package(
         ),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"], swiftSettings: strict),
         .testTarget(
+            name: "WebAuthnTests",
+            dependencies: ["WebAuthn", "SiblingsCrypto", "SiblingsTestSupport"],
+            swiftSettings: strict
+        ),
+        .testTarget(
             name: "SempereTests",
             dependencies: ["Sempere", "Age", "SiblingsCrypto", "SiblingsTestSupport"],
             swiftSettings: strict
