@@ -128,6 +128,34 @@ def check(r):
     return {"fido2": version("fido2"), "webauthn": version("webauthn")}
 
 
+def fido2_parse_options(r):
+    """python-fido2's reading of PublicKeyCredentialCreationOptionsJSON / RequestOptionsJSON text."""
+    from fido2.webauthn import PublicKeyCredentialCreationOptions, PublicKeyCredentialRequestOptions
+
+    data = json.loads(r["json"])
+    if r["kind"] == "creation":
+        o = PublicKeyCredentialCreationOptions.from_dict(data)
+        return {
+            "rp_id": o.rp.id,
+            "user_id": o.user.id.hex(),
+            "challenge": o.challenge.hex(),
+            "algs": [p.alg for p in o.pub_key_cred_params],
+            "exclude": [c.id.hex() for c in o.exclude_credentials or []],
+            "resident_key": o.authenticator_selection.resident_key.value,
+            "user_verification": o.authenticator_selection.user_verification.value,
+            "attestation": o.attestation.value,
+            "timeout": o.timeout,
+        }
+    o = PublicKeyCredentialRequestOptions.from_dict(data)
+    return {
+        "rp_id": o.rp_id,
+        "challenge": o.challenge.hex(),
+        "allow": [c.id.hex() for c in o.allow_credentials or []],
+        "user_verification": o.user_verification.value,
+        "timeout": o.timeout,
+    }
+
+
 def pywebauthn_verify_registration(r):
     """py_webauthn's verify_registration_response on a RegistrationResponseJSON text."""
     from webauthn import verify_registration_response

@@ -138,3 +138,40 @@ struct ReferenceTests {
         _ = try oracle.call("pywebauthn_verify_authentication", base)
     }
 }
+
+@Suite("WebAuthn options JSON")
+struct OptionsTests {
+    @Test("python-fido2 reads our creation and request options as the policy we verify")
+    func fido2ReadsOptions() throws {
+        let oracle = try webAuthnOracle()
+        let party = WebAuthnRelyingParty(
+            rpID: "example.com", allowedOrigins: ["https://example.com"], requiresUserVerification: true)
+        let challenge = party.makeRegistrationChallenge()
+        let creation = party.registrationOptions(
+            challenge: challenge, userID: Data([1, 2, 3]), userName: "ada", userDisplayName: "Ada",
+            excludeCredentials: [Data([9, 9])])
+        let read = try oracle.call(
+            "fido2_parse_options",
+            ["kind": "creation", "json": String(decoding: try JSONEncoder().encode(creation), as: UTF8.self)])
+        #expect(read["rp_id"] as? String == "example.com")
+        #expect(read["user_id"] as? String == "010203")
+        #expect(read["challenge"] as? String == challenge.hexString)
+        #expect(read["algs"] as? [Int] == [-7])
+        #expect(read["exclude"] as? [String] == ["0909"])
+        #expect(read["resident_key"] as? String == "required")
+        #expect(read["user_verification"] as? String == "required")
+        #expect(read["attestation"] as? String == "none")
+        #expect(read["timeout"] as? Int == 300_000)
+
+        let relaxed = WebAuthnRelyingParty(
+            rpID: "example.com", allowedOrigins: ["https://example.com"], requiresUserVerification: false)
+        let request = relaxed.authenticationOptions(challenge: challenge, allowCredentials: [Data([7])])
+        let readRequest = try oracle.call(
+            "fido2_parse_options",
+            ["kind": "request", "json": String(decoding: try JSONEncoder().encode(request), as: UTF8.self)])
+        #expect(readRequest["rp_id"] as? String == "example.com")
+        #expect(readRequest["challenge"] as? String == challenge.hexString)
+        #expect(readRequest["allow"] as? [String] == ["07"])
+        #expect(readRequest["user_verification"] as? String == "preferred")
+    }
+}
