@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "HTTPServer", targets: ["HTTPServer"]),
         .library(name: "PixieWire", targets: ["PixieWire"]),
         .library(name: "Storage", targets: ["Storage"]),
+        .library(name: "WebAuthn", targets: ["WebAuthn"]),
         .executable(name: "bench", targets: ["bench"]),
         .executable(name: "age-swift", targets: ["age-swift"]),
         .executable(name: "sempere", targets: ["sempere"]),
@@ -73,6 +74,10 @@ let package = Package(
         // SQLite/ are the backend), PostgreSQL later behind the same protocol.
         .target(name: "Storage", dependencies: ["CSQLite"], swiftSettings: strict),
 
+        // WebAuthn Level 3 relying party (registration and assertion, attestation "none", ES256) and a software
+        // ES256 authenticator for devices and tests; docs/webauthn.md.
+        .target(name: "WebAuthn", dependencies: ["SiblingsCrypto"], swiftSettings: strict),
+
         // Command-line parsing in swift-argument-parser's shape, shared by sempere, pixie and pixie-server.
         .target(name: "CommandLineKit", swiftSettings: strict),
 
@@ -128,6 +133,11 @@ let package = Package(
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"], swiftSettings: strict),
         .testTarget(name: "PixieWireTests", dependencies: ["PixieWire", "SiblingsCrypto"], swiftSettings: strict),
         .testTarget(name: "StorageTests", dependencies: ["Storage"], swiftSettings: strict),
+        .testTarget(
+            name: "WebAuthnTests",
+            dependencies: ["WebAuthn", "SiblingsCrypto", "SiblingsTestSupport"],
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "SempereTests",
             dependencies: ["Sempere", "Age", "SiblingsCrypto", "SiblingsTestSupport"],

@@ -12,7 +12,8 @@ public final class ReferenceOracle {
     private let output: FileHandle
     private var buffer = Data()
 
-    public init() throws {
+    /// Starts `script` from Tests/Reference (oracle.py by default; webauthn_oracle.py for the WebAuthn tests).
+    public init(script: String = "oracle.py") throws {
         let python =
             ProcessInfo.processInfo.environment["SIBLINGS_PYTHON"].flatMap { $0.isEmpty ? nil : $0 }
             ?? Vectors.packageRoot.appendingPathComponent(".venv/bin/python").path
@@ -21,7 +22,7 @@ public final class ReferenceOracle {
                 "the outside reference implementations are not installed: no Python at \(python). "
                     + "Run scripts/setup.sh (scripts/test.sh does), or set SIBLINGS_PYTHON.")
         }
-        let script = Vectors.packageRoot.appendingPathComponent("Tests/Reference/oracle.py")
+        let script = Vectors.packageRoot.appendingPathComponent("Tests/Reference/\(script)")
         process = Process()
         process.executableURL = URL(fileURLWithPath: python)
         process.arguments = [script.path]
