@@ -19,6 +19,7 @@ let package = Package(
         .executable(name: "bench", targets: ["bench"]),
         .executable(name: "age-swift", targets: ["age-swift"]),
         .executable(name: "sempere", targets: ["sempere"]),
+        .executable(name: "pixie-server", targets: ["pixie-server"]),
     ],
     targets: [
         // C libraries from Debian, one `.systemLibrary` each (../shared/STYLE.md, "Wrapping C").
@@ -78,12 +79,23 @@ let package = Package(
         // ES256 authenticator for devices and tests; docs/webauthn.md.
         .target(name: "WebAuthn", dependencies: ["SiblingsCrypto"], swiftSettings: strict),
 
+        // pixie-server's services on the HTTP platform: phone-verify-svc and identity-svc, configuration, keys,
+        // logs and metrics (docs/pixie-protocol.md, docs/operations.md).
+        .target(
+            name: "PixieServer",
+            dependencies: ["HTTPServer", "Storage", "WebAuthn", "PixieWire", "SiblingsCrypto"],
+            swiftSettings: strict),
+
         // Command-line parsing in swift-argument-parser's shape, shared by sempere, pixie and pixie-server.
         .target(name: "CommandLineKit", swiftSettings: strict),
 
         .executableTarget(
             name: "bench", dependencies: ["SiblingsCrypto", "CommandLineKit", "Sempere", "Storage"],
             swiftSettings: strict),
+
+        // The Pixie backend in one process, or one service alone (README.md, docs/operations.md).
+        .executableTarget(
+            name: "pixie-server", dependencies: ["PixieServer", "CommandLineKit"], swiftSettings: strict),
 
         // The Sempere command-line program (README.md, "Sempere from the terminal").
         .executableTarget(name: "sempere", dependencies: ["Sempere", "CommandLineKit"], swiftSettings: strict),
@@ -133,6 +145,12 @@ let package = Package(
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"], swiftSettings: strict),
         .testTarget(name: "PixieWireTests", dependencies: ["PixieWire", "SiblingsCrypto"], swiftSettings: strict),
         .testTarget(name: "StorageTests", dependencies: ["Storage"], swiftSettings: strict),
+        .testTarget(
+            name: "PixieServerTests",
+            dependencies: [
+                "PixieServer", "PixieWire", "HTTPServer", "Storage", "WebAuthn", "SiblingsCrypto", "CommandLineKit",
+            ],
+            swiftSettings: strict),
         .testTarget(
             name: "WebAuthnTests",
             dependencies: ["WebAuthn", "SiblingsCrypto", "SiblingsTestSupport"],

@@ -60,16 +60,20 @@ public struct HTTPRequest: Sendable {
     public var queryItems: [(name: String, value: String)]
     public var headers: HTTPHeaders
     public var body: Data
+    /// The peer's IP address as the server saw it (`127.0.0.1`, `::1`); nil in the in-memory test client
+    /// unless a test sets it. Per-client rate limits count under it.
+    public var remoteAddress: String?
 
     public init(
         method: HTTPMethod, path: String, queryItems: [(name: String, value: String)] = [],
-        headers: HTTPHeaders = HTTPHeaders(), body: Data = Data()
+        headers: HTTPHeaders = HTTPHeaders(), body: Data = Data(), remoteAddress: String? = nil
     ) {
         self.method = method
         self.path = path
         self.queryItems = queryItems
         self.headers = headers
         self.body = body
+        self.remoteAddress = remoteAddress
     }
 
     /// The first value of the query item `name`.

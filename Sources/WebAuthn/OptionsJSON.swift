@@ -58,7 +58,7 @@ public struct PublicKeyCredentialDescriptorJSON: Codable, Sendable, Equatable {
 
     public init(id: Data) {
         type = "public-key"
-        self.id = Base64URL.encode(id)
+        self.id = Data(id).base64URLEncodedString()
     }
 }
 
@@ -78,8 +78,8 @@ extension WebAuthnRelyingParty {
         precondition((1...64).contains(userID.count), "a user handle is 1 to 64 bytes (§5.4.3)")
         return PublicKeyCredentialCreationOptionsJSON(
             rp: .init(id: rpID, name: rpName ?? rpID),
-            user: .init(id: Base64URL.encode(userID), name: userName, displayName: userDisplayName),
-            challenge: Base64URL.encode(challenge),
+            user: .init(id: Data(userID).base64URLEncodedString(), name: userName, displayName: userDisplayName),
+            challenge: Data(challenge).base64URLEncodedString(),
             pubKeyCredParams: [.init(type: "public-key", alg: COSEKey.es256Algorithm)],
             timeout: timeoutMilliseconds,
             excludeCredentials: excludeCredentials.map(PublicKeyCredentialDescriptorJSON.init(id:)),
@@ -96,7 +96,7 @@ extension WebAuthnRelyingParty {
         challenge: Data, allowCredentials: [Data] = [], timeoutMilliseconds: Int? = 300_000
     ) -> PublicKeyCredentialRequestOptionsJSON {
         PublicKeyCredentialRequestOptionsJSON(
-            challenge: Base64URL.encode(challenge), timeout: timeoutMilliseconds, rpId: rpID,
+            challenge: Data(challenge).base64URLEncodedString(), timeout: timeoutMilliseconds, rpId: rpID,
             allowCredentials: allowCredentials.map(PublicKeyCredentialDescriptorJSON.init(id:)),
             userVerification: requiresUserVerification ? "required" : "preferred")
     }

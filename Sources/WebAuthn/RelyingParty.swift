@@ -204,7 +204,7 @@ public struct WebAuthnRelyingParty: Sendable {
         guard clientData.type == type else {
             throw WebAuthnError(.typeMismatch, "clientData.type is \"\(clientData.type)\", expected \"\(type)\"")
         }
-        guard let challenge = Base64URL.decode(clientData.challenge) else {
+        guard let challenge = Data(base64URLEncoded: clientData.challenge) else {
             throw WebAuthnError(.challengeMismatch, "clientData.challenge is not unpadded base64url")
         }
         guard safeCompare(challenge, Data(expectedChallenge)) else {

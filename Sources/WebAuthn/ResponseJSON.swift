@@ -132,7 +132,7 @@ extension AuthenticationResponseJSON {
 }
 
 private func field(_ text: String, _ name: String) throws -> Data {
-    guard let data = Base64URL.decode(text) else {
+    guard let data = Data(base64URLEncoded: text) else {
         throw WebAuthnError(.invalidResponseJSON, "\(name) is not unpadded base64url")
     }
     return data

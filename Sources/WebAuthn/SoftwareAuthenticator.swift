@@ -111,13 +111,14 @@ public final class SoftwareAuthenticator: Sendable {
             .text("attStmt"): .map([:]),
             .text("authData"): .bytes(authenticatorData.rawRepresentation),
         ]).encoded()
-        let id = Base64URL.encode(credentialID)
+        let id = Data(credentialID).base64URLEncodedString()
         return RegistrationResponseJSON(
             id: id, rawId: id,
             response: AuthenticatorAttestationResponseJSON(
-                clientDataJSON: Base64URL.encode(clientDataJSON),
-                attestationObject: Base64URL.encode(attestationObject),
-                authenticatorData: Base64URL.encode(authenticatorData.rawRepresentation), transports: ["internal"],
+                clientDataJSON: Data(clientDataJSON).base64URLEncodedString(),
+                attestationObject: Data(attestationObject).base64URLEncodedString(),
+                authenticatorData: Data(authenticatorData.rawRepresentation).base64URLEncodedString(),
+                transports: ["internal"],
                 publicKeyAlgorithm: COSEKey.es256Algorithm),
             authenticatorAttachment: "platform")
     }
@@ -147,14 +148,14 @@ public final class SoftwareAuthenticator: Sendable {
         let key = try P256.Signing.PrivateKey(rawRepresentation: credential.privateKey)
         let signature = try key.signature(
             for: authenticatorData + SHA256.hash(data: clientDataJSON).rawRepresentation)
-        let id = Base64URL.encode(credential.id)
+        let id = Data(credential.id).base64URLEncodedString()
         return AuthenticationResponseJSON(
             id: id, rawId: id,
             response: AuthenticatorAssertionResponseJSON(
-                clientDataJSON: Base64URL.encode(clientDataJSON),
-                authenticatorData: Base64URL.encode(authenticatorData),
-                signature: Base64URL.encode(signature.derRepresentation),
-                userHandle: Base64URL.encode(credential.userID)),
+                clientDataJSON: Data(clientDataJSON).base64URLEncodedString(),
+                authenticatorData: Data(authenticatorData).base64URLEncodedString(),
+                signature: Data(signature.derRepresentation).base64URLEncodedString(),
+                userHandle: Data(credential.userID).base64URLEncodedString()),
             authenticatorAttachment: "platform")
     }
 
@@ -178,7 +179,7 @@ public final class SoftwareAuthenticator: Sendable {
         encoder.outputFormatting = .withoutEscapingSlashes
         let quotedOrigin = String(decoding: try! encoder.encode(origin), as: UTF8.self)
         return Data(
-            "{\"type\":\"\(type)\",\"challenge\":\"\(Base64URL.encode(challenge))\",\"origin\":\(quotedOrigin),\"crossOrigin\":false}"
+            "{\"type\":\"\(type)\",\"challenge\":\"\(Data(challenge).base64URLEncodedString())\",\"origin\":\(quotedOrigin),\"crossOrigin\":false}"
                 .utf8)
     }
 }

@@ -51,7 +51,7 @@ struct RegistrationFixture {
 
     var clientDataJSON: Data {
         var object: [String: Any] = [
-            "type": type, "challenge": clientChallenge ?? Base64URL.encode(challenge), "origin": origin,
+            "type": type, "challenge": clientChallenge ?? Data(challenge).base64URLEncodedString(), "origin": origin,
         ]
         if let crossOrigin { object["crossOrigin"] = crossOrigin }
         if let topOrigin { object["topOrigin"] = topOrigin }
@@ -86,7 +86,9 @@ struct AssertionFixture {
     var key: P256.Signing.PrivateKey
 
     var clientDataJSON: Data {
-        var object: [String: Any] = ["type": type, "challenge": Base64URL.encode(challenge), "origin": origin]
+        var object: [String: Any] = [
+            "type": type, "challenge": Data(challenge).base64URLEncodedString(), "origin": origin,
+        ]
         if let crossOrigin { object["crossOrigin"] = crossOrigin }
         return try! JSONSerialization.data(withJSONObject: object)
     }

@@ -48,7 +48,9 @@ struct RegistrationTests {
         }
         refused(.challengeMismatch) { $0.challenge = Data(repeating: 0x43, count: 32) }
         refused(.challengeMismatch) { $0.challenge = Data(repeating: 0x42, count: 31) }
-        refused(.challengeMismatch) { $0.clientChallenge = Base64URL.encode(Data(repeating: 0x42, count: 32)) + "=" }
+        refused(.challengeMismatch) {
+            $0.clientChallenge = Data(repeating: 0x42, count: 32).base64URLEncodedString() + "="
+        }
         refused(.originNotAllowed) { $0.origin = "https://evil.example" }
         refused(.originNotAllowed) { $0.origin = "http://example.com" }
         refused(.originNotAllowed) { $0.origin = "https://example.com:8443" }

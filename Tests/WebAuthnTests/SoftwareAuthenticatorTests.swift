@@ -51,7 +51,7 @@ struct SoftwareAuthenticatorTests {
             let text = response[field] as! String
             #expect(!text.contains("=") && !text.contains("+") && !text.contains("/"))
         }
-        let clientData = Base64URL.decode(response["clientDataJSON"] as! String)!
+        let clientData = Data(base64URLEncoded: response["clientDataJSON"] as! String)!
         #expect(
             String(decoding: clientData, as: UTF8.self)
                 == #"{"type":"webauthn.create","challenge":"AAAAAAAAAAAAAAAAAAAAAA","origin":"https://example.com","crossOrigin":false}"#
@@ -68,7 +68,7 @@ struct SoftwareAuthenticatorTests {
         registration.type = "password"
         expectError(.invalidResponseJSON) { try party.verifyRegistration(registration, expectedChallenge: challenge) }
         registration = good
-        registration.rawId = Base64URL.encode(Data(count: 32))
+        registration.rawId = Data(count: 32).base64URLEncodedString()
         expectError(.invalidResponseJSON) { try party.verifyRegistration(registration, expectedChallenge: challenge) }
         registration.id = registration.rawId
         expectError(.credentialMismatch) { try party.verifyRegistration(registration, expectedChallenge: challenge) }
@@ -144,7 +144,7 @@ struct SoftwareAuthenticatorTests {
                     let assertion = try authenticator.getAssertion(
                         rpID: "example.com", origin: "https://example.com", challenge: Data(count: 16))
                     let data = try AuthenticatorData(
-                        rawRepresentation: Base64URL.decode(assertion.response.authenticatorData)!)
+                        rawRepresentation: Data(base64URLEncoded: assertion.response.authenticatorData)!)
                     return data.signCount
                 }
             }

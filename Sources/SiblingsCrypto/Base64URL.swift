@@ -1,7 +1,8 @@
 import Foundation
 
 extension Data {
-    /// Decodes base64url without padding (RFC 4648 §5), the encoding of every byte field in Pixie's JSON.
+    /// Decodes base64url without padding (RFC 4648 §5): WebAuthn's encoding (WebAuthn L3 §3) and that of every
+    /// byte field in Pixie's JSON.
     /// Returns nil for any other alphabet, for padding, for whitespace and for a length no encoding has.
     public init?(base64URLEncoded text: some StringProtocol) {
         var standard = ""
@@ -38,28 +39,5 @@ extension Data {
                 default: return character
                 }
             })
-    }
-}
-
-/// A byte string carried in JSON as base64url without padding; decoding anything else fails with a message
-/// naming the encoding, which the HTTP layer turns into a 400 naming the field.
-public struct Base64URLBytes: Codable, Sendable, Hashable {
-    public var data: Data
-
-    public init(_ data: Data) { self.data = data }
-
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.singleValueContainer()
-        let text = try container.decode(String.self)
-        guard let data = Data(base64URLEncoded: text) else {
-            throw DecodingError.dataCorruptedError(
-                in: container, debugDescription: "must be base64url without padding (RFC 4648 §5)")
-        }
-        self.data = data
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        try container.encode(data.base64URLEncodedString())
     }
 }

@@ -1,0 +1,172 @@
+import Foundation
+import HTTPServer
+import PixieWire
+import SiblingsCrypto
+import Storage
+import Synchronization
+
+/// The `pixie-server` process: the configured services on one router, one store and one HTTP listener,
+/// plus `/healthz` and `/metrics`.
+///
+/// Everything a test needs to replace is injected: the store, the clock, the randomness and the SMS sender.
+public struct Application: Sendable {
+    public let configuration: PixieConfiguration
+    public let keys: ServiceKeys
+    public let database: any SQLDatabase
+    public let logger: Logger
+    public let metrics: Metrics
+    public let router: Router
+
+    /// Opens (or creates) the data directory's store and keys and builds the router.
+    public static func open(configuration: PixieConfiguration, logger: Logger) throws(ServerError) -> Application {
+        let root = URL(fileURLWithPath: configuration.dataDirectory, isDirectory: true)
+        let keys = try ServiceKeys.loadOrCreate(in: root.appendingPathComponent("keys"), logger: logger)
+        let database: SQLiteDatabase
+        do {
+            database = try SQLiteDatabase(path: root.appendingPathComponent("pixie.sqlite").path)
+        } catch {
+            throw ServerError(.storage, "cannot open the store in \(root.path): \(error)")
+        }
+        let sms: any SMSSender =
+            configuration.smsWebhookURL.map {
+                WebhookSMSSender(url: $0, bearerSecret: configuration.smsWebhookSecret)
+            }
+            ?? DevelopmentSMSSink(
+                outbox: root.appendingPathComponent("sms-outbox.jsonl"), logger: logger.named("phone-verify"))
+        return try Application(configuration: configuration, keys: keys, database: database, sms: sms, logger: logger)
+    }
+
+    public init(
+        configuration: PixieConfiguration, keys: ServiceKeys, database: any SQLDatabase, sms: any SMSSender,
+        clock: PixieClock = .system, random: any SecureRandomSource = SystemRandom(), logger: Logger,
+        metrics: Metrics = Metrics()
+    ) throws(ServerError) {
+        self.configuration = configuration
+        self.keys = keys
+        self.database = database
+        self.logger = logger
+        self.metrics = metrics
+        var router = Router()
+        router.add(middleware: ObservabilityMiddleware(logger: logger.named("http"), metrics: metrics))
+        router.get("/healthz") { [database, logger] _, _ in
+            do {
+                _ = try database.query("SELECT 1 AS ok", [])
+            } catch {
+                logger.error("health check: the store does not answer", ["error": "\(error)"])
+                throw HTTPError(.serviceUnavailable, .storage, "the store does not answer")
+            }
+            return try .json(["status": "ok"])
+        }
+        router.get("/metrics") { [metrics] _, _ in
+            HTTPResponse(
+                status: .ok, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"],
+                body: Data(metrics.exposition().utf8))
+        }
+        let services = configuration.services
+        if services.contains(.phoneVerify) {
+            var settings = PhoneVerifyService.Configuration()
+            settings.certLifetime = configuration.phoneCertLifetime
+            try PhoneVerifyService(
+                database: database, keys: keys, sms: sms, configuration: settings, clock: clock, random: random,
+                logger: logger.named("phone-verify"), metrics: metrics
+            ).addRoutes(to: &router)
+        }
+        if services.contains(.identity) {
+            var settings = IdentityService.Configuration()
+            settings.relyingPartyID = configuration.relyingPartyID
+            settings.allowedOrigins = Set(configuration.allowedOrigins)
+            settings.requireUserVerification = configuration.requireUserVerification
+            settings.grantLifetime = configuration.grantLifetime
+            settings.sessionLifetime = configuration.sessionLifetime
+            try IdentityService(
+                database: database, pinnedPhoneVerifyKeys: Self.pinnedPhoneVerifyKeys(configuration, keys),
+                configuration: settings,
+                clock: clock, random: random, logger: logger.named("identity"), metrics: metrics
+            ).addRoutes(to: &router)
+        }
+        self.router = router
+    }
+
+    /// The phone-verify keys cert-checking services pin: the configured one, else the local one when
+    /// phone-verify runs in this process, else none (and those services refuse certs).
+    public var pinnedPhoneVerifyKeys: [HybridSignature.PublicKey] { Self.pinnedPhoneVerifyKeys(configuration, keys) }
+
+    static func pinnedPhoneVerifyKeys(
+        _ configuration: PixieConfiguration, _ keys: ServiceKeys
+    ) -> [HybridSignature.PublicKey] {
+        if let key = configuration.phoneVerifyKey { return [key] }
+        return configuration.services.contains(.phoneVerify) ? [keys.phoneVerify.publicKey] : []
+    }
+
+    /// Starts listening on 127.0.0.1 and returns the running server.
+    public func start() throws(ServerError) -> HTTPServer {
+        let server: HTTPServer
+        do {
+            server = try HTTPServer(
+                responder: router,
+                configuration: HTTPServer.Configuration(
+                    port: configuration.port, maximumBodySize: configuration.maximumBodyBytes,
+                    connectionLimit: 256))
+        } catch {
+            throw ServerError(.listen, error.reason)
+        }
+        logger.info(
+            "listening",
+            [
+                "address": "http://127.0.0.1:\(server.port)",
+                "services": configuration.services.map(\.rawValue).joined(separator: ","),
+                "data_dir": configuration.dataDirectory,
+            ])
+        return server
+    }
+
+    /// Runs until SIGTERM or SIGINT, then stops taking connections, finishes the requests in flight and
+    /// returns.
+    public func run() async throws(ServerError) {
+        let server = try start()
+        let signal = await Self.waitForTermination()
+        logger.info("shutting down", ["signal": signal])
+        await server.shutdown()
+        logger.info("stopped")
+    }
+
+    /// Waits for SIGTERM or SIGINT (whichever comes first) and returns its name.
+    static func waitForTermination() async -> String {
+        await withCheckedContinuation { (continuation: CheckedContinuation<String, Never>) in
+            let queue = DispatchQueue(label: "pixie-server.signals")
+            let once = OnceFlag()
+            var sources: [any DispatchSourceSignal] = []
+            for (number, name) in [(SIGTERM, "SIGTERM"), (SIGINT, "SIGINT")] {
+                signal(number, SIG_IGN)
+                let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
+                source.setEventHandler {
+                    if once.claim() { continuation.resume(returning: name) }
+                }
+                source.resume()
+                sources.append(source)
+            }
+            // The sources live as long as the process; the server exits soon after the first signal.
+            SignalSources.keep(sources)
+        }
+    }
+}
+
+/// True for the first caller of ``claim()`` only.
+private final class OnceFlag: Sendable {
+    private let claimed = Mutex(false)
+
+    func claim() -> Bool {
+        claimed.withLock { claimed in
+            defer { claimed = true }
+            return !claimed
+        }
+    }
+}
+
+/// Keeps the signal sources alive for the life of the process.
+private enum SignalSources {
+    nonisolated(unsafe) private static var sources: [any DispatchSourceSignal] = []
+    private static let lock = Mutex(())
+
+    static func keep(_ new: [any DispatchSourceSignal]) { lock.withLock { _ in sources += new } }
+}

@@ -1,0 +1,707 @@
+import Foundation
+import HTTPServer
+import PixieWire
+import SiblingsCrypto
+import Storage
+import WebAuthn
+
+/// identity-svc (000_e422bd9a7c930342.txt): accounts and the device roster (server-authoritative), the
+/// discovery directory, device grants, passkey enrollment and sign-in, sessions, and the siblings list.
+///
+/// It holds nothing that admits a device by itself: a device joins an existing account only with a grant
+/// that an enrolled device minted (`POST /v1/auth/devices/grant`), and the account's keys travel between
+/// devices in boxes this service cannot open. Endpoints and bodies: docs/openapi.yaml; the flows:
+/// docs/pixie-protocol.md.
+public struct IdentityService: Sendable {
+    public struct Configuration: Sendable {
+        /// The WebAuthn relying party id (a registrable domain the app's passkeys are bound to).
+        public var relyingPartyID = "localhost"
+        /// The origins a passkey's clientDataJSON may name.
+        public var allowedOrigins: Set<String> = ["https://localhost"]
+        /// Whether a passkey must report user verification (biometrics or a PIN).
+        public var requireUserVerification = false
+        /// A device grant's lifetime: the seed's three minutes.
+        public var grantLifetime: TimeInterval = 180
+        /// How long a passkey challenge may wait for its answer.
+        public var challengeLifetime: TimeInterval = 300
+        public var sessionLifetime: TimeInterval = 30 * 86_400
+        /// Wrong six-digit grant codes an account may see before its live codes are void.
+        public var codeAttemptsAllowed = 5
+        public var clientRequestsPerMinute = 60
+
+        public init() {}
+    }
+
+    static let component = "identity"
+    static let migrations = [
+        Migration(
+            version: 1,
+            sql: """
+                CREATE TABLE accounts (
+                    account_id TEXT PRIMARY KEY,
+                    phone_id BLOB NOT NULL UNIQUE,
+                    account_signing_pubkey BLOB NOT NULL,
+                    created_at BIGINT NOT NULL
+                );
+                CREATE TABLE discovery (
+                    phone_id BLOB PRIMARY KEY,
+                    account_id TEXT NOT NULL REFERENCES accounts (account_id),
+                    discovery_inbox BLOB NOT NULL UNIQUE,
+                    discovery_xwing_pubkey BLOB NOT NULL,
+                    updated_at BIGINT NOT NULL
+                );
+                CREATE TABLE devices (
+                    device_id TEXT PRIMARY KEY,
+                    account_id TEXT NOT NULL REFERENCES accounts (account_id),
+                    pubkey BLOB NOT NULL UNIQUE,
+                    name TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    removed_at BIGINT
+                );
+                CREATE INDEX devices_by_account ON devices (account_id);
+                CREATE TABLE passkeys (
+                    credential_id BLOB PRIMARY KEY,
+                    device_id TEXT NOT NULL REFERENCES devices (device_id),
+                    account_id TEXT NOT NULL REFERENCES accounts (account_id),
+                    public_key BLOB NOT NULL,
+                    sign_count BIGINT NOT NULL,
+                    backup_eligible BIGINT NOT NULL,
+                    created_at BIGINT NOT NULL
+                );
+                CREATE TABLE webauthn_challenges (
+                    challenge_id TEXT PRIMARY KEY,
+                    challenge BLOB NOT NULL,
+                    purpose TEXT NOT NULL,
+                    expires_at BIGINT NOT NULL
+                );
+                CREATE TABLE recovery_grants (
+                    grant_hash BLOB PRIMARY KEY,
+                    account_id TEXT NOT NULL REFERENCES accounts (account_id),
+                    issued_by TEXT NOT NULL REFERENCES devices (device_id),
+                    kind TEXT NOT NULL CHECK (kind IN ('token', 'code')),
+                    created_at BIGINT NOT NULL,
+                    expires_at BIGINT NOT NULL,
+                    used_at BIGINT,
+                    failed_attempts BIGINT NOT NULL DEFAULT 0
+                );
+                CREATE INDEX recovery_grants_by_account ON recovery_grants (account_id, kind);
+                """ + Sessions.migration)
+    ]
+
+    let database: any SQLDatabase
+    let certificates: PhoneOwnershipCert.Verifier?
+    let configuration: Configuration
+    let clock: PixieClock
+    let random: any SecureRandomSource
+    let logger: Logger
+    let metrics: Metrics
+    let sessions: Sessions
+    let relyingParty: WebAuthnRelyingParty
+    let clientLimiter: RateLimiter
+
+    /// `pinnedPhoneVerifyKeys` are the phone-verify keys certificates are checked against; with none, every
+    /// endpoint that takes a PhoneOwnershipCert refuses (503 `phone_verify_key_not_pinned`), never skips.
+    public init(
+        database: any SQLDatabase, pinnedPhoneVerifyKeys: [HybridSignature.PublicKey],
+        configuration: Configuration = .init(), clock: PixieClock = .system,
+        random: any SecureRandomSource = SystemRandom(), logger: Logger, metrics: Metrics
+    ) throws(ServerError) {
+        do {
+            try database.migrate(component: Self.component, migrations: Self.migrations)
+        } catch {
+            throw ServerError(.storage, "identity's tables could not be migrated: \(error)")
+        }
+        self.database = database
+        self.certificates =
+            pinnedPhoneVerifyKeys.isEmpty ? nil : PhoneOwnershipCert.Verifier(pinnedKeys: pinnedPhoneVerifyKeys)
+        self.configuration = configuration
+        self.clock = clock
+        self.random = random
+        self.logger = logger
+        self.metrics = metrics
+        self.sessions = Sessions(
+            database: database, clock: clock, random: random, lifetime: configuration.sessionLifetime,
+            logger: logger)
+        self.relyingParty = WebAuthnRelyingParty(
+            rpID: configuration.relyingPartyID, allowedOrigins: configuration.allowedOrigins,
+            requiresUserVerification: configuration.requireUserVerification, random: random)
+        self.clientLimiter = RateLimiter(capacity: configuration.clientRequestsPerMinute, per: 60, clock: clock)
+        if certificates == nil {
+            logger.warning(
+                "no phone-verify key is pinned: account creation, discovery lookups and code grants will refuse")
+        }
+        metrics.describe("pixie_identity_events_total", type: "counter", help: "identity-svc events, by kind.")
+    }
+
+    public func addRoutes(to router: inout Router) {
+        router.post("/v1/auth/passkey/challenge") { request, _ in try passkeyChallenge(request) }
+        router.post("/v1/accounts") { request, _ in try createAccount(request) }
+        router.post("/v1/discovery/own") { request, _ in try lookupOwnDiscovery(request) }
+        router.post("/v1/auth/devices/grant") { request, _ in try mintGrant(request) }
+        router.post("/v1/auth/devices/register") { request, _ in try registerWithGrant(request) }
+        router.post("/v1/auth/passkey/login") { request, _ in try passkeyLogin(request) }
+        router.post("/v1/auth/sessions/revoke") { request, _ in
+            try limitClient(request)
+            try sessions.revoke(request)
+            return HTTPResponse(status: .noContent)
+        }
+        router.get("/v1/sync/siblings") { request, _ in try siblings(request) }
+    }
+
+    // MARK: - Passkey challenges
+
+    struct ChallengeRequest: Decodable {
+        let purpose: String
+    }
+
+    struct ChallengeResponse: Encodable {
+        let challengeID: String
+        let challenge: Base64URLBytes
+        let rpID: String
+        let expiresAt: Int64
+        enum CodingKeys: String, CodingKey {
+            case challengeID = "challenge_id"
+            case challenge
+            case rpID = "rp_id"
+            case expiresAt = "expires_at"
+        }
+    }
+
+    func passkeyChallenge(_ request: HTTPRequest) throws -> HTTPResponse {
+        let body = try request.decode(as: ChallengeRequest.self)
+        guard ["register", "login"].contains(body.purpose) else {
+            throw HTTPError(.badRequest, .badRequest, "purpose must be \"register\" or \"login\"")
+        }
+        try limitClient(request)
+        let challengeID = random.bytes(count: 16).base64URLEncodedString()
+        let challenge = random.bytes(count: 32)
+        let expiresAt = clock.now().unixSeconds + Int64(configuration.challengeLifetime)
+        _ = try store(logger) {
+            // Expired challenges are swept as new ones are made, so the table stays small.
+            _ = try database.execute(
+                "DELETE FROM webauthn_challenges WHERE expires_at <= ?", [.integer(clock.now().unixSeconds)])
+            return try database.execute(
+                "INSERT INTO webauthn_challenges (challenge_id, challenge, purpose, expires_at) VALUES (?, ?, ?, ?)",
+                [.text(challengeID), .blob(challenge), .text(body.purpose), .integer(expiresAt)])
+        }
+        return try .json(
+            ChallengeResponse(
+                challengeID: challengeID, challenge: Base64URLBytes(challenge), rpID: configuration.relyingPartyID,
+                expiresAt: expiresAt), status: .created)
+    }
+
+    /// Takes the challenge `id` for `purpose` out of the store (single use) and returns its bytes.
+    func consumeChallenge(_ id: String, purpose: String, in transaction: any SQLTransaction) throws -> Data {
+        guard
+            let row = try transaction.queryOne(
+                "SELECT challenge, purpose, expires_at FROM webauthn_challenges WHERE challenge_id = ?", [.text(id)])
+        else {
+            throw HTTPError(
+                .badRequest, .challengeInvalid, "the passkey challenge is unknown or already used; ask for a new one")
+        }
+        _ = try transaction.execute("DELETE FROM webauthn_challenges WHERE challenge_id = ?", [.text(id)])
+        guard try row.string("purpose") == purpose else {
+            throw HTTPError(.badRequest, .challengeInvalid, "the passkey challenge was made for another purpose")
+        }
+        guard try row.int64("expires_at") > clock.now().unixSeconds else {
+            throw HTTPError(.badRequest, .challengeInvalid, "the passkey challenge has expired; ask for a new one")
+        }
+        return try row.data("challenge")
+    }
+
+    // MARK: - Accounts
+
+    struct DeviceFields: Decodable {
+        let pubkey: Base64URLBytes
+        let name: String
+    }
+
+    struct PasskeyRegistration: Decodable {
+        let challengeID: String
+        let credential: RegistrationResponseJSON
+        enum CodingKeys: String, CodingKey {
+            case challengeID = "challenge_id"
+            case credential
+        }
+    }
+
+    struct CreateAccountRequest: Decodable {
+        let phoneCert: Base64URLBytes
+        let discoveryInbox: Base64URLBytes
+        let discoveryXWingPubkey: Base64URLBytes
+        let accountSigningPubkey: Base64URLBytes
+        let device: DeviceFields
+        let passkey: PasskeyRegistration
+        enum CodingKeys: String, CodingKey {
+            case phoneCert = "phone_cert"
+            case discoveryInbox = "discovery_inbox"
+            case discoveryXWingPubkey = "discovery_xwing_pubkey"
+            case accountSigningPubkey = "account_signing_pubkey"
+            case device, passkey
+        }
+    }
+
+    struct EnrolledResponse: Encodable {
+        let accountID: String
+        let deviceID: String
+        let sessionToken: String
+        let sessionExpiresAt: Int64
+        enum CodingKeys: String, CodingKey {
+            case accountID = "account_id"
+            case deviceID = "device_id"
+            case sessionToken = "session_token"
+            case sessionExpiresAt = "session_expires_at"
+        }
+    }
+
+    func createAccount(_ request: HTTPRequest) throws -> HTTPResponse {
+        let body = try request.decode(as: CreateAccountRequest.self)
+        try limitClient(request)
+        let cert = try verify(body.phoneCert)
+        guard body.discoveryInbox.data.count == 32 else {
+            throw HTTPError(.badRequest, .invalidField, "discovery_inbox is a 32-byte relay subject")
+        }
+        guard (try? XWing.PublicKey(rawRepresentation: body.discoveryXWingPubkey.data)) != nil else {
+            throw HTTPError(
+                .badRequest, .invalidField,
+                "discovery_xwing_pubkey is not a \(XWing.publicKeyByteCount)-byte X-Wing public key")
+        }
+        guard (try? HybridSignature.PublicKey(rawRepresentation: body.accountSigningPubkey.data)) != nil else {
+            throw HTTPError(
+                .badRequest, .invalidField,
+                "account_signing_pubkey is not a \(HybridSignature.publicKeyByteCount)-byte hybrid public key")
+        }
+        try validate(body.device)
+        let accountID = random.bytes(count: 16).base64URLEncodedString()
+        let deviceID = random.bytes(count: 16).base64URLEncodedString()
+        let now = clock.now().unixSeconds
+        let response = try store(logger) {
+            try database.transaction { transaction in
+                let challenge = try consumeChallenge(body.passkey.challengeID, purpose: "register", in: transaction)
+                let credential = try verifyRegistration(body.passkey.credential, challenge: challenge)
+                if try transaction.queryOne("SELECT 1 AS x FROM accounts WHERE phone_id = ?", [.blob(cert.phoneID)])
+                    != nil
+                {
+                    throw HTTPError(
+                        .conflict, .accountExists,
+                        "this number already has an account; add this device from one of its devices instead")
+                }
+                try insertUnique(
+                    transaction,
+                    "INSERT INTO accounts (account_id, phone_id, account_signing_pubkey, created_at) VALUES (?, ?, ?, ?)",
+                    [.text(accountID), .blob(cert.phoneID), .blob(body.accountSigningPubkey.data), .integer(now)],
+                    conflict: "this number already has an account")
+                try insertUnique(
+                    transaction,
+                    "INSERT INTO discovery (phone_id, account_id, discovery_inbox, discovery_xwing_pubkey, updated_at) "
+                        + "VALUES (?, ?, ?, ?, ?)",
+                    [
+                        .blob(cert.phoneID), .text(accountID), .blob(body.discoveryInbox.data),
+                        .blob(body.discoveryXWingPubkey.data), .integer(now),
+                    ], conflict: "this discovery_inbox is already in use; choose a fresh random one")
+                try enroll(
+                    device: body.device, deviceID: deviceID, accountID: accountID, credential: credential,
+                    in: transaction)
+                let (token, expiresAt) = try sessions.create(
+                    accountID: accountID, deviceID: deviceID, in: transaction)
+                return EnrolledResponse(
+                    accountID: accountID, deviceID: deviceID, sessionToken: token,
+                    sessionExpiresAt: expiresAt.unixSeconds)
+            }
+        }
+        event("account_created")
+        return try .json(response, status: .created)
+    }
+
+    // MARK: - Discovery
+
+    struct DiscoveryRequest: Decodable {
+        let phoneCert: Base64URLBytes
+        enum CodingKeys: String, CodingKey { case phoneCert = "phone_cert" }
+    }
+
+    /// Exactly the two fields the seed names; never an account id, never a device pubkey.
+    struct DiscoveryResponse: Encodable {
+        let discoveryInbox: Base64URLBytes
+        let discoveryXWingPubkey: Base64URLBytes
+        enum CodingKeys: String, CodingKey {
+            case discoveryInbox = "discovery_inbox"
+            case discoveryXWingPubkey = "discovery_xwing_pubkey"
+        }
+    }
+
+    /// lookup_own_discovery: the cert's phone_id is the only lookup key; no parameter can point elsewhere.
+    func lookupOwnDiscovery(_ request: HTTPRequest) throws -> HTTPResponse {
+        let body = try request.decode(as: DiscoveryRequest.self)
+        let cert = try verify(body.phoneCert)
+        let row = try store(logger) {
+            try database.queryOne(
+                "SELECT discovery_inbox, discovery_xwing_pubkey FROM discovery WHERE phone_id = ?",
+                [.blob(cert.phoneID)])
+        }
+        guard let row else {
+            throw HTTPError(
+                .notFound, .noAccount, "no account is registered for this number; create one from this device")
+        }
+        event("discovery_lookup")
+        return try .json(
+            try store(logger) {
+                DiscoveryResponse(
+                    discoveryInbox: Base64URLBytes(try row.data("discovery_inbox")),
+                    discoveryXWingPubkey: Base64URLBytes(try row.data("discovery_xwing_pubkey")))
+            })
+    }
+
+    // MARK: - Grants
+
+    struct GrantRequest: Decodable {
+        /// "token" (the default: 32 random bytes for the sign-in approval) or "code" (six digits a person types).
+        let kind: String?
+    }
+
+    struct GrantResponse: Encodable {
+        let grant: String
+        let kind: String
+        let expiresAt: Int64
+        enum CodingKeys: String, CodingKey {
+            case grant, kind
+            case expiresAt = "expires_at"
+        }
+    }
+
+    /// POST /v1/auth/devices/grant: a row in recovery_grants with a three-minute expiry, single use, minted
+    /// by an enrolled device for its own account.
+    func mintGrant(_ request: HTTPRequest) throws -> HTTPResponse {
+        let session = try sessions.authenticate(request)
+        let kind = request.body.isEmpty ? "token" : (try request.decode(as: GrantRequest.self).kind ?? "token")
+        guard kind == "token" || kind == "code" else {
+            throw HTTPError(.badRequest, .invalidField, "kind must be \"token\" or \"code\"")
+        }
+        let grant =
+            kind == "token"
+            ? random.bytes(count: 32).base64URLEncodedString() : PhoneVerifyService.randomCode(random)
+        let now = clock.now().unixSeconds
+        let expiresAt = now + Int64(configuration.grantLifetime)
+        _ = try store(logger) {
+            try database.execute(
+                "INSERT INTO recovery_grants (grant_hash, account_id, issued_by, kind, created_at, expires_at) "
+                    + "VALUES (?, ?, ?, ?, ?, ?)",
+                [
+                    .blob(Self.grantHash(grant, kind: kind, accountID: session.accountID)), .text(session.accountID),
+                    .text(session.deviceID), .text(kind), .integer(now), .integer(expiresAt),
+                ])
+        }
+        event("grant_minted")
+        return try .json(GrantResponse(grant: grant, kind: kind, expiresAt: expiresAt), status: .created)
+    }
+
+    /// A token grant is found by its hash alone; a code grant only within the account of the cert that comes
+    /// with it (six digits are not unique across accounts).
+    static func grantHash(_ grant: String, kind: String, accountID: String) -> Data {
+        let input = kind == "token" ? "pixie/grant/token/v1\0" + grant : "pixie/grant/code/v1\0\(accountID)\0\(grant)"
+        return Data(SHA256.hash(data: Data(input.utf8)))
+    }
+
+    // MARK: - Register with grant
+
+    struct RegisterRequest: Decodable {
+        let grant: String?
+        let code: String?
+        let phoneCert: Base64URLBytes?
+        let device: DeviceFields
+        let passkey: PasskeyRegistration
+        let revokeOthers: Bool
+        enum CodingKeys: String, CodingKey {
+            case grant, code, device, passkey
+            case phoneCert = "phone_cert"
+            case revokeOthers = "revoke_others"
+        }
+    }
+
+    /// The register-with-grant passkey enrollment: a grant (or a six-digit code with the number's cert)
+    /// and a passkey registration enroll a new device in the grant's account; `revoke_others` (false on the
+    /// sign-in path) removes every other device and ends their sessions.
+    func registerWithGrant(_ request: HTTPRequest) throws -> HTTPResponse {
+        let body = try request.decode(as: RegisterRequest.self)
+        try limitClient(request)
+        try validate(body.device)
+        let lookup: (hash: Data, accountID: String?)
+        switch (body.grant, body.code, body.phoneCert) {
+        case (let grant?, nil, nil):
+            guard let bytes = Data(base64URLEncoded: grant), bytes.count == 32 else {
+                throw HTTPError(.badRequest, .invalidField, "grant is the 32-byte token the approving device sent")
+            }
+            lookup = (Self.grantHash(grant, kind: "token", accountID: ""), nil)
+        case (nil, let code?, let certBytes?):
+            guard code.count == 6, code.allSatisfy({ $0.isASCII && $0.isNumber }) else {
+                throw HTTPError(.badRequest, .invalidCode, "code is the six digits the approving device shows")
+            }
+            let cert = try verify(certBytes)
+            let account = try store(logger) {
+                try database.queryOne("SELECT account_id FROM accounts WHERE phone_id = ?", [.blob(cert.phoneID)])
+            }
+            guard let accountID = try account.map({ row in try store(logger) { try row.string("account_id") } })
+            else {
+                throw HTTPError(.notFound, .noAccount, "no account is registered for this number")
+            }
+            lookup = (Self.grantHash(code, kind: "code", accountID: accountID), accountID)
+        default:
+            throw HTTPError(
+                .badRequest, .invalidField, "send either grant, or code together with phone_cert (and not both)")
+        }
+        let deviceID = random.bytes(count: 16).base64URLEncodedString()
+        let now = clock.now().unixSeconds
+        let outcome: Result<EnrolledResponse, HTTPError> = try store(logger) {
+            try database.transaction { transaction in
+                guard
+                    let grant = try transaction.queryOne(
+                        "SELECT account_id, expires_at, used_at, failed_attempts FROM recovery_grants "
+                            + "WHERE grant_hash = ?", [.blob(lookup.hash)])
+                else {
+                    if let accountID = lookup.accountID {
+                        // A wrong code counts against every live code of the account; past the limit they are void.
+                        _ = try transaction.execute(
+                            "UPDATE recovery_grants SET failed_attempts = failed_attempts + 1 "
+                                + "WHERE account_id = ? AND kind = 'code' AND used_at IS NULL",
+                            [.text(accountID)])
+                        return .failure(
+                            HTTPError(.forbidden, .grantInvalid, "the code is wrong; check it on the other device"))
+                    }
+                    return .failure(HTTPError(.forbidden, .grantInvalid, "the grant is not known"))
+                }
+                if try grant.optionalInt64("used_at") != nil {
+                    return .failure(HTTPError(.conflict, .grantUsed, "the grant was already used; ask for a new one"))
+                }
+                if try grant.int64("expires_at") <= now {
+                    return .failure(HTTPError(.gone, .grantExpired, "the grant has expired; approve again"))
+                }
+                if try grant.int64("failed_attempts") >= Int64(configuration.codeAttemptsAllowed) {
+                    return .failure(
+                        HTTPError(.tooManyRequests, .tooManyAttempts, "too many wrong codes; approve again"))
+                }
+                let accountID = try grant.string("account_id")
+                let challenge = try consumeChallenge(body.passkey.challengeID, purpose: "register", in: transaction)
+                let credential = try verifyRegistration(body.passkey.credential, challenge: challenge)
+                _ = try transaction.execute(
+                    "UPDATE recovery_grants SET used_at = ? WHERE grant_hash = ?", [.integer(now), .blob(lookup.hash)])
+                if body.revokeOthers {
+                    _ = try transaction.execute(
+                        "UPDATE sessions SET revoked_at = ? WHERE account_id = ? AND revoked_at IS NULL",
+                        [.integer(now), .text(accountID)])
+                    _ = try transaction.execute(
+                        "UPDATE devices SET removed_at = ? WHERE account_id = ? AND removed_at IS NULL",
+                        [.integer(now), .text(accountID)])
+                    _ = try transaction.execute("DELETE FROM passkeys WHERE account_id = ?", [.text(accountID)])
+                }
+                try enroll(
+                    device: body.device, deviceID: deviceID, accountID: accountID, credential: credential,
+                    in: transaction)
+                let (token, expiresAt) = try sessions.create(
+                    accountID: accountID, deviceID: deviceID, in: transaction)
+                return .success(
+                    EnrolledResponse(
+                        accountID: accountID, deviceID: deviceID, sessionToken: token,
+                        sessionExpiresAt: expiresAt.unixSeconds))
+            }
+        }
+        // A refusal is returned rather than thrown out of the transaction, so a wrong code's count is kept.
+        switch outcome {
+        case .failure(let error):
+            event("grant_refused")
+            throw error
+        case .success(let response):
+            event(body.revokeOthers ? "device_enrolled_revoking_others" : "device_enrolled")
+            return try .json(response, status: .created)
+        }
+    }
+
+    // MARK: - Passkey sign-in
+
+    struct LoginRequest: Decodable {
+        let challengeID: String
+        let credential: AuthenticationResponseJSON
+        enum CodingKeys: String, CodingKey {
+            case challengeID = "challenge_id"
+            case credential
+        }
+    }
+
+    func passkeyLogin(_ request: HTTPRequest) throws -> HTTPResponse {
+        let body = try request.decode(as: LoginRequest.self)
+        try limitClient(request)
+        let response = try store(logger) {
+            try database.transaction { transaction in
+                let challenge = try consumeChallenge(body.challengeID, purpose: "login", in: transaction)
+                guard let credentialID = Data(base64URLEncoded: body.credential.rawId),
+                    let row = try transaction.queryOne(
+                        "SELECT p.device_id, p.account_id, p.public_key, p.sign_count, p.backup_eligible, d.removed_at "
+                            + "FROM passkeys p "
+                            + "JOIN devices d ON d.device_id = p.device_id WHERE p.credential_id = ?",
+                        [.blob(credentialID)])
+                else {
+                    throw HTTPError(.unauthorized, .unauthorized, "this passkey is not registered")
+                }
+                guard try row.optionalInt64("removed_at") == nil else {
+                    throw HTTPError(.unauthorized, .unauthorized, "this device was removed from the account")
+                }
+                let storedCount = UInt32(clamping: try row.int64("sign_count"))
+                let newCount: UInt32
+                do {
+                    let stored = RegisteredCredential(
+                        credentialID: credentialID,
+                        publicKey: try COSEKey(cborRepresentation: try row.data("public_key")),
+                        signCount: storedCount, backupEligible: try row.bool("backup_eligible"))
+                    newCount = try relyingParty.verifyAssertion(
+                        body.credential, expectedChallenge: challenge, credential: stored, storedSignCount: storedCount
+                    ).newSignCount
+                } catch let error as WebAuthnError {
+                    if error.code == .possibleClonedAuthenticator {
+                        logger.warning(
+                            "a passkey's signature counter went backwards", ["device": try row.string("device_id")])
+                    }
+                    throw HTTPError(.unauthorized, .passkeyInvalid, error.reason)
+                }
+                _ = try transaction.execute(
+                    "UPDATE passkeys SET sign_count = ? WHERE credential_id = ?",
+                    [.integer(Int64(newCount)), .blob(credentialID)])
+                let accountID = try row.string("account_id")
+                let deviceID = try row.string("device_id")
+                let (token, expiresAt) = try sessions.create(
+                    accountID: accountID, deviceID: deviceID, in: transaction)
+                return EnrolledResponse(
+                    accountID: accountID, deviceID: deviceID, sessionToken: token,
+                    sessionExpiresAt: expiresAt.unixSeconds)
+            }
+        }
+        event("passkey_login")
+        return try .json(response)
+    }
+
+    // MARK: - Siblings
+
+    struct SiblingsResponse: Encodable {
+        struct Device: Encodable {
+            let deviceID: String
+            let pubkey: Base64URLBytes
+            enum CodingKeys: String, CodingKey {
+                case deviceID = "device_id"
+                case pubkey
+            }
+        }
+        let devices: [Device]
+    }
+
+    /// GET /v1/sync/siblings: the roster of the session's account (the caller included; the device filters
+    /// its own pubkey out). The account comes from the session only.
+    func siblings(_ request: HTTPRequest) throws -> HTTPResponse {
+        let session = try sessions.authenticate(request)
+        let devices = try store(logger) {
+            try database.query(
+                "SELECT device_id, pubkey FROM devices WHERE account_id = ? AND removed_at IS NULL "
+                    + "ORDER BY created_at, device_id", [.text(session.accountID)]
+            ).map { row in
+                SiblingsResponse.Device(
+                    deviceID: try row.string("device_id"), pubkey: Base64URLBytes(try row.data("pubkey")))
+            }
+        }
+        return try .json(SiblingsResponse(devices: devices))
+    }
+
+    // MARK: - Pieces
+
+    func verify(_ cert: Base64URLBytes) throws(HTTPError) -> PhoneOwnershipCert {
+        guard let certificates else {
+            throw HTTPError(
+                .serviceUnavailable, .phoneVerifyKeyNotPinned,
+                "this server has no pinned phone-verify key, so it cannot check PhoneOwnershipCerts and refuses; "
+                    + "the operator must configure one")
+        }
+        do {
+            return try certificates.verify(cert.data, now: clock.now())
+        } catch {
+            event("cert_refused")
+            throw HTTPError(.unauthorized, .phoneCertInvalid, error.reason)
+        }
+    }
+
+    func verifyRegistration(
+        _ credential: RegistrationResponseJSON, challenge: Data
+    ) throws(HTTPError)
+        -> RegisteredCredential
+    {
+        do {
+            return try relyingParty.verifyRegistration(credential, expectedChallenge: challenge)
+        } catch let error as WebAuthnError {
+            throw HTTPError(.badRequest, .passkeyInvalid, error.reason)
+        } catch {
+            throw HTTPError(.badRequest, .passkeyInvalid, "the passkey registration does not verify")
+        }
+    }
+
+    func validate(_ device: DeviceFields) throws(HTTPError) {
+        guard (32...4096).contains(device.pubkey.data.count) else {
+            throw HTTPError(.badRequest, .invalidField, "device.pubkey must be 32 to 4096 bytes")
+        }
+        guard (1...64).contains(device.name.count), !device.name.unicodeScalars.contains(where: { $0.value < 0x20 })
+        else {
+            throw HTTPError(
+                .badRequest, .invalidField, "device.name must be 1 to 64 characters without control characters")
+        }
+    }
+
+    func enroll(
+        device: DeviceFields, deviceID: String, accountID: String, credential: RegisteredCredential,
+        in transaction: any SQLTransaction
+    ) throws {
+        let now = clock.now().unixSeconds
+        try insertUnique(
+            transaction,
+            "INSERT INTO devices (device_id, account_id, pubkey, name, created_at) VALUES (?, ?, ?, ?, ?)",
+            [.text(deviceID), .text(accountID), .blob(device.pubkey.data), .text(device.name), .integer(now)],
+            conflict: "this device pubkey is already enrolled; a device joins once")
+        try insertUnique(
+            transaction,
+            "INSERT INTO passkeys (credential_id, device_id, account_id, public_key, sign_count, backup_eligible, "
+                + "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
+                .blob(credential.credentialID), .text(deviceID), .text(accountID),
+                .blob(credential.publicKey.cborRepresentation), .integer(Int64(credential.signCount)),
+                .integer(credential.backupEligible ? 1 : 0), .integer(now),
+            ], conflict: "this passkey is already registered")
+    }
+
+    /// An insert whose unique-constraint failure is the client's mistake (409), not the store's.
+    func insertUnique(
+        _ transaction: any SQLTransaction, _ sql: String, _ parameters: [SQLValue], conflict: String
+    ) throws {
+        do {
+            _ = try transaction.execute(sql, parameters)
+        } catch let error as StorageError where error.code == .constraint {
+            throw HTTPError(.conflict, .conflict, conflict)
+        }
+    }
+
+    func limitClient(_ request: HTTPRequest) throws(HTTPError) {
+        if let wait = clientLimiter.acquire(request.clientKey) {
+            throw HTTPError(
+                .tooManyRequests, .rateLimited, "too many requests from this address; wait and try again",
+                headers: ["Retry-After": String(Int(wait.rounded(.up)))])
+        }
+    }
+
+    func event(_ kind: String) { metrics.increment("pixie_identity_events_total", labels: ["kind": kind]) }
+}
+
+extension HTTPError.Code {
+    static let invalidField = HTTPError.Code("invalid_field")
+    static let conflict = HTTPError.Code("conflict")
+    static let accountExists = HTTPError.Code("account_exists")
+    static let noAccount = HTTPError.Code("no_account")
+    static let phoneCertInvalid = HTTPError.Code("phone_cert_invalid")
+    static let phoneVerifyKeyNotPinned = HTTPError.Code("phone_verify_key_not_pinned")
+    static let challengeInvalid = HTTPError.Code("challenge_invalid")
+    static let passkeyInvalid = HTTPError.Code("passkey_invalid")
+    static let grantInvalid = HTTPError.Code("grant_invalid")
+    static let grantUsed = HTTPError.Code("grant_used")
+    static let grantExpired = HTTPError.Code("grant_expired")
+}

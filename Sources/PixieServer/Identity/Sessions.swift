@@ -1,0 +1,102 @@
+import Foundation
+import HTTPServer
+import PixieWire
+import SiblingsCrypto
+import Storage
+
+/// A signed-in device: who a bearer token speaks for.
+public struct Session: Sendable, Equatable {
+    public let accountID: String
+    public let deviceID: String
+    public let expiresAt: Date
+}
+
+/// Bearer sessions: 32 random bytes handed to the device once, stored only as SHA-256, with an expiry and a
+/// revocation time. The account a request acts on always comes from here, never from the request.
+struct Sessions: Sendable {
+    let database: any SQLDatabase
+    let clock: PixieClock
+    let random: any SecureRandomSource
+    let lifetime: TimeInterval
+    let logger: Logger
+
+    static let migration = """
+        CREATE TABLE sessions (
+            token_hash BLOB PRIMARY KEY,
+            account_id TEXT NOT NULL,
+            device_id TEXT NOT NULL,
+            created_at BIGINT NOT NULL,
+            expires_at BIGINT NOT NULL,
+            revoked_at BIGINT
+        );
+        CREATE INDEX sessions_by_device ON sessions (device_id);
+        """
+
+    /// Creates a session inside `transaction`; returns the token, which is never stored.
+    func create(accountID: String, deviceID: String, in transaction: any SQLTransaction) throws -> (String, Date) {
+        let token = random.bytes(count: 32)
+        let now = clock.now()
+        let expiresAt = now.addingTimeInterval(lifetime)
+        try transaction.execute(
+            "INSERT INTO sessions (token_hash, account_id, device_id, created_at, expires_at) VALUES (?, ?, ?, ?, ?)",
+            [
+                .blob(Self.hash(token)), .text(accountID), .text(deviceID), .integer(now.unixSeconds),
+                .integer(expiresAt.unixSeconds),
+            ])
+        return (token.base64URLEncodedString(), Date(timeIntervalSince1970: TimeInterval(expiresAt.unixSeconds)))
+    }
+
+    /// The session behind `Authorization: Bearer <token>`, or a 401 that says what is wrong.
+    func authenticate(_ request: HTTPRequest) throws -> Session {
+        guard let header = request.headers["Authorization"] else {
+            throw Self.unauthorized("this endpoint needs a session: send Authorization: Bearer <session token>")
+        }
+        let parts = header.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer", let token = Data(base64URLEncoded: parts[1]),
+            token.count == 32
+        else {
+            throw Self.unauthorized("the Authorization header must be Bearer and a session token")
+        }
+        let now = clock.now()
+        let row = try store(logger) {
+            try database.queryOne(
+                "SELECT s.account_id, s.device_id, s.expires_at, s.revoked_at, d.removed_at FROM sessions s "
+                    + "JOIN devices d ON d.device_id = s.device_id WHERE s.token_hash = ?", [.blob(Self.hash(token))])
+        }
+        guard let row else { throw Self.unauthorized("the session token is not known; sign in again") }
+        let session = try store(logger) {
+            Session(
+                accountID: try row.string("account_id"), deviceID: try row.string("device_id"),
+                expiresAt: Date(timeIntervalSince1970: TimeInterval(try row.int64("expires_at"))))
+        }
+        let revoked = try store(logger) { try row.optionalInt64("revoked_at") }
+        let removed = try store(logger) { try row.optionalInt64("removed_at") }
+        guard revoked == nil else { throw Self.unauthorized("the session was revoked; sign in again") }
+        guard removed == nil else {
+            throw Self.unauthorized("this device was removed from the account; it cannot sign in again")
+        }
+        guard now < session.expiresAt else { throw Self.unauthorized("the session has expired; sign in again") }
+        return session
+    }
+
+    /// Revokes the session behind `request`'s token.
+    func revoke(_ request: HTTPRequest) throws {
+        _ = try authenticate(request)
+        let token = Data(base64URLEncoded: request.headers["Authorization"]!.split(separator: " ")[1])!
+        _ = try store(logger) {
+            try database.execute(
+                "UPDATE sessions SET revoked_at = ? WHERE token_hash = ? AND revoked_at IS NULL",
+                [.integer(clock.now().unixSeconds), .blob(Self.hash(token))])
+        }
+    }
+
+    static func hash(_ token: Data) -> Data { Data(SHA256.hash(data: token)) }
+
+    static func unauthorized(_ reason: String) -> HTTPError {
+        HTTPError(.unauthorized, .unauthorized, reason, headers: ["WWW-Authenticate": "Bearer"])
+    }
+}
+
+extension HTTPError.Code {
+    static let unauthorized = HTTPError.Code("unauthorized")
+}

@@ -1,0 +1,181 @@
+import Foundation
+import PixieWire
+import SiblingsCrypto
+
+/// Everything an operator sets, from (later wins) the defaults, a JSON file (`--config`), the environment
+/// (`PIXIE_<SETTING>`) and flags (`--<setting>`). Every source goes through ``set(_:_:source:)``, so a
+/// setting has one name and one parser everywhere: `data_dir` is `"data_dir"` in the file,
+/// `PIXIE_DATA_DIR` in the environment and `--data-dir` on the command line. An unknown setting or a
+/// value that does not parse stops the server with an error naming the source.
+public struct PixieConfiguration: Sendable, Equatable {
+    /// The services one process runs.
+    public enum Service: String, Sendable, CaseIterable, Comparable {
+        case phoneVerify = "phone-verify"
+        case identity
+
+        public static func < (lhs: Service, rhs: Service) -> Bool {
+            allCases.firstIndex(of: lhs)! < allCases.firstIndex(of: rhs)!
+        }
+    }
+
+    /// Where the store (`pixie.sqlite`), the keys (`keys/`) and the development SMS outbox live.
+    public var dataDirectory = "pixie-data"
+    /// The TCP port on 127.0.0.1 (put a TLS-terminating proxy in front for anything else).
+    public var port: UInt16 = 8080
+    public var services: [Service] = Service.allCases
+    /// The phone-verify public key (base64url, 1984 bytes) that certs are checked against. When nil and
+    /// phone-verify runs in the same process, its own key is pinned; otherwise cert endpoints refuse.
+    public var phoneVerifyKey: HybridSignature.PublicKey?
+    /// An SMS gateway webhook; when nil, codes go to the development outbox `<data_dir>/sms-outbox.jsonl`.
+    public var smsWebhookURL: URL?
+    public var smsWebhookSecret: String?
+    public var relyingPartyID = "localhost"
+    public var allowedOrigins: [String] = ["https://localhost"]
+    public var requireUserVerification = false
+    public var logLevel: Logger.Level = .info
+    /// The longest request body accepted, in bytes.
+    public var maximumBodyBytes = 1 << 20
+    public var phoneCertLifetime: TimeInterval = 86_400
+    public var grantLifetime: TimeInterval = 180
+    public var sessionLifetime: TimeInterval = 30 * 86_400
+    /// Seconds a request may take before the client gets 503.
+    public var requestTimeout: TimeInterval = 30
+
+    public init() {}
+
+    /// The settings, with what each takes; `pixie-server --help` and docs/operations.md list the same.
+    public static let settings: [(name: String, help: String)] = [
+        ("data_dir", "directory for the store, the keys and the development SMS outbox (default pixie-data)"),
+        ("port", "TCP port on 127.0.0.1 (default 8080; 0 picks a free one)"),
+        ("services", "comma-separated services to run: phone-verify,identity (default all)"),
+        ("phone_verify_key", "pinned phone-verify public key, base64url (default: the local one, if it runs here)"),
+        ("sms_webhook_url", "SMS gateway webhook URL (default: the development outbox file)"),
+        ("sms_webhook_secret", "bearer secret sent to the SMS webhook"),
+        ("rp_id", "WebAuthn relying party id (default localhost)"),
+        ("allowed_origins", "comma-separated WebAuthn origins (default https://localhost)"),
+        ("require_user_verification", "true to require passkey user verification (default false)"),
+        ("log_level", "debug, info, warning or error (default info)"),
+        ("max_body_bytes", "longest request body in bytes (default 1048576)"),
+        ("phone_cert_lifetime", "PhoneOwnershipCert lifetime in seconds (default 86400)"),
+        ("grant_lifetime", "device grant lifetime in seconds (default 180)"),
+        ("session_lifetime", "session lifetime in seconds (default 2592000)"),
+        ("request_timeout", "seconds before a slow request is answered 503 (default 30)"),
+    ]
+
+    /// Sets one setting from text; `source` names where it came from in the error.
+    public mutating func set(_ name: String, _ value: String, source: String) throws(ServerError) {
+        func fail(_ expected: String) -> ServerError {
+            ServerError(.configuration, "\(source): \(name) must be \(expected), not \"\(value)\"")
+        }
+        func seconds() throws(ServerError) -> TimeInterval {
+            guard let number = Int(value), number > 0 else { throw fail("a number of seconds above 0") }
+            return TimeInterval(number)
+        }
+        switch name {
+        case "data_dir":
+            guard !value.isEmpty else { throw fail("a directory path") }
+            dataDirectory = value
+        case "port":
+            guard let number = UInt16(value) else { throw fail("a port number, 0 to 65535") }
+            port = number
+        case "services":
+            var chosen: [Service] = []
+            for part in value.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) {
+                guard let service = Service(rawValue: part) else {
+                    throw fail("a comma-separated list of " + Service.allCases.map(\.rawValue).joined(separator: ", "))
+                }
+                if !chosen.contains(service) { chosen.append(service) }
+            }
+            guard !chosen.isEmpty else { throw fail("at least one service") }
+            services = chosen.sorted()
+        case "phone_verify_key":
+            guard let bytes = Data(base64URLEncoded: value),
+                let key = try? HybridSignature.PublicKey(rawRepresentation: bytes)
+            else { throw fail("a base64url hybrid public key (pixie-server trust-bundle prints it)") }
+            phoneVerifyKey = key
+        case "sms_webhook_url":
+            guard let url = URL(string: value), ["http", "https"].contains(url.scheme ?? ""), url.host != nil else {
+                throw fail("an http or https URL")
+            }
+            smsWebhookURL = url
+        case "sms_webhook_secret":
+            smsWebhookSecret = value
+        case "rp_id":
+            guard !value.isEmpty, !value.contains("/"), !value.contains(":") else { throw fail("a domain name") }
+            relyingPartyID = value
+        case "allowed_origins":
+            let origins = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            guard !origins.isEmpty, origins.allSatisfy({ $0.hasPrefix("https://") || $0.hasPrefix("http://") })
+            else { throw fail("a comma-separated list of origins like https://example.com") }
+            allowedOrigins = origins
+        case "require_user_verification":
+            guard let flag = Bool(value.lowercased()) else { throw fail("true or false") }
+            requireUserVerification = flag
+        case "log_level":
+            guard let level = Logger.Level(name: value) else { throw fail("debug, info, warning or error") }
+            logLevel = level
+        case "max_body_bytes":
+            guard let number = Int(value), number >= 1024 else { throw fail("a number of bytes, at least 1024") }
+            maximumBodyBytes = number
+        case "phone_cert_lifetime": phoneCertLifetime = try seconds()
+        case "grant_lifetime": grantLifetime = try seconds()
+        case "session_lifetime": sessionLifetime = try seconds()
+        case "request_timeout": requestTimeout = try seconds()
+        default:
+            throw ServerError(
+                .configuration,
+                "\(source): there is no setting \"\(name)\"; the settings are "
+                    + Self.settings.map(\.name).joined(separator: ", "))
+        }
+    }
+
+    /// Applies a JSON configuration file: an object whose keys are setting names; strings, numbers, booleans
+    /// and (for lists) arrays of strings.
+    public mutating func apply(file: URL) throws(ServerError) {
+        guard let data = try? Data(contentsOf: file) else {
+            throw ServerError(.configuration, "cannot read the configuration file \(file.path)")
+        }
+        let object: [String: FileValue]
+        do {
+            object = try JSONDecoder().decode([String: FileValue].self, from: data)
+        } catch {
+            throw ServerError(
+                .configuration,
+                "\(file.path) is not a JSON object of settings (strings, numbers, booleans, lists of strings)")
+        }
+        for (name, value) in object.sorted(by: { $0.key < $1.key }) {
+            try set(name, value.text, source: file.path)
+        }
+    }
+
+    /// One value of a configuration file, as the text a flag would carry.
+    private enum FileValue: Decodable {
+        case text(String)
+
+        var text: String {
+            switch self {
+            case .text(let text): text
+            }
+        }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.singleValueContainer()
+            if let flag = try? container.decode(Bool.self) {
+                self = .text(flag ? "true" : "false")
+            } else if let number = try? container.decode(Int.self) {
+                self = .text(String(number))
+            } else if let string = try? container.decode(String.self) {
+                self = .text(string)
+            } else {
+                self = .text(try container.decode([String].self).joined(separator: ","))
+            }
+        }
+    }
+
+    /// Applies every `PIXIE_<SETTING>` variable of `environment`; other `PIXIE_` variables are an error.
+    public mutating func apply(environment: [String: String]) throws(ServerError) {
+        for (variable, value) in environment.sorted(by: { $0.key < $1.key }) where variable.hasPrefix("PIXIE_") {
+            try set(String(variable.dropFirst(6)).lowercased(), value, source: "the environment variable \(variable)")
+        }
+    }
+}

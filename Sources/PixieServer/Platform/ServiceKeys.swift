@@ -1,0 +1,161 @@
+import Foundation
+import PixieWire
+import SiblingsCrypto
+
+/// The services' own secrets, generated on first start into `<data-dir>/keys/` and read on every later one.
+///
+/// - `phone-verify.seed`: phone-verify-svc's HybridSignature seed (signs PhoneOwnershipCerts).
+/// - `phone-id.key`: the 32-byte HMAC key that turns an E.164 number into a phone_id.
+/// - `transparency-log.seed`: the transparency log's HybridSignature seed (signs checkpoints).
+/// - `sender-cert.seed`: credential-svc's HybridSignature seed (signs SenderCerts).
+///
+/// Each file is 32 bytes, mode 0600, written atomically. A file that exists but cannot be read or has the
+/// wrong length stops the server with an error: a key is never silently replaced, since every device that
+/// pinned the old one would refuse the new one.
+public struct ServiceKeys: Sendable {
+    public let phoneVerify: HybridSignature.PrivateKey
+    public let phoneIDKey: SymmetricKey
+    public let transparencyLog: HybridSignature.PrivateKey
+    public let senderCert: HybridSignature.PrivateKey
+
+    public init(
+        phoneVerify: HybridSignature.PrivateKey, phoneIDKey: SymmetricKey,
+        transparencyLog: HybridSignature.PrivateKey, senderCert: HybridSignature.PrivateKey
+    ) {
+        self.phoneVerify = phoneVerify
+        self.phoneIDKey = phoneIDKey
+        self.transparencyLog = transparencyLog
+        self.senderCert = senderCert
+    }
+
+    /// Fresh keys from `random`; for tests.
+    public static func generate(random: some SecureRandomSource = SystemRandom()) -> ServiceKeys {
+        ServiceKeys(
+            phoneVerify: HybridSignature.PrivateKey(source: random),
+            phoneIDKey: SymmetricKey(data: random.bytes(count: 32)),
+            transparencyLog: HybridSignature.PrivateKey(source: random),
+            senderCert: HybridSignature.PrivateKey(source: random))
+    }
+
+    /// Loads the keys under `directory`, generating each one that does not exist yet.
+    public static func loadOrCreate(in directory: URL, logger: Logger) throws(ServerError) -> ServiceKeys {
+        do {
+            try FileManager.default.createDirectory(
+                at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw ServerError(
+                .configuration, "cannot create the key directory \(directory.path): \(error.localizedDescription)")
+        }
+        func secret(_ name: String) throws(ServerError) -> Data {
+            let url = directory.appendingPathComponent(name)
+            if FileManager.default.fileExists(atPath: url.path) {
+                guard let data = try? Data(contentsOf: url) else {
+                    throw ServerError(.configuration, "cannot read \(url.path); check its owner and permissions")
+                }
+                guard data.count == 32 else {
+                    throw ServerError(
+                        .configuration,
+                        "\(url.path) is \(data.count) bytes, not 32; restore it from a backup (a new key would "
+                            + "break every device that pinned the old one)")
+                }
+                return data
+            }
+            let data = SecureRandom.bytes(count: 32)
+            do {
+                let temporary = directory.appendingPathComponent(".\(name).\(UUID().uuidString)")
+                guard
+                    FileManager.default.createFile(
+                        atPath: temporary.path, contents: data, attributes: [.posixPermissions: 0o600])
+                else { throw CocoaError(.fileWriteUnknown) }
+                // link(2) fails if another process created the key meanwhile, so a key is never replaced.
+                guard link(temporary.path, url.path) == 0 else {
+                    let code = errno
+                    try? FileManager.default.removeItem(at: temporary)
+                    if code == EEXIST { return try secret(name) }
+                    throw CocoaError(.fileWriteUnknown)
+                }
+                try FileManager.default.removeItem(at: temporary)
+            } catch let error as ServerError {
+                throw error
+            } catch {
+                throw ServerError(.configuration, "cannot write \(url.path): \(error.localizedDescription)")
+            }
+            logger.info("generated a new key", ["file": url.path])
+            return data
+        }
+        do {
+            return ServiceKeys(
+                phoneVerify: try HybridSignature.PrivateKey(seedRepresentation: try secret("phone-verify.seed")),
+                phoneIDKey: SymmetricKey(data: try secret("phone-id.key")),
+                transparencyLog: try HybridSignature.PrivateKey(
+                    seedRepresentation: try secret("transparency-log.seed")),
+                senderCert: try HybridSignature.PrivateKey(seedRepresentation: try secret("sender-cert.seed")))
+        } catch let error as ServerError {
+            throw error
+        } catch {
+            throw ServerError(.configuration, "a key in \(directory.path) is not valid: \(error)")
+        }
+    }
+
+    /// The public keys a device pins.
+    public var trustBundle: TrustBundle {
+        TrustBundle(
+            phoneVerifyKey: phoneVerify.publicKey, transparencyLogKey: transparencyLog.publicKey,
+            senderCertKey: senderCert.publicKey)
+    }
+}
+
+/// The public keys a device must pin, printed by `pixie-server trust-bundle` and shipped with the app (never
+/// learned from the first answer on the network). JSON, byte fields base64url without padding:
+/// `{"version":1,"phone_verify_key":…,"transparency_log_key":…,"sender_cert_key":…}` (1984-byte hybrid keys).
+public struct TrustBundle: Codable, Sendable, Equatable {
+    public var version = 1
+    public var phoneVerifyKey: HybridSignature.PublicKey
+    public var transparencyLogKey: HybridSignature.PublicKey
+    public var senderCertKey: HybridSignature.PublicKey
+
+    public init(
+        phoneVerifyKey: HybridSignature.PublicKey, transparencyLogKey: HybridSignature.PublicKey,
+        senderCertKey: HybridSignature.PublicKey
+    ) {
+        self.phoneVerifyKey = phoneVerifyKey
+        self.transparencyLogKey = transparencyLogKey
+        self.senderCertKey = senderCertKey
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case version
+        case phoneVerifyKey = "phone_verify_key"
+        case transparencyLogKey = "transparency_log_key"
+        case senderCertKey = "sender_cert_key"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        version = try container.decode(Int.self, forKey: .version)
+        guard version == 1 else {
+            throw DecodingError.dataCorruptedError(
+                forKey: .version, in: container, debugDescription: "this build reads trust bundle version 1")
+        }
+        func key(_ field: CodingKeys) throws -> HybridSignature.PublicKey {
+            let bytes = try container.decode(Base64URLBytes.self, forKey: field)
+            do {
+                return try HybridSignature.PublicKey(rawRepresentation: bytes.data)
+            } catch {
+                throw DecodingError.dataCorruptedError(
+                    forKey: field, in: container, debugDescription: "not a 1984-byte hybrid public key")
+            }
+        }
+        phoneVerifyKey = try key(.phoneVerifyKey)
+        transparencyLogKey = try key(.transparencyLogKey)
+        senderCertKey = try key(.senderCertKey)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(version, forKey: .version)
+        try container.encode(Base64URLBytes(phoneVerifyKey.rawRepresentation), forKey: .phoneVerifyKey)
+        try container.encode(Base64URLBytes(transparencyLogKey.rawRepresentation), forKey: .transparencyLogKey)
+        try container.encode(Base64URLBytes(senderCertKey.rawRepresentation), forKey: .senderCertKey)
+    }
+}

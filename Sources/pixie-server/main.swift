@@ -1,0 +1,113 @@
+import CommandLineKit
+import Foundation
+import PixieServer
+
+/// `pixie-server`: every Pixie backend service in one process by default, or one alone
+/// (`pixie-server phone-verify`); README.md, docs/operations.md.
+struct PixieServerCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pixie-server",
+        abstract: "The Pixie backend: phone-verify and identity services over HTTP on 127.0.0.1.",
+        discussion: """
+            `pixie-server` runs every service; `pixie-server phone-verify` or `pixie-server identity` runs one. \
+            Settings come from (later wins) defaults, --config <file.json>, PIXIE_<SETTING> variables and flags; \
+            `pixie-server serve --help` lists them. `pixie-server trust-bundle` prints the public keys devices pin.
+            """,
+        version: "pixie-server 0.1.0",
+        subcommands: [Serve.self, TrustBundleCommand.self],
+        defaultSubcommand: Serve.self)
+}
+
+let streams = StandardStreams()
+
+/// Reads the configuration from the file, the environment and the flags that were given.
+func loadConfiguration(file: String?, flags: [(String, String?)]) throws -> PixieConfiguration {
+    var configuration = PixieConfiguration()
+    do {
+        if let file { try configuration.apply(file: URL(fileURLWithPath: file)) }
+        try configuration.apply(environment: ProcessInfo.processInfo.environment)
+        for case (let name, let value?) in flags { try configuration.set(name, value, source: "--\(name)") }
+    } catch let error as ServerError {
+        streams.err("pixie-server: error: \(error.reason)")
+        throw ExitCode.usage
+    }
+    return configuration
+}
+
+struct Serve: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Run services (all of them unless some are named: phone-verify, identity).",
+        discussion: "Settings:\n"
+            + PixieConfiguration.settings.map { "  \($0.name.replacingOccurrences(of: "_", with: "-")): \($0.help)" }
+            .joined(separator: "\n"))
+
+    @Arguments(help: "Services to run (default: all).") var services: [String] = []
+    @OptionalOption(name: .long("config"), help: "A JSON file of settings.") var config: String?
+    @OptionalOption(name: .long("data-dir"), help: "Directory for the store and the keys.") var dataDir: String?
+    @OptionalOption(name: .long("port"), help: "TCP port on 127.0.0.1.") var port: String?
+    @OptionalOption(name: .long("phone-verify-key"), help: "Pinned phone-verify public key, base64url.")
+    var phoneVerifyKey: String?
+    @OptionalOption(name: .long("sms-webhook-url"), help: "SMS gateway webhook URL.") var smsWebhookUrl: String?
+    @OptionalOption(name: .long("sms-webhook-secret"), help: "Bearer secret for the SMS webhook.")
+    var smsWebhookSecret: String?
+    @OptionalOption(name: .long("rp-id"), help: "WebAuthn relying party id.") var rpId: String?
+    @OptionalOption(name: .long("allowed-origins"), help: "Comma-separated WebAuthn origins.")
+    var allowedOrigins: String?
+    @OptionalOption(name: .long("require-user-verification"), help: "true or false.")
+    var requireUserVerification: String?
+    @OptionalOption(name: .long("log-level"), help: "debug, info, warning or error.") var logLevel: String?
+    @OptionalOption(name: .long("max-body-bytes"), help: "Longest request body.") var maxBodyBytes: String?
+    @OptionalOption(name: .long("phone-cert-lifetime"), help: "Seconds.") var phoneCertLifetime: String?
+    @OptionalOption(name: .long("grant-lifetime"), help: "Seconds.") var grantLifetime: String?
+    @OptionalOption(name: .long("session-lifetime"), help: "Seconds.") var sessionLifetime: String?
+    @OptionalOption(name: .long("request-timeout"), help: "Seconds.") var requestTimeout: String?
+
+    func run() async throws {
+        let configuration = try loadConfiguration(
+            file: config,
+            flags: [
+                ("services", services.isEmpty ? nil : services.joined(separator: ",")), ("data_dir", dataDir),
+                ("port", port), ("phone_verify_key", phoneVerifyKey), ("sms_webhook_url", smsWebhookUrl),
+                ("sms_webhook_secret", smsWebhookSecret), ("rp_id", rpId), ("allowed_origins", allowedOrigins),
+                ("require_user_verification", requireUserVerification), ("log_level", logLevel),
+                ("max_body_bytes", maxBodyBytes), ("phone_cert_lifetime", phoneCertLifetime),
+                ("grant_lifetime", grantLifetime), ("session_lifetime", sessionLifetime),
+                ("request_timeout", requestTimeout),
+            ])
+        let logger = Logger.standardError(service: "pixie-server", minimumLevel: configuration.logLevel)
+        do {
+            try await Application.open(configuration: configuration, logger: logger).run()
+        } catch {
+            logger.error("cannot start", ["error": error.reason])
+            streams.err("pixie-server: error: \(error.reason)")
+            throw ExitCode.failure
+        }
+    }
+}
+
+struct TrustBundleCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "trust-bundle",
+        abstract: "Print the public keys devices pin (JSON), creating the keys if the data directory has none.")
+
+    @OptionalOption(name: .long("config"), help: "A JSON file of settings.") var config: String?
+    @OptionalOption(name: .long("data-dir"), help: "Directory for the store and the keys.") var dataDir: String?
+
+    func run() async throws {
+        let configuration = try loadConfiguration(file: config, flags: [("data_dir", dataDir)])
+        let logger = Logger.standardError(service: "pixie-server", minimumLevel: .warning)
+        do {
+            let keys = try ServiceKeys.loadOrCreate(
+                in: URL(fileURLWithPath: configuration.dataDirectory).appendingPathComponent("keys"), logger: logger)
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+            streams.out(String(decoding: try encoder.encode(keys.trustBundle), as: UTF8.self))
+        } catch let error as ServerError {
+            streams.err("pixie-server: error: \(error.reason)")
+            throw ExitCode.failure
+        }
+    }
+}
+
+await PixieServerCommand.main()

@@ -1,0 +1,103 @@
+import Foundation
+import HTTPServer
+import PixieServer
+import PixieWire
+import SiblingsCrypto
+import Storage
+import Synchronization
+
+/// Records every SMS instead of sending it; can be told to fail.
+final class RecordingSMSSender: SMSSender {
+    private let sent = Mutex<[(number: String, text: String)]>([])
+    let failing = Mutex(false)
+
+    func send(_ text: String, to number: PhoneNumber) async throws(ServerError) {
+        if failing.withLock({ $0 }) { throw ServerError(.upstream, "the test gateway is down") }
+        sent.withLock { $0.append((number.e164, text)) }
+    }
+
+    var messages: [(number: String, text: String)] { sent.withLock { $0 } }
+
+    /// The six digits of the last message to `number`.
+    func lastCode(to number: String) -> String? {
+        guard let text = messages.last(where: { $0.number == number })?.text else { return nil }
+        let words = text.split(separator: " ").map { String($0.filter(\.isNumber)) }
+        return words.first { $0.count == 6 }
+    }
+}
+
+/// One in-process pixie-server on an in-memory store with a manual clock.
+struct Fixture {
+    let clock = ManualClock()
+    let sms = RecordingSMSSender()
+    let keys = ServiceKeys.generate()
+    let database: SQLiteDatabase
+    let application: Application
+    var router: Router { application.router }
+
+    init(
+        services: [PixieConfiguration.Service] = PixieConfiguration.Service.allCases, pinned: Bool = true
+    )
+        throws
+    {
+        var configuration = PixieConfiguration()
+        configuration.services = services
+        if !pinned, services.contains(.phoneVerify) {
+            fatalError("a fixture with phone-verify always pins its own key")
+        }
+        if pinned, !services.contains(.phoneVerify) {
+            configuration.phoneVerifyKey = keys.phoneVerify.publicKey
+        }
+        database = try SQLiteDatabase.inMemory()
+        application = try Application(
+            configuration: configuration, keys: keys, database: database, sms: sms, clock: clock.clock,
+            logger: .discard)
+    }
+
+    func post(_ path: String, _ json: String, token: String? = nil) async -> HTTPResponse {
+        var headers: HTTPHeaders = ["Content-Type": "application/json"]
+        if let token { headers["Authorization"] = "Bearer \(token)" }
+        return await router.test(.post, path, headers: headers, body: json)
+    }
+
+    func post(_ path: String, object: [String: Any], token: String? = nil) async -> HTTPResponse {
+        let data = try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+        return await post(path, String(decoding: data, as: UTF8.self), token: token)
+    }
+
+    func get(_ path: String, token: String? = nil) async -> HTTPResponse {
+        var headers = HTTPHeaders()
+        if let token { headers["Authorization"] = "Bearer \(token)" }
+        return await router.test(.get, path, headers: headers)
+    }
+
+    /// Runs phone verification for `number` and returns the cert bytes.
+    func phoneCert(for number: String = "+14155550123") async throws -> Data {
+        let start = await post("/v1/phone/verifications", object: ["phone_number": number])
+        guard start.status == .created, let id = start.json["verification_id"] as? String,
+            let code = sms.lastCode(to: try PhoneNumber(number).e164)
+        else { throw FixtureError("phone verification did not start: \(start.bodyText)") }
+        let check = await post("/v1/phone/verifications/check", object: ["verification_id": id, "code": code])
+        guard check.status == .ok,
+            let cert = (check.json["phone_cert"] as? String).flatMap(Data.init(base64URLEncoded:))
+        else { throw FixtureError("phone verification did not finish: \(check.bodyText)") }
+        return cert
+    }
+
+    /// Rows in `table`, to prove a refused request stored nothing.
+    func count(_ table: String) throws -> Int64 {
+        try database.queryOne("SELECT COUNT(*) AS n FROM \(table)", [])?.int64("n") ?? -1
+    }
+}
+
+struct FixtureError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+extension HTTPResponse {
+    /// The body as a JSON object (empty when it is not one).
+    var json: [String: Any] { (try? JSONSerialization.jsonObject(with: body) as? [String: Any]) ?? [:] }
+    /// The `error` code of a JSON error body.
+    var errorCode: String? { json["error"] as? String }
+}

@@ -1,0 +1,444 @@
+import Foundation
+import HTTPServer
+import PixieServer
+import PixieWire
+import SiblingsCrypto
+import Testing
+import WebAuthn
+
+/// A device as identity-svc sees it: keys, a software passkey, and a session once enrolled.
+struct TestDevice {
+    let pubkey = SecureRandom.bytes(count: 64)
+    let name: String
+    let authenticator = SoftwareAuthenticator()
+    var session: String?
+    var deviceID: String?
+    var credentialID: Data?
+
+    init(name: String) { self.name = name }
+
+    var deviceObject: [String: Any] { ["pubkey": pubkey.base64URLEncodedString(), "name": name] }
+}
+
+/// Account-level keys the first device registers.
+struct AccountKeys {
+    let inbox = SecureRandom.bytes(count: 32)
+    let discovery = XWing.PrivateKey()
+    let signing = HybridSignature.PrivateKey()
+}
+
+func jsonObject(_ value: some Encodable) -> Any {
+    try! JSONSerialization.jsonObject(with: JSONEncoder().encode(value))
+}
+
+extension Fixture {
+    /// A registration challenge, answered by `device`'s passkey: the `passkey` field of an enrollment.
+    func passkey(
+        for device: inout TestDevice, origin: String = "https://localhost", rpID: String = "localhost"
+    )
+        async throws -> [String: Any]
+    {
+        let response = await post("/v1/auth/passkey/challenge", object: ["purpose": "register"])
+        guard response.status == .created, let id = response.json["challenge_id"] as? String,
+            let challenge = (response.json["challenge"] as? String).flatMap(Data.init(base64URLEncoded:))
+        else { throw FixtureError("no challenge: \(response.bodyText)") }
+        let credential = device.authenticator.makeCredential(
+            rpID: rpID, origin: origin, challenge: challenge, userID: device.pubkey.prefix(16))
+        device.credentialID = Data(base64URLEncoded: credential.rawId)
+        return ["challenge_id": id, "credential": jsonObject(credential)]
+    }
+
+    /// Creates an account for `number` with `device` as its first device.
+    func createAccount(
+        _ device: inout TestDevice, number: String = "+14155550123", account: AccountKeys = AccountKeys()
+    ) async throws -> HTTPResponse {
+        let cert = try await phoneCert(for: number)
+        let response = await post(
+            "/v1/accounts",
+            object: [
+                "phone_cert": cert.base64URLEncodedString(),
+                "discovery_inbox": account.inbox.base64URLEncodedString(),
+                "discovery_xwing_pubkey": account.discovery.publicKey.rawRepresentation.base64URLEncodedString(),
+                "account_signing_pubkey": account.signing.publicKey.rawRepresentation.base64URLEncodedString(),
+                "device": device.deviceObject, "passkey": try await passkey(for: &device),
+            ])
+        device.session = response.json["session_token"] as? String
+        device.deviceID = response.json["device_id"] as? String
+        return response
+    }
+
+    func grant(from device: TestDevice, kind: String = "token") async -> HTTPResponse {
+        await post("/v1/auth/devices/grant", object: ["kind": kind], token: device.session)
+    }
+
+    func register(
+        _ device: inout TestDevice, grant: [String: Any], revokeOthers: Bool = false
+    ) async throws
+        -> HTTPResponse
+    {
+        var body = grant
+        body["device"] = device.deviceObject
+        body["passkey"] = try await passkey(for: &device)
+        body["revoke_others"] = revokeOthers
+        let response = await post("/v1/auth/devices/register", object: body)
+        if response.status == .created {
+            device.session = response.json["session_token"] as? String
+            device.deviceID = response.json["device_id"] as? String
+        }
+        return response
+    }
+
+    func siblings(of device: TestDevice) async -> [String] {
+        let response = await get("/v1/sync/siblings", token: device.session)
+        return ((response.json["devices"] as? [[String: Any]]) ?? []).compactMap { $0["pubkey"] as? String }
+    }
+}
+
+@Suite("identity-svc")
+struct IdentityServiceTests {
+    @Test func theWholeAuthorizationHalf() async throws {
+        let fixture = try Fixture()
+        var phone = TestDevice(name: "iPhone")
+        let account = AccountKeys()
+        let created = try await fixture.createAccount(&phone, account: account)
+        #expect(created.status == .created, "\(created.bodyText)")
+        #expect(phone.session != nil)
+
+        // The new device proves the same number and finds the account's discovery inbox, and nothing more.
+        let cert = try await fixture.phoneCert()
+        let discovery = await fixture.post("/v1/discovery/own", object: ["phone_cert": cert.base64URLEncodedString()])
+        #expect(discovery.status == .ok)
+        #expect(Set(discovery.json.keys) == ["discovery_inbox", "discovery_xwing_pubkey"])
+        #expect(discovery.json["discovery_inbox"] as? String == account.inbox.base64URLEncodedString())
+        #expect(
+            discovery.json["discovery_xwing_pubkey"] as? String
+                == account.discovery.publicKey.rawRepresentation.base64URLEncodedString())
+
+        // The sibling approves: a grant; the new device redeems it with its passkey.
+        let grant = await fixture.grant(from: phone)
+        #expect(grant.status == .created)
+        #expect(grant.json["expires_at"] as? Int == Int(fixture.clock.now.timeIntervalSince1970) + 180)
+        let token = try #require(grant.json["grant"] as? String)
+        var tablet = TestDevice(name: "iPad")
+        let registered = try await fixture.register(&tablet, grant: ["grant": token])
+        #expect(registered.status == .created, "\(registered.bodyText)")
+        #expect(registered.json["account_id"] as? String == created.json["account_id"] as? String)
+
+        // Both are siblings now; each sees the same roster.
+        let roster = await fixture.siblings(of: tablet)
+        #expect(Set(roster) == [phone.pubkey.base64URLEncodedString(), tablet.pubkey.base64URLEncodedString()])
+        #expect(await fixture.siblings(of: phone) == roster)
+
+        // The passkey signs the new device in again later.
+        let login = try await signIn(fixture, tablet)
+        #expect(login.status == .ok, "\(login.bodyText)")
+        #expect(login.json["device_id"] as? String == tablet.deviceID)
+    }
+
+    func signIn(
+        _ fixture: Fixture, _ device: TestDevice, origin: String = "https://localhost"
+    ) async throws
+        -> HTTPResponse
+    {
+        let challenge = await fixture.post("/v1/auth/passkey/challenge", object: ["purpose": "login"])
+        let id = try #require(challenge.json["challenge_id"] as? String)
+        let bytes = try #require((challenge.json["challenge"] as? String).flatMap(Data.init(base64URLEncoded:)))
+        let assertion = try device.authenticator.getAssertion(
+            rpID: "localhost", origin: origin, challenge: bytes, credentialID: device.credentialID)
+        return await fixture.post(
+            "/v1/auth/passkey/login", object: ["challenge_id": id, "credential": jsonObject(assertion)])
+    }
+
+    @Test func aGrantIsSingleUseAndLastsThreeMinutes() async throws {
+        let fixture = try Fixture()
+        var phone = TestDevice(name: "phone")
+        _ = try await fixture.createAccount(&phone)
+        let token = try #require(await fixture.grant(from: phone).json["grant"] as? String)
+        var first = TestDevice(name: "first")
+        #expect(try await fixture.register(&first, grant: ["grant": token]).status == .created)
+        var second = TestDevice(name: "second")
+        let reused = try await fixture.register(&second, grant: ["grant": token])
+        #expect(reused.status == .conflict)
+        #expect(reused.errorCode == "grant_used")
+
+        let late = try #require(await fixture.grant(from: phone).json["grant"] as? String)
+        fixture.clock.advance(by: 180)
+        let expired = try await fixture.register(&second, grant: ["grant": late])
+        #expect(expired.status.code == 410)
+        #expect(expired.errorCode == "grant_expired")
+
+        let forged = try await fixture.register(
+            &second, grant: ["grant": SecureRandom.bytes(count: 32).base64URLEncodedString()])
+        #expect(forged.status == .forbidden)
+        #expect(forged.errorCode == "grant_invalid")
+        #expect(await fixture.siblings(of: phone).count == 2)
+    }
+
+    @Test func sixDigitCodesNeedTheNumberAndLockAfterFiveWrongOnes() async throws {
+        let fixture = try Fixture()
+        var phone = TestDevice(name: "phone")
+        _ = try await fixture.createAccount(&phone)
+        let minted = await fixture.grant(from: phone, kind: "code")
+        let code = try #require(minted.json["grant"] as? String)
+        #expect(code.count == 6 && code.allSatisfy(\.isNumber))
+        let cert = try await fixture.phoneCert().base64URLEncodedString()
+        var laptop = TestDevice(name: "laptop")
+        // A code alone, or a code with another number's cert, does not name the account.
+        let alone = try await fixture.register(&laptop, grant: ["code": code])
+        #expect(alone.status == .badRequest)
+        let otherCert = try await fixture.phoneCert(for: "+442079460958").base64URLEncodedString()
+        let otherNumber = try await fixture.register(&laptop, grant: ["code": code, "phone_cert": otherCert])
+        #expect(otherNumber.status == .notFound)
+        // Four wrong codes leave the right one usable...
+        let wrong = code == "000000" ? "111111" : "000000"
+        for _ in 0..<4 {
+            let response = try await fixture.register(&laptop, grant: ["code": wrong, "phone_cert": cert])
+            #expect(response.status == .forbidden)
+        }
+        #expect(try await fixture.register(&laptop, grant: ["code": code, "phone_cert": cert]).status == .created)
+        // ...and a fifth wrong one voids every live code of the account.
+        let next = try #require(await fixture.grant(from: phone, kind: "code").json["grant"] as? String)
+        var desktop = TestDevice(name: "desktop")
+        let otherWrong = next == "222222" ? "333333" : "222222"
+        for _ in 0..<5 {
+            _ = try await fixture.register(&desktop, grant: ["code": otherWrong, "phone_cert": cert])
+        }
+        let locked = try await fixture.register(&desktop, grant: ["code": next, "phone_cert": cert])
+        #expect(locked.status == .tooManyRequests)
+        #expect(locked.errorCode == "too_many_attempts")
+    }
+
+    @Test func revokeOthersRemovesEveryOtherDevice() async throws {
+        let fixture = try Fixture()
+        var phone = TestDevice(name: "phone")
+        _ = try await fixture.createAccount(&phone)
+        var tablet = TestDevice(name: "tablet")
+        let first = try #require(await fixture.grant(from: phone).json["grant"] as? String)
+        _ = try await fixture.register(&tablet, grant: ["grant": first])
+        let second = try #require(await fixture.grant(from: tablet).json["grant"] as? String)
+        var replacement = TestDevice(name: "replacement")
+        #expect(
+            try await fixture.register(&replacement, grant: ["grant": second], revokeOthers: true).status == .created)
+        #expect(await fixture.siblings(of: replacement) == [replacement.pubkey.base64URLEncodedString()])
+        let stale = await fixture.get("/v1/sync/siblings", token: phone.session)
+        #expect(stale.status == .unauthorized)
+        // A removed device's passkey no longer signs it in.
+        #expect(try await signIn(fixture, phone).status == .unauthorized)
+    }
+
+    @Test func siblingsComeFromTheSessionOnly() async throws {
+        let fixture = try Fixture()
+        var alice = TestDevice(name: "alice")
+        _ = try await fixture.createAccount(&alice, number: "+14155550123")
+        var bob = TestDevice(name: "bob")
+        _ = try await fixture.createAccount(&bob, number: "+442079460958")
+        #expect(await fixture.siblings(of: alice) == [alice.pubkey.base64URLEncodedString()])
+        #expect(await fixture.siblings(of: bob) == [bob.pubkey.base64URLEncodedString()])
+        // No query or header can point elsewhere: extra parameters are ignored.
+        let pointed = await fixture.get("/v1/sync/siblings?account_id=anything", token: alice.session)
+        #expect(pointed.bodyText.contains(alice.pubkey.base64URLEncodedString()))
+        #expect(!pointed.bodyText.contains(bob.pubkey.base64URLEncodedString()))
+        // Without a valid session there is no roster at all.
+        for token in [nil, "", "not-a-token", SecureRandom.bytes(count: 32).base64URLEncodedString()] {
+            let response = await fixture.get("/v1/sync/siblings", token: token)
+            #expect(response.status == .unauthorized)
+            #expect(response.headers["WWW-Authenticate"] == "Bearer")
+        }
+    }
+
+    @Test func sessionsExpireAndCanBeRevoked() async throws {
+        let fixture = try Fixture()
+        var phone = TestDevice(name: "phone")
+        _ = try await fixture.createAccount(&phone)
+        #expect(await fixture.post("/v1/auth/sessions/revoke", "", token: phone.session).status == .noContent)
+        #expect(await fixture.get("/v1/sync/siblings", token: phone.session).status == .unauthorized)
+        let login = try await signIn(fixture, phone)
+        let fresh = try #require(login.json["session_token"] as? String)
+        #expect(await fixture.get("/v1/sync/siblings", token: fresh).status == .ok)
+        fixture.clock.advance(by: 30 * 86_400)
+        let expired = await fixture.get("/v1/sync/siblings", token: fresh)
+        #expect(expired.status == .unauthorized)
+        #expect((expired.json["reason"] as? String)?.contains("expired") == true)
+    }
+
+    @Test func certsAreCheckedBeforeAnythingElse() async throws {
+        let fixture = try Fixture()
+        var phone = TestDevice(name: "phone")
+        _ = try await fixture.createAccount(&phone)
+        let good = try await fixture.phoneCert()
+
+        func lookup(_ cert: Data) async -> HTTPResponse {
+            await fixture.post("/v1/discovery/own", object: ["phone_cert": cert.base64URLEncodedString()])
+        }
+        var classical = good
+        classical[60] ^= 1
+        var postQuantum = good
+        postQuantum[57 + 64 + 7] ^= 1
+        let foreign = try PhoneOwnershipCert(
+            phoneID: try PhoneOwnershipCert(unverifiedRepresentation: good).phoneID, issuedAt: fixture.clock.now,
+            expiresAt: fixture.clock.now + 60, signedBy: HybridSignature.PrivateKey())
+        for (cert, what) in [
+            (classical, "Ed25519 half broken"), (postQuantum, "ML-DSA half broken"),
+            (foreign.rawRepresentation, "signed by another key"), (good.prefix(100), "truncated"), (Data(), "empty"),
+        ] {
+            let response = await lookup(Data(cert))
+            #expect(response.status == .unauthorized, "\(what)")
+            #expect(response.errorCode == "phone_cert_invalid", "\(what)")
+        }
+        fixture.clock.advance(by: 86_400)
+        let expired = await lookup(good)
+        #expect(expired.status == .unauthorized)
+        #expect((expired.json["reason"] as? String)?.contains("expired") == true)
+    }
+
+    @Test func withoutAPinnedKeyCertEndpointsRefuse() async throws {
+        // identity-svc alone, with no phone-verify key configured.
+        let fixture = try Fixture(services: [.identity], pinned: false)
+        let cert = try PhoneOwnershipCert(
+            phoneID: Data(count: 32), issuedAt: fixture.clock.now, expiresAt: fixture.clock.now + 60,
+            signedBy: fixture.keys.phoneVerify)
+        let body: [String: Any] = ["phone_cert": cert.rawRepresentation.base64URLEncodedString()]
+        let response = await fixture.post("/v1/discovery/own", object: body)
+        #expect(response.status == .serviceUnavailable)
+        #expect(response.errorCode == "phone_verify_key_not_pinned")
+        // With the key pinned, the same cert is checked (and finds no account).
+        let pinned = try Fixture(services: [.identity], pinned: true)
+        let pinnedCert = try PhoneOwnershipCert(
+            phoneID: Data(count: 32), issuedAt: pinned.clock.now, expiresAt: pinned.clock.now + 60,
+            signedBy: pinned.keys.phoneVerify)
+        let found = await pinned.post(
+            "/v1/discovery/own", object: ["phone_cert": pinnedCert.rawRepresentation.base64URLEncodedString()])
+        #expect(found.status == .notFound)
+        #expect(found.errorCode == "no_account")
+    }
+
+    @Test func oneAccountPerNumberAndOneUseOfEachKey() async throws {
+        let fixture = try Fixture()
+        var phone = TestDevice(name: "phone")
+        let account = AccountKeys()
+        _ = try await fixture.createAccount(&phone, account: account)
+        var again = TestDevice(name: "again")
+        let duplicate = try await fixture.createAccount(&again)
+        #expect(duplicate.status == .conflict)
+        #expect(duplicate.errorCode == "account_exists")
+        // Another number may not reuse the first account's discovery inbox.
+        var other = TestDevice(name: "other")
+        let reusedInbox = try await fixture.createAccount(&other, number: "+442079460958", account: account)
+        #expect(reusedInbox.status == .conflict)
+        #expect(try fixture.count("accounts") == 1)
+        #expect(try fixture.count("devices") == 1)
+    }
+
+    @Test func passkeysAreVerifiedForReal() async throws {
+        let fixture = try Fixture()
+        var phone = TestDevice(name: "phone")
+        let cert = try await fixture.phoneCert()
+        let account = AccountKeys()
+        func create(_ passkey: [String: Any]) async -> HTTPResponse {
+            await fixture.post(
+                "/v1/accounts",
+                object: [
+                    "phone_cert": cert.base64URLEncodedString(),
+                    "discovery_inbox": account.inbox.base64URLEncodedString(),
+                    "discovery_xwing_pubkey": account.discovery.publicKey.rawRepresentation.base64URLEncodedString(),
+                    "account_signing_pubkey": account.signing.publicKey.rawRepresentation.base64URLEncodedString(),
+                    "device": phone.deviceObject, "passkey": passkey,
+                ])
+        }
+        let wrongOrigin = await create(try await fixture.passkey(for: &phone, origin: "https://evil.example"))
+        #expect(wrongOrigin.status == .badRequest)
+        #expect(wrongOrigin.errorCode == "passkey_invalid")
+        let wrongRP = await create(try await fixture.passkey(for: &phone, rpID: "evil.example"))
+        #expect(wrongRP.errorCode == "passkey_invalid")
+        // A challenge is consumed by its first use: replaying an accepted registration with a valid grant fails.
+        let passkey = try await fixture.passkey(for: &phone)
+        let created = await create(passkey)
+        #expect(created.status == .created)
+        phone.session = created.json["session_token"] as? String
+        let grant = try #require(await fixture.grant(from: phone).json["grant"] as? String)
+        var thief = TestDevice(name: "thief")
+        let replay = await fixture.post(
+            "/v1/auth/devices/register",
+            object: ["grant": grant, "device": thief.deviceObject, "passkey": passkey, "revoke_others": false])
+        #expect(replay.status == .badRequest)
+        #expect(replay.errorCode == "challenge_invalid")
+        // The grant survived the refused attempt (the transaction rolled back) and still works once.
+        #expect(try await fixture.register(&thief, grant: ["grant": grant]).status == .created)
+        // A login challenge cannot be used to register.
+        let login = await fixture.post("/v1/auth/passkey/challenge", object: ["purpose": "login"])
+        let other = TestDevice(name: "other")
+        let challenge = try #require((login.json["challenge"] as? String).flatMap(Data.init(base64URLEncoded:)))
+        let credential = other.authenticator.makeCredential(
+            rpID: "localhost", origin: "https://localhost", challenge: challenge, userID: Data([1]))
+        let grant2 = try #require(await fixture.grant(from: phone).json["grant"] as? String)
+        let wrongPurpose = await fixture.post(
+            "/v1/auth/devices/register",
+            object: [
+                "grant": grant2, "device": other.deviceObject, "revoke_others": false,
+                "passkey": [
+                    "challenge_id": login.json["challenge_id"] as! String, "credential": jsonObject(credential),
+                ],
+            ])
+        #expect(wrongPurpose.errorCode == "challenge_invalid")
+        #expect(try fixture.count("accounts") == 1)
+        #expect(try fixture.count("devices") == 2)
+    }
+
+    @Test func malformedBodiesAreClear4xxAndStoreNothing() async throws {
+        let fixture = try Fixture()
+        let cert = try await fixture.phoneCert().base64URLEncodedString()
+        let inbox = SecureRandom.bytes(count: 32).base64URLEncodedString()
+        let xwing = XWing.PrivateKey().publicKey.rawRepresentation.base64URLEncodedString()
+        let signing = HybridSignature.PrivateKey().publicKey.rawRepresentation.base64URLEncodedString()
+        let device: [String: Any] = ["pubkey": SecureRandom.bytes(count: 32).base64URLEncodedString(), "name": "d"]
+        let passkey: [String: Any] = ["challenge_id": "x", "credential": [:] as [String: Any]]
+        func account(_ change: (inout [String: Any]) -> Void) -> [String: Any] {
+            var body: [String: Any] = [
+                "phone_cert": cert, "discovery_inbox": inbox, "discovery_xwing_pubkey": xwing,
+                "account_signing_pubkey": signing, "device": device, "passkey": passkey,
+            ]
+            change(&body)
+            return body
+        }
+        let cases: [(String, Any)] = [
+            ("/v1/accounts", account { $0["phone_cert"] = nil }),
+            ("/v1/accounts", account { $0["phone_cert"] = "+/==" }),
+            ("/v1/accounts", account { $0["discovery_inbox"] = "AAAA" }),
+            ("/v1/accounts", account { $0["discovery_xwing_pubkey"] = inbox }),
+            ("/v1/accounts", account { $0["account_signing_pubkey"] = xwing }),
+            ("/v1/accounts", account { $0["device"] = ["pubkey": "AAAA", "name": "d"] }),
+            ("/v1/accounts", account { $0["device"] = ["pubkey": inbox, "name": ""] }),
+            ("/v1/accounts", account { $0["device"] = ["pubkey": inbox, "name": "bad\u{7}name"] }),
+            ("/v1/accounts", account { $0["device"] = ["pubkey": inbox, "name": String(repeating: "n", count: 65)] }),
+            ("/v1/accounts", account { $0["passkey"] = ["challenge_id": "x"] }),
+            ("/v1/accounts", account { $0["passkey"] = passkey }),
+            ("/v1/accounts", [1, 2, 3]),
+            ("/v1/discovery/own", [String: Any]()),
+            ("/v1/discovery/own", ["phone_cert": 5]),
+            ("/v1/auth/passkey/challenge", ["purpose": "steal"]),
+            ("/v1/auth/passkey/challenge", [String: Any]()),
+            ("/v1/auth/devices/register", ["grant": "x"]),
+            (
+                "/v1/auth/devices/register",
+                ["grant": "AAAA", "device": device, "passkey": passkey, "revoke_others": false]
+            ),
+            (
+                "/v1/auth/devices/register",
+                ["grant": inbox, "code": "123456", "device": device, "passkey": passkey, "revoke_others": false]
+            ),
+            ("/v1/auth/passkey/login", ["challenge_id": "x"]),
+        ]
+        for (path, body) in cases {
+            let data = try JSONSerialization.data(withJSONObject: body)
+            let response = await fixture.post(path, String(decoding: data, as: UTF8.self))
+            #expect(response.status.code == 400, "\(path) \(body): \(response.status) \(response.bodyText)")
+            #expect(response.errorCode != nil)
+        }
+        for raw in ["", "{", "null", "\"text\"", "{\"phone_cert\": [1]}"] {
+            #expect(await fixture.post("/v1/discovery/own", raw).status == .badRequest, "\(raw)")
+        }
+        #expect(try fixture.count("accounts") == 0)
+        #expect(try fixture.count("devices") == 0)
+        #expect(try fixture.count("passkeys") == 0)
+    }
+}

@@ -1,0 +1,161 @@
+import Foundation
+import HTTPServer
+import PixieServer
+import PixieWire
+import SiblingsCrypto
+import Testing
+
+@Suite("phone-verify-svc")
+struct PhoneVerifyServiceTests {
+    let number = "+14155550123"
+
+    func start(_ fixture: Fixture, _ number: String? = nil) async -> HTTPResponse {
+        await fixture.post("/v1/phone/verifications", object: ["phone_number": number ?? self.number])
+    }
+
+    func check(_ fixture: Fixture, _ id: String, _ code: String) async -> HTTPResponse {
+        await fixture.post("/v1/phone/verifications/check", object: ["verification_id": id, "code": code])
+    }
+
+    @Test func aVerifiedNumberGetsACertForItsPhoneID() async throws {
+        let fixture = try Fixture()
+        let started = await start(fixture, "+1 (415) 555-0123")
+        #expect(started.status == .created)
+        #expect(started.json["code_length"] as? Int == 6)
+        #expect(started.json["attempts_allowed"] as? Int == 5)
+        let id = try #require(started.json["verification_id"] as? String)
+        let code = try #require(fixture.sms.lastCode(to: number))
+        let checked = await check(fixture, id, code)
+        #expect(checked.status == .ok)
+        let raw = try #require((checked.json["phone_cert"] as? String).flatMap(Data.init(base64URLEncoded:)))
+        let cert = try PhoneOwnershipCert.Verifier(pinnedKeys: [fixture.keys.phoneVerify.publicKey])
+            .verify(raw, now: fixture.clock.now)
+        let expectedID = PhoneVerifyService.phoneID(of: try PhoneNumber(number), key: fixture.keys.phoneIDKey)
+        #expect(cert.phoneID == expectedID)
+        #expect(cert.expiresAt == fixture.clock.now + 86_400)
+        // The number itself is stored nowhere.
+        let rows = try fixture.database.query("SELECT * FROM phone_verifications", [])
+        #expect(rows.count == 1)
+        #expect(!String(describing: rows).contains("4155550123"))
+    }
+
+    @Test func aCodeWorksOnce() async throws {
+        let fixture = try Fixture()
+        let id = try #require(await start(fixture).json["verification_id"] as? String)
+        let code = try #require(fixture.sms.lastCode(to: number))
+        #expect(await check(fixture, id, code).status == .ok)
+        let replay = await check(fixture, id, code)
+        #expect(replay.status == .conflict)
+        #expect(replay.errorCode == "code_already_used")
+    }
+
+    @Test func wrongCodesCountAndTheFifthLocks() async throws {
+        let fixture = try Fixture()
+        let id = try #require(await start(fixture).json["verification_id"] as? String)
+        let code = try #require(fixture.sms.lastCode(to: number))
+        let wrong = code == "000000" ? "111111" : "000000"
+        for remaining in [4, 3, 2, 1] {
+            let response = await check(fixture, id, wrong)
+            #expect(response.status == .forbidden)
+            #expect(response.errorCode == "wrong_code")
+            #expect((response.json["reason"] as? String)?.contains("\(remaining) attempt") == true)
+        }
+        #expect(await check(fixture, id, wrong).status == .forbidden)
+        // Five attempts are spent: even the right code is refused now.
+        let locked = await check(fixture, id, code)
+        #expect(locked.status == .tooManyRequests)
+        #expect(locked.errorCode == "too_many_attempts")
+    }
+
+    @Test func aCodeExpiresAfterTenMinutes() async throws {
+        let fixture = try Fixture()
+        let id = try #require(await start(fixture).json["verification_id"] as? String)
+        let code = try #require(fixture.sms.lastCode(to: number))
+        fixture.clock.advance(by: 600)
+        let expired = await check(fixture, id, code)
+        #expect(expired.status.code == 410)
+        #expect(expired.errorCode == "code_expired")
+    }
+
+    @Test func aNumberGetsFiveCodesAnHour() async throws {
+        let fixture = try Fixture()
+        for _ in 0..<5 { #expect(await start(fixture).status == .created) }
+        let limited = await start(fixture)
+        #expect(limited.status == .tooManyRequests)
+        #expect(limited.errorCode == "rate_limited")
+        #expect(limited.headers["Retry-After"] != nil)
+        #expect(fixture.sms.messages.count == 5)
+        // Another number is not affected; an hour later this one may try again.
+        #expect(await start(fixture, "+442079460958").status == .created)
+        fixture.clock.advance(by: 3601)
+        #expect(await start(fixture).status == .created)
+    }
+
+    @Test func aClientIsRateLimited() async throws {
+        let fixture = try Fixture()
+        var statuses: [Int] = []
+        for index in 0..<40 {
+            statuses.append(await start(fixture, "+1415555\(String(format: "%04d", index))").status.code)
+        }
+        #expect(statuses.prefix(30).allSatisfy { $0 == 201 })
+        #expect(statuses.suffix(10).allSatisfy { $0 == 429 })
+        fixture.clock.advance(by: 60)
+        #expect(await start(fixture, "+14155559999").status == .created)
+    }
+
+    @Test func aFailedSMSLeavesNothingBehind() async throws {
+        let fixture = try Fixture()
+        fixture.sms.failing.withLock { $0 = true }
+        let response = await start(fixture)
+        #expect(response.status.code == 502)
+        #expect(response.errorCode == "sms_failed")
+        #expect(try fixture.count("phone_verifications") == 0)
+    }
+
+    @Test func malformedRequestsAreClear4xxAndStoreNothing() async throws {
+        let fixture = try Fixture()
+        let bodies: [(String, String)] = [
+            ("/v1/phone/verifications", ""),
+            ("/v1/phone/verifications", "not json"),
+            ("/v1/phone/verifications", "[]"),
+            ("/v1/phone/verifications", "{}"),
+            ("/v1/phone/verifications", #"{"phone_number": 14155550123}"#),
+            ("/v1/phone/verifications", #"{"phone_number": null}"#),
+            ("/v1/phone/verifications", #"{"phone_number": "14155550123"}"#),
+            ("/v1/phone/verifications", #"{"phone_number": "+1415555012x"}"#),
+            ("/v1/phone/verifications", #"{"phone_number": "+1"}"#),
+            ("/v1/phone/verifications/check", "{}"),
+            ("/v1/phone/verifications/check", #"{"verification_id": "x"}"#),
+            ("/v1/phone/verifications/check", #"{"verification_id": "x", "code": "12345"}"#),
+            ("/v1/phone/verifications/check", #"{"verification_id": "x", "code": "１２３４５６"}"#),
+            ("/v1/phone/verifications/check", #"{"verification_id": "x", "code": 123456}"#),
+            ("/v1/phone/verifications/check", #"{"verification_id": "", "code": "123456"}"#),
+        ]
+        for (path, body) in bodies {
+            let response = await fixture.post(path, body)
+            #expect(response.status.code == 400, "\(path) \(body): \(response.status) \(response.bodyText)")
+            #expect(response.errorCode != nil)
+            #expect((response.json["reason"] as? String)?.isEmpty == false)
+        }
+        let unknown = await check(fixture, "no-such-verification", "123456")
+        #expect(unknown.status == .notFound)
+        #expect(try fixture.count("phone_verifications") == 0)
+        #expect(fixture.sms.messages.isEmpty)
+    }
+
+    @Test func codesAreUniformSixDigitStrings() {
+        struct Counter: SecureRandomSource {
+            func fill(_ buffer: UnsafeMutableRawBufferPointer) {
+                for index in buffer.indices { buffer[index] = 0 }
+            }
+        }
+        #expect(PhoneVerifyService.randomCode(Counter()) == "000000")
+        var seen = Set<String>()
+        for _ in 0..<200 {
+            let code = PhoneVerifyService.randomCode(SystemRandom())
+            #expect(code.count == 6 && code.allSatisfy(\.isNumber))
+            seen.insert(code)
+        }
+        #expect(seen.count > 190)
+    }
+}
