@@ -66,6 +66,8 @@ public struct Application: Sendable {
         if services.contains(.phoneVerify) {
             var settings = PhoneVerifyService.Configuration()
             settings.certLifetime = configuration.phoneCertLifetime
+            settings.sendsPerNumberPerHour = configuration.codesPerNumberPerHour
+            settings.clientRequestsPerMinute = configuration.clientRequestsPerMinute
             try PhoneVerifyService(
                 database: database, keys: keys, sms: sms, configuration: settings, clock: clock, random: random,
                 logger: logger.named("phone-verify"), metrics: metrics
@@ -78,6 +80,7 @@ public struct Application: Sendable {
             settings.requireUserVerification = configuration.requireUserVerification
             settings.grantLifetime = configuration.grantLifetime
             settings.sessionLifetime = configuration.sessionLifetime
+            settings.clientRequestsPerMinute = configuration.clientRequestsPerMinute
             try IdentityService(
                 database: database, pinnedPhoneVerifyKeys: Self.pinnedPhoneVerifyKeys(configuration, keys),
                 configuration: settings,

@@ -62,6 +62,10 @@ struct Serve: ParsableCommand {
     @OptionalOption(name: .long("grant-lifetime"), help: "Seconds.") var grantLifetime: String?
     @OptionalOption(name: .long("session-lifetime"), help: "Seconds.") var sessionLifetime: String?
     @OptionalOption(name: .long("request-timeout"), help: "Seconds.") var requestTimeout: String?
+    @OptionalOption(name: .long("codes-per-number-per-hour"), help: "SMS codes per number per hour.")
+    var codesPerNumberPerHour: String?
+    @OptionalOption(name: .long("client-requests-per-minute"), help: "Requests per client address per minute.")
+    var clientRequestsPerMinute: String?
 
     func run() async throws {
         let configuration = try loadConfiguration(
@@ -73,7 +77,8 @@ struct Serve: ParsableCommand {
                 ("require_user_verification", requireUserVerification), ("log_level", logLevel),
                 ("max_body_bytes", maxBodyBytes), ("phone_cert_lifetime", phoneCertLifetime),
                 ("grant_lifetime", grantLifetime), ("session_lifetime", sessionLifetime),
-                ("request_timeout", requestTimeout),
+                ("request_timeout", requestTimeout), ("codes_per_number_per_hour", codesPerNumberPerHour),
+                ("client_requests_per_minute", clientRequestsPerMinute),
             ])
         let logger = Logger.standardError(service: "pixie-server", minimumLevel: configuration.logLevel)
         do {

@@ -20,7 +20,7 @@ public struct PhoneVerifyService: Sendable {
         public var codeLifetime: TimeInterval = 600
         public var attemptsAllowed = 5
         public var sendsPerNumberPerHour = 5
-        public var clientRequestsPerMinute = 30
+        public var clientRequestsPerMinute = 60
         /// How long a PhoneOwnershipCert stays valid.
         public var certLifetime: TimeInterval = 86_400
 

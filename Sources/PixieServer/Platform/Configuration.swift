@@ -40,6 +40,10 @@ public struct PixieConfiguration: Sendable, Equatable {
     public var sessionLifetime: TimeInterval = 30 * 86_400
     /// Seconds a request may take before the client gets 503.
     public var requestTimeout: TimeInterval = 30
+    /// SMS codes one number may be sent per hour.
+    public var codesPerNumberPerHour = 5
+    /// Requests one client address may make per minute to the endpoints that count them.
+    public var clientRequestsPerMinute = 60
 
     public init() {}
 
@@ -60,6 +64,8 @@ public struct PixieConfiguration: Sendable, Equatable {
         ("grant_lifetime", "device grant lifetime in seconds (default 180)"),
         ("session_lifetime", "session lifetime in seconds (default 2592000)"),
         ("request_timeout", "seconds before a slow request is answered 503 (default 30)"),
+        ("codes_per_number_per_hour", "SMS codes one number may be sent per hour (default 5)"),
+        ("client_requests_per_minute", "requests per minute per client address on counted endpoints (default 60)"),
     ]
 
     /// Sets one setting from text; `source` names where it came from in the error.
@@ -121,6 +127,12 @@ public struct PixieConfiguration: Sendable, Equatable {
         case "grant_lifetime": grantLifetime = try seconds()
         case "session_lifetime": sessionLifetime = try seconds()
         case "request_timeout": requestTimeout = try seconds()
+        case "codes_per_number_per_hour":
+            guard let number = Int(value), number > 0 else { throw fail("a whole number above 0") }
+            codesPerNumberPerHour = number
+        case "client_requests_per_minute":
+            guard let number = Int(value), number > 0 else { throw fail("a whole number above 0") }
+            clientRequestsPerMinute = number
         default:
             throw ServerError(
                 .configuration,
