@@ -3,8 +3,9 @@ import Testing
 
 /// docs/openapi.yaml against the built pixie-server, by schemathesis (the venv's, pinned in requirements.txt):
 /// generated valid and invalid requests to every operation; every response must be a non-5xx the spec lists
-/// for that operation, with its content type, headers and schema. Afterwards `/metrics` must show no 5xx at
-/// all, whatever schemathesis sent.
+/// for that operation, with its content type, headers and schema; other methods are 405 with `Allow`; the
+/// bearer endpoints refuse without a session. Afterwards `/metrics` must show no 5xx at all, whatever
+/// schemathesis sent.
 @Suite("docs/openapi.yaml, checked by schemathesis against the running server")
 struct SchemathesisTests {
     /// The venv's bin directory: beside `$SIBLINGS_PYTHON` (set by scripts/setup.sh), else `.venv/bin`.
@@ -15,9 +16,13 @@ struct SchemathesisTests {
         return ServerProcess.packageRoot.appendingPathComponent(".venv/bin")
     }
 
+    /// The response checks, plus: a method the spec does not list is 405 with a right `Allow`, and the bearer
+    /// endpoints refuse a request without a session or with a bad one. Not `positive_data_acceptance` or
+    /// `negative_data_rejection`: a schema cannot say which base64url is canonical or which bytes are a key.
     static let checks = [
         "not_a_server_error", "status_code_conformance", "content_type_conformance",
-        "response_schema_conformance", "response_headers_conformance",
+        "response_schema_conformance", "response_headers_conformance", "unsupported_method",
+        "allow_header_conformance", "missing_required_header", "ignored_auth",
     ].joined(separator: ",")
 
     @Test("every operation answers as docs/openapi.yaml says, and nothing answers 5xx")
