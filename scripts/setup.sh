@@ -21,6 +21,7 @@ apt_packages=(
     python3-pip
     age            # the age CLI (1.1.1) and age-keygen, the outside reference for the Age module
     hyperfine      # times Swift beside age in scripts/bench-age.sh
+    wrk            # HTTP load for scripts/bench-server.sh
     time           # /usr/bin/time -v: peak RSS in scripts/bench-age.sh
     libqrencode-dev # CQREncode: the join QR code (Sempere.QRCode)
     zbar-tools     # zbarimg, the outside reference that reads back the QR codes in SempereTests

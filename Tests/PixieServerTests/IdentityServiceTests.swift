@@ -384,6 +384,49 @@ struct IdentityServiceTests {
         #expect(try fixture.count("devices") == 2)
     }
 
+    @Test func aChallengeIsConsumedByARefusedAttemptToo() async throws {
+        let fixture = try Fixture()
+        var phone = TestDevice(name: "phone")
+        _ = try await fixture.createAccount(&phone)
+        let challenge = await fixture.post("/v1/auth/passkey/challenge", object: ["purpose": "login"])
+        let id = try #require(challenge.json["challenge_id"] as? String)
+        let bytes = try #require((challenge.json["challenge"] as? String).flatMap(Data.init(base64URLEncoded:)))
+        let forged = try phone.authenticator.getAssertion(
+            rpID: "localhost", origin: "https://evil.example", challenge: bytes, credentialID: phone.credentialID)
+        let refused = await fixture.post(
+            "/v1/auth/passkey/login", object: ["challenge_id": id, "credential": jsonObject(forged)])
+        #expect(refused.errorCode == "passkey_invalid")
+        // The refusal used the challenge up: a right answer to it comes too late.
+        let right = try phone.authenticator.getAssertion(
+            rpID: "localhost", origin: "https://localhost", challenge: bytes, credentialID: phone.credentialID)
+        let late = await fixture.post(
+            "/v1/auth/passkey/login", object: ["challenge_id": id, "credential": jsonObject(right)])
+        #expect(late.status == .badRequest)
+        #expect(late.errorCode == "challenge_invalid")
+        // The same for a registration whose passkey does not verify.
+        var tablet = TestDevice(name: "tablet")
+        let grant = try #require(await fixture.grant(from: phone).json["grant"] as? String)
+        let register = await fixture.post("/v1/auth/passkey/challenge", object: ["purpose": "register"])
+        let registerID = try #require(register.json["challenge_id"] as? String)
+        let registerBytes = try #require(
+            (register.json["challenge"] as? String).flatMap(Data.init(base64URLEncoded:)))
+        for (origin, expected) in [
+            ("https://evil.example", "passkey_invalid"), ("https://localhost", "challenge_invalid"),
+        ] {
+            let credential = tablet.authenticator.makeCredential(
+                rpID: "localhost", origin: origin, challenge: registerBytes, userID: Data([2]))
+            let response = await fixture.post(
+                "/v1/auth/devices/register",
+                object: [
+                    "grant": grant, "device": tablet.deviceObject, "revoke_others": false,
+                    "passkey": ["challenge_id": registerID, "credential": jsonObject(credential)],
+                ])
+            #expect(response.errorCode == expected, "\(origin): \(response.bodyText)")
+        }
+        // The grant was not used by either refusal.
+        #expect(try await fixture.register(&tablet, grant: ["grant": grant]).status == .created)
+    }
+
     @Test func malformedBodiesAreClear4xxAndStoreNothing() async throws {
         let fixture = try Fixture()
         let cert = try await fixture.phoneCert().base64URLEncodedString()

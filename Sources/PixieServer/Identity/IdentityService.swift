@@ -190,23 +190,32 @@ public struct IdentityService: Sendable {
                 expiresAt: expiresAt), status: .created)
     }
 
-    /// Takes the challenge `id` for `purpose` out of the store (single use) and returns its bytes.
-    func consumeChallenge(_ id: String, purpose: String, in transaction: any SQLTransaction) throws -> Data {
-        guard
-            let row = try transaction.queryOne(
-                "SELECT challenge, purpose, expires_at FROM webauthn_challenges WHERE challenge_id = ?", [.text(id)])
-        else {
+    /// Takes the challenge `id` for `purpose` out of the store and returns its bytes. The removal is committed
+    /// on its own, before the caller's transaction, so a challenge is used up by the first request that names
+    /// it, whatever the outcome: a refusal that rolls the caller's transaction back does not bring it back.
+    func consumeChallenge(_ id: String, purpose: String) throws -> Data {
+        let taken = try store(logger) {
+            try database.transaction { transaction -> (challenge: Data, purpose: String, expiresAt: Int64)? in
+                guard
+                    let row = try transaction.queryOne(
+                        "SELECT challenge, purpose, expires_at FROM webauthn_challenges WHERE challenge_id = ?",
+                        [.text(id)])
+                else { return nil }
+                _ = try transaction.execute("DELETE FROM webauthn_challenges WHERE challenge_id = ?", [.text(id)])
+                return (try row.data("challenge"), try row.string("purpose"), try row.int64("expires_at"))
+            }
+        }
+        guard let taken else {
             throw HTTPError(
                 .badRequest, .challengeInvalid, "the passkey challenge is unknown or already used; ask for a new one")
         }
-        _ = try transaction.execute("DELETE FROM webauthn_challenges WHERE challenge_id = ?", [.text(id)])
-        guard try row.string("purpose") == purpose else {
+        guard taken.purpose == purpose else {
             throw HTTPError(.badRequest, .challengeInvalid, "the passkey challenge was made for another purpose")
         }
-        guard try row.int64("expires_at") > clock.now().unixSeconds else {
+        guard taken.expiresAt > clock.now().unixSeconds else {
             throw HTTPError(.badRequest, .challengeInvalid, "the passkey challenge has expired; ask for a new one")
         }
-        return try row.data("challenge")
+        return taken.challenge
     }
 
     // MARK: - Accounts
@@ -275,9 +284,9 @@ public struct IdentityService: Sendable {
         let accountID = random.bytes(count: 16).base64URLEncodedString()
         let deviceID = random.bytes(count: 16).base64URLEncodedString()
         let now = clock.now().unixSeconds
+        let challenge = try consumeChallenge(body.passkey.challengeID, purpose: "register")
         let response = try store(logger) {
             try database.transaction { transaction in
-                let challenge = try consumeChallenge(body.passkey.challengeID, purpose: "register", in: transaction)
                 let credential = try verifyRegistration(body.passkey.credential, challenge: challenge)
                 if try transaction.queryOne("SELECT 1 AS x FROM accounts WHERE phone_id = ?", [.blob(cert.phoneID)])
                     != nil
@@ -451,6 +460,7 @@ public struct IdentityService: Sendable {
         }
         let deviceID = random.bytes(count: 16).base64URLEncodedString()
         let now = clock.now().unixSeconds
+        let challenge = try consumeChallenge(body.passkey.challengeID, purpose: "register")
         let outcome: Result<EnrolledResponse, HTTPError> = try store(logger) {
             try database.transaction { transaction in
                 guard
@@ -480,7 +490,6 @@ public struct IdentityService: Sendable {
                         HTTPError(.tooManyRequests, .tooManyAttempts, "too many wrong codes; approve again"))
                 }
                 let accountID = try grant.string("account_id")
-                let challenge = try consumeChallenge(body.passkey.challengeID, purpose: "register", in: transaction)
                 let credential = try verifyRegistration(body.passkey.credential, challenge: challenge)
                 _ = try transaction.execute(
                     "UPDATE recovery_grants SET used_at = ? WHERE grant_hash = ?", [.integer(now), .blob(lookup.hash)])
@@ -529,9 +538,9 @@ public struct IdentityService: Sendable {
     func passkeyLogin(_ request: HTTPRequest) throws -> HTTPResponse {
         let body = try request.decode(as: LoginRequest.self)
         try limitClient(request)
+        let challenge = try consumeChallenge(body.challengeID, purpose: "login")
         let response = try store(logger) {
             try database.transaction { transaction in
-                let challenge = try consumeChallenge(body.challengeID, purpose: "login", in: transaction)
                 guard let credentialID = Data(base64URLEncoded: body.credential.rawId),
                     let row = try transaction.queryOne(
                         "SELECT p.device_id, p.account_id, p.public_key, p.sign_count, p.backup_eligible, d.removed_at "

@@ -1,0 +1,155 @@
+import Foundation
+import Synchronization
+import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// The built `pixie-server` binary, run as an operator runs it (README.md): a real process on a real port.
+///
+/// The binary is found beside the test bundle (`.build/debug` or `.build/release`), as CommandLineKitTests'
+/// BinaryTests finds `bench`.
+final class ServerProcess: Sendable {
+    static var binary: URL {
+        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+            .appendingPathComponent("pixie-server")
+    }
+
+    /// The repository root (for docs/openapi.yaml and the venv).
+    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent()
+
+    /// A fresh, empty data directory under the system's temporary directory.
+    static func temporaryDirectory() throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("pixie-test-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    /// Runs `pixie-server arguments` to completion (for subcommands and start-up failures).
+    static func run(_ arguments: [String]) throws -> (status: Int32, out: String, err: String) {
+        try requireBinary()
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = arguments
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        let errData = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (
+            process.terminationStatus, String(decoding: outData, as: UTF8.self),
+            String(decoding: errData, as: UTF8.self)
+        )
+    }
+
+    static func requireBinary() throws {
+        guard FileManager.default.isExecutableFile(atPath: binary.path) else {
+            throw ProcessTestError(
+                "pixie-server is not built at \(binary.path): build with `swift build --build-tests` first")
+        }
+    }
+
+    // MARK: - A running server
+
+    let dataDirectory: URL
+    /// `http://127.0.0.1:PORT`, from the "listening" log line.
+    let address: URL
+    private let process: Process
+    private let log: LogCollector
+
+    /// Starts `pixie-server --data-dir DIR --port 0 extra...` and waits (up to 20 s) for its "listening" line.
+    init(dataDirectory: URL, extraArguments: [String] = []) throws {
+        try Self.requireBinary()
+        self.dataDirectory = dataDirectory
+        let process = Process()
+        process.executableURL = Self.binary
+        process.arguments = ["--data-dir", dataDirectory.path, "--port", "0"] + extraArguments
+        let err = Pipe()
+        process.standardError = err
+        process.standardOutput = FileHandle.nullDevice
+        let log = LogCollector()
+        err.fileHandleForReading.readabilityHandler = { handle in log.append(handle.availableData) }
+        try process.run()
+        self.process = process
+        self.log = log
+        let deadline = Date().addingTimeInterval(20)
+        while true {
+            if let address = log.listeningAddress {
+                self.address = address
+                return
+            }
+            guard process.isRunning, Date() < deadline else {
+                if process.isRunning { process.terminate() }
+                throw ProcessTestError("pixie-server did not report \"listening\"; its log:\n\(log.text)")
+            }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+    }
+
+    deinit {
+        if process.isRunning { process.terminate() }
+    }
+
+    /// Everything the server wrote to standard error so far.
+    var logText: String { log.text }
+
+    /// Sends SIGTERM and waits for the exit status.
+    func terminate() -> Int32 {
+        process.terminate()
+        process.waitUntilExit()
+        // The pipe may still hold the last lines when the process is gone.
+        Thread.sleep(forTimeInterval: 0.1)
+        return process.terminationStatus
+    }
+
+    /// One request over real HTTP; returns the status, the headers and the body.
+    func request(
+        _ method: String, _ path: String, json: [String: Any]? = nil, headers: [String: String] = [:]
+    ) async throws -> (status: Int, headers: [AnyHashable: Any], body: Data) {
+        var request = URLRequest(url: address.appendingPathComponent(path))
+        request.httpMethod = method
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        if let json {
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            request.httpBody = try JSONSerialization.data(withJSONObject: json)
+        }
+        let (body, response) = try await URLSession.shared.data(for: request)
+        guard let http = response as? HTTPURLResponse else { throw ProcessTestError("not an HTTP response") }
+        return (http.statusCode, http.allHeaderFields, body)
+    }
+}
+
+/// Collects a process's standard error as it comes (the pipe's handler runs on a Foundation thread).
+private final class LogCollector: Sendable {
+    private let data = Mutex(Data())
+
+    func append(_ chunk: Data) { data.withLock { $0.append(chunk) } }
+
+    var text: String { String(decoding: data.withLock { $0 }, as: UTF8.self) }
+
+    /// The address of the first `"msg":"listening"` line.
+    var listeningAddress: URL? {
+        for line in text.split(separator: "\n") where line.contains("\"msg\":\"listening\"") {
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                let address = object["address"] as? String
+            else { continue }
+            return URL(string: address)
+        }
+        return nil
+    }
+}
+
+struct ProcessTestError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+extension Data {
+    /// The body as a JSON object (empty when it is not one).
+    var jsonObject: [String: Any] { (try? JSONSerialization.jsonObject(with: self) as? [String: Any]) ?? [:] }
+}

@@ -1,0 +1,103 @@
+import Foundation
+import PixieServer
+import PixieWire
+import SiblingsCrypto
+import Testing
+
+/// pixie-server started as README.md says (`pixie-server --data-dir DIR --port 0`), spoken to over real HTTP.
+@Suite("pixie-server, run as a process")
+struct ServerProcessTests {
+    @Test("health, metrics, a phone verification through the outbox, a discovery lookup, the trust bundle, SIGTERM")
+    func endToEnd() async throws {
+        let directory = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let server = try ServerProcess(dataDirectory: directory)
+
+        let health = try await server.request("GET", "/healthz")
+        #expect(health.status == 200)
+        #expect((health.headers["Content-Type"] as? String)?.hasPrefix("application/json") == true)
+        #expect(health.body.jsonObject["status"] as? String == "ok")
+
+        let number = "+14155550123"
+        let started = try await server.request("POST", "/v1/phone/verifications", json: ["phone_number": number])
+        #expect(started.status == 201)
+        let verificationID = try #require(started.body.jsonObject["verification_id"] as? String)
+        let code = try #require(try Self.lastCode(to: number, in: directory))
+        let checked = try await server.request(
+            "POST", "/v1/phone/verifications/check", json: ["verification_id": verificationID, "code": code])
+        #expect(checked.status == 200)
+        let certText = try #require(checked.body.jsonObject["phone_cert"] as? String)
+        let cert = try #require(Data(base64URLEncoded: certText))
+        let phoneID = try #require(
+            (checked.body.jsonObject["phone_id"] as? String).flatMap(Data.init(base64URLEncoded:)))
+
+        let again = try await server.request(
+            "POST", "/v1/phone/verifications/check", json: ["verification_id": verificationID, "code": code])
+        #expect(again.status == 409)
+        #expect(again.body.jsonObject["error"] as? String == "code_already_used")
+
+        let lookup = try await server.request("POST", "/v1/discovery/own", json: ["phone_cert": certText])
+        #expect(lookup.status == 404)
+        #expect(lookup.body.jsonObject["error"] as? String == "no_account")
+
+        let metrics = try await server.request("GET", "/metrics")
+        #expect(metrics.status == 200)
+        let exposition = String(decoding: metrics.body, as: UTF8.self)
+        #expect(exposition.contains("pixie_http_requests_total{"))
+        #expect(exposition.contains("route=\"/v1/phone/verifications/check\""))
+
+        #expect(server.terminate() == 0)
+        #expect(server.logText.contains("\"msg\":\"stopped\""), "\(server.logText)")
+
+        // The trust bundle of the same data directory pins the key that signed the cert.
+        let bundle = try ServerProcess.run(["trust-bundle", "--data-dir", directory.path])
+        #expect(bundle.status == 0, "\(bundle.err)")
+        let trust = try JSONDecoder().decode(TrustBundle.self, from: Data(bundle.out.utf8))
+        let verified = try PhoneOwnershipCert.Verifier(pinnedKeys: [trust.phoneVerifyKey]).verify(cert, now: Date())
+        #expect(verified.phoneID == phoneID)
+        let stranger = HybridSignature.PrivateKey().publicKey
+        #expect(throws: PixieWireError.self) {
+            try PhoneOwnershipCert.Verifier(pinnedKeys: [stranger]).verify(cert, now: Date())
+        }
+    }
+
+    @Test("an unknown flag is a usage error: exit 64 and a message that names it")
+    func badFlag() throws {
+        let result = try ServerProcess.run(["--frobnicate"])
+        #expect(result.status == 64)
+        #expect(result.err.contains("--frobnicate"))
+        #expect(result.err.contains("--help"))
+    }
+
+    @Test("a key file of the wrong size stops the server with exit 1, names the file and is left as it was")
+    func corruptKeyFile() throws {
+        let directory = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let keys = directory.appendingPathComponent("keys")
+        try FileManager.default.createDirectory(
+            at: keys, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        let keyFile = keys.appendingPathComponent("phone-id.key")
+        let corrupt = Data("short".utf8)
+        try corrupt.write(to: keyFile)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: keyFile.path)
+
+        let result = try ServerProcess.run(["--data-dir", directory.path, "--port", "0"])
+        #expect(result.status == 1)
+        #expect(result.err.contains("phone-id.key"), "\(result.err)")
+        #expect(!result.err.contains("\"msg\":\"listening\""))
+        #expect(try Data(contentsOf: keyFile) == corrupt)
+    }
+
+    /// The six digits of the last development SMS to `number` in `<data_dir>/sms-outbox.jsonl`.
+    static func lastCode(to number: String, in directory: URL) throws -> String? {
+        let outbox = try String(
+            contentsOf: directory.appendingPathComponent("sms-outbox.jsonl"), encoding: .utf8)
+        let text = outbox.split(separator: "\n").compactMap { line -> String? in
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                object["to"] as? String == number
+            else { return nil }
+            return object["text"] as? String
+        }.last
+        return text?.split(separator: " ").map { String($0.filter(\.isNumber)) }.first { $0.count == 6 }
+    }
+}
