@@ -55,8 +55,9 @@ let package = Package(
         .target(name: "Sempere", dependencies: ["Age", "SiblingsCrypto", "CQREncode"], swiftSettings: strict),
 
         // The HTTP platform under pixie-server (../shared/ARCHITECTURE.md): requests, responses, a router with
-        // middleware, an in-memory test client, and a libmicrohttpd server on 127.0.0.1.
-        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD"], swiftSettings: strict),
+        // middleware, an in-memory test client, and a libmicrohttpd server on 127.0.0.1, with streamed bodies and
+        // WebSockets (SiblingsCrypto only for the handshake's SHA-1).
+        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "SiblingsCrypto"], swiftSettings: strict),
 
         // Command-line parsing in swift-argument-parser's shape, shared by sempere, pixie and pixie-server.
         .target(name: "CommandLineKit", swiftSettings: strict),
@@ -109,7 +110,11 @@ let package = Package(
             dependencies: ["Age", "SiblingsCrypto", "SiblingsTestSupport"],
             swiftSettings: strict
         ),
-        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"], swiftSettings: strict),
+        .testTarget(
+            name: "HTTPServerTests",
+            dependencies: ["HTTPServer", "SiblingsCrypto", "SiblingsTestSupport"],
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "SempereTests",
             dependencies: ["Sempere", "Age", "SiblingsCrypto", "SiblingsTestSupport"],

@@ -36,4 +36,10 @@ static inline uint16_t CMicroHTTPD_bound_port(struct MHD_Daemon *daemon) {
     return info == NULL ? 0 : info->port;
 }
 
+/// `MHD_upgrade_action` is variadic; this closes an upgraded connection (MHD_UPGRADE_ACTION_CLOSE), which
+/// an application must do exactly once for every connection it was handed by an upgrade handler.
+static inline enum MHD_Result CMicroHTTPD_upgrade_close(struct MHD_UpgradeResponseHandle *urh) {
+    return MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+}
+
 #endif
