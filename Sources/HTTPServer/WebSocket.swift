@@ -76,7 +76,8 @@ struct WebSocketUpgrade: Sendable {
 /// the framing (masking by role, reserved bits and opcodes, control frame rules, UTF-8 of text, the
 /// maximum message size) and closes with 1002, 1007 or 1009 on a violation, which ``receive()`` then
 /// throws. Messages wait in a queue of at most 16; past that the reader stops reading, so a slow consumer
-/// slows the peer down instead of filling memory. Sends may come from any task; each frame is written whole.
+/// slows the peer down instead of filling memory. Sends may come from any task; each frame is written whole,
+/// and a send blocks its thread until the kernel has taken the frame (a peer that stops reading stalls it).
 public final class WebSocket: AsyncSequence, Sendable {
     public typealias Element = WebSocketMessage
 

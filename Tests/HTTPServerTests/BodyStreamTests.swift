@@ -91,6 +91,7 @@ struct BodyStreamTests {
             probe.state.withLock { $0.done = true }
             return .text("done")
         }
+        router.post("/ignore", body: .stream(limit: 1 << 30)) { _, _ in .text("ignored", status: .accepted) }
         router.post("/collect") { request, _ in .text("collected \(request.body.count) \(request.bodyStream == nil)") }
         router.get("/download/:size") { _, context in
             let size = Int(try context.parameter("size")) ?? 0
@@ -245,6 +246,18 @@ struct BodyStreamTests {
         #expect(chunkedReply?.status == 200)
         let chunkedText = String(decoding: chunkedReply?.body ?? Data(), as: UTF8.self)
         #expect(chunkedText.hasPrefix("\(8 << 20) "))
+        await server.shutdown()
+    }
+
+    @Test("a handler that answers without reading the stream: the rest is discarded, the answer sent")
+    func unreadBody() async throws {
+        let server = try Self.start(Self.router())
+        let reply = try await onThread {
+            try Self.upload(
+                port: server.port, head: "POST /ignore HTTP/1.1\r\nHost: x\r\nContent-Length: \(16 << 20)", chunks: 16)
+        }
+        #expect(reply?.status == 202)
+        #expect(String(decoding: reply?.body ?? Data(), as: UTF8.self) == "ignored")
         await server.shutdown()
     }
 
