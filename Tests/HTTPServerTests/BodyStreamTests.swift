@@ -120,6 +120,22 @@ struct BodyStreamTests {
                 length: 10
             ) { writer in try await writer.write(Data("0123456789".utf8)) }
         }
+        router.get("/endless") { _, _ in
+            .stream { writer in
+                do {
+                    for index in 0... {
+                        try await writer.write(pattern(index, count: 64 << 10))
+                        probe.state.withLock { $0.bytes += 64 << 10 }
+                    }
+                } catch {
+                    probe.state.withLock {
+                        $0.error = error
+                        $0.done = true
+                    }
+                    throw error
+                }
+            }
+        }
         router.get("/short") { _, _ in
             .stream(length: 100) { writer in try await writer.write(Data("only this".utf8)) }
         }
@@ -374,6 +390,26 @@ struct BodyStreamTests {
         let short = try await RawClient.request(port: server.port, head: "GET /short HTTP/1.1\r\nHost: x")
         #expect(short.headers["Content-Length"] == "100")
         #expect(short.body.count < 100)
+        await server.shutdown()
+    }
+
+    @Test("a client that leaves mid-download makes the producer's write throw clientDisconnected")
+    func downloadDisconnects() async throws {
+        let probe = Probe()
+        let server = try Self.start(Self.router(probe: probe))
+        try await onThread {
+            let fd = try RawClient.connect(port: server.port).get()
+            let request = Data("GET /endless HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+            _ = request.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            var buffer = [UInt8](repeating: 0, count: 1 << 20)
+            _ = recv(fd, &buffer, buffer.count, Int32(MSG_WAITALL))
+            close(fd)
+        }
+        #expect(await probe.waitUntilDone())
+        let (bytes, error) = probe.state.withLock { ($0.bytes, $0.error) }
+        #expect(bytes < 64 << 20, "the producer kept going after the client left")
+        #expect(
+            (error as? HTTPError)?.code == .clientDisconnected, "the producer ended with \(String(describing: error))")
         await server.shutdown()
     }
 
