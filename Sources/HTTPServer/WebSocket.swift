@@ -115,7 +115,7 @@ public final class WebSocket: AsyncSequence, Sendable {
     ) {
         self.role = role
         self.fd = fd
-        self.maximumMessageSize = maximumMessageSize
+        self.maximumMessageSize = Swift.max(0, maximumMessageSize)
         self.initialBytes = initialBytes
         self.release = release
     }
