@@ -64,8 +64,9 @@ let package = Package(
         .target(name: "Sempere", dependencies: ["Age", "SiblingsCrypto", "CQREncode"], swiftSettings: strict),
 
         // The HTTP platform under pixie-server (../shared/ARCHITECTURE.md): requests, responses, a router with
-        // middleware, an in-memory test client, and a libmicrohttpd server on 127.0.0.1.
-        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD"], swiftSettings: strict),
+        // middleware, an in-memory test client, and a libmicrohttpd server on 127.0.0.1, with streamed bodies and
+        // WebSockets (SiblingsCrypto only for the handshake's SHA-1).
+        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "SiblingsCrypto"], swiftSettings: strict),
 
         // Pixie's wire types shared by server and device: PhoneOwnershipCert, base64url JSON bytes, E.164
         // numbers (docs/pixie-protocol.md).
@@ -142,7 +143,11 @@ let package = Package(
             dependencies: ["Age", "SiblingsCrypto", "SiblingsTestSupport"],
             swiftSettings: strict
         ),
-        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"], swiftSettings: strict),
+        .testTarget(
+            name: "HTTPServerTests",
+            dependencies: ["HTTPServer", "SiblingsCrypto", "SiblingsTestSupport"],
+            swiftSettings: strict
+        ),
         .testTarget(name: "PixieWireTests", dependencies: ["PixieWire", "SiblingsCrypto"], swiftSettings: strict),
         .testTarget(name: "StorageTests", dependencies: ["Storage"], swiftSettings: strict),
         .testTarget(

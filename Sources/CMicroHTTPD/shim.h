@@ -36,4 +36,26 @@ static inline uint16_t CMicroHTTPD_bound_port(struct MHD_Daemon *daemon) {
     return info == NULL ? 0 : info->port;
 }
 
+/// The peer's IP address as text (`MHD_get_connection_info` is variadic): writes a NUL-terminated
+/// address into `buffer` and returns 1, or returns 0 if libmicrohttpd cannot say.
+static inline int CMicroHTTPD_client_address(struct MHD_Connection *connection, char *buffer, size_t size) {
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (info == NULL || info->client_addr == NULL) return 0;
+    const struct sockaddr *address = info->client_addr;
+    if (address->sa_family == AF_INET) {
+        return inet_ntop(AF_INET, &((const struct sockaddr_in *)address)->sin_addr, buffer, size) != NULL;
+    }
+    if (address->sa_family == AF_INET6) {
+        return inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)address)->sin6_addr, buffer, size) != NULL;
+    }
+    return 0;
+}
+
+/// `MHD_upgrade_action` is variadic; this closes an upgraded connection (MHD_UPGRADE_ACTION_CLOSE), which
+/// an application must do exactly once for every connection it was handed by an upgrade handler.
+static inline enum MHD_Result CMicroHTTPD_upgrade_close(struct MHD_UpgradeResponseHandle *urh) {
+    return MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+}
+
 #endif

@@ -13,18 +13,24 @@ final class Daemon {
     init(responder: some HTTPResponder, configuration: HTTPServer.Configuration) throws(HTTPError) {
         guard configuration.maximumBodySize >= 0, configuration.connectionLimit > 0,
             configuration.connectionTimeout >= 0,
+            configuration.responderTimeout.map({ $0 > .zero }) ?? true,
             let connectionLimit = UInt32(exactly: configuration.connectionLimit),
             let connectionTimeout = UInt32(exactly: configuration.connectionTimeout)
         else {
             throw HTTPError(
                 .internalServerError, .server,
                 "the configuration is out of range: maximumBodySize and connectionTimeout must be 0 or more, "
-                    + "connectionLimit more than 0")
+                    + "connectionLimit and responderTimeout more than 0")
         }
-        let core = Core(responder: responder, maximumBodySize: configuration.maximumBodySize)
+        let core = Core(
+            responder: responder, maximumBodySize: configuration.maximumBodySize,
+            responderTimeout: configuration.responderTimeout)
         let cls = Unmanaged.passUnretained(core).toOpaque()
-        // A thread per connection: a request's thread may wait for its responder without holding up others.
-        let flags = UInt32(MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_THREAD_PER_CONNECTION.rawValue)
+        // A thread per connection: a request's thread may wait for its responder without holding up others,
+        // and block while a streamed body's consumer or producer is slow. Upgrades carry WebSockets.
+        let flags = UInt32(
+            MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_THREAD_PER_CONNECTION.rawValue
+                | MHD_ALLOW_UPGRADE.rawValue)
         errno = 0
         guard
             let handle = CMicroHTTPD_start_loopback(
@@ -48,18 +54,75 @@ final class Daemon {
     }
 
     deinit {
+        // libmicrohttpd must not stop with upgraded connections still open: close the WebSockets first.
+        core.closeWebSockets()
         MHD_stop_daemon(handle)
     }
 }
 
-/// The daemon's configuration and responder, shared by every connection thread. Immutable.
+/// The daemon's configuration and responder, shared by every connection thread, and its open WebSockets.
 private final class Core: Sendable {
     let responder: any HTTPResponder
     let maximumBodySize: Int
+    let responderTimeout: Duration?
+    private let webSockets = Mutex<(next: Int, open: [Int: WebSocket])>((0, [:]))
 
-    init(responder: any HTTPResponder, maximumBodySize: Int) {
+    init(responder: any HTTPResponder, maximumBodySize: Int, responderTimeout: Duration?) {
         self.responder = responder
         self.maximumBodySize = maximumBodySize
+        self.responderTimeout = responderTimeout
+    }
+
+    /// Runs `upgrade` on the upgraded socket `fd`; `handle` is closed when the WebSocket's reader ends.
+    func startWebSocket(_ upgrade: WebSocketUpgrade, fd: Int32, extra: Data, handle: UpgradeHandle) {
+        // libmicrohttpd's sockets are non-blocking; the WebSocket's reader thread blocks in recv.
+        let flags = fcntl(fd, F_GETFL)
+        guard flags >= 0, fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0 else {
+            handle.close()
+            return
+        }
+        let key = webSockets.withLock { sockets in
+            defer { sockets.next += 1 }
+            return sockets.next
+        }
+        let socket = WebSocket(
+            role: .server, fd: fd, maximumMessageSize: upgrade.maximumMessageSize, initialBytes: extra
+        ) { [self] in
+            handle.close()
+            _ = webSockets.withLock { $0.open.removeValue(forKey: key) }
+        }
+        webSockets.withLock { $0.open[key] = socket }
+        socket.start()
+        Task(executorPreference: ResponderExecutor.shared) {
+            do {
+                try await upgrade.handler(upgrade.request, socket)
+                await socket.close()
+            } catch {
+                await socket.close(code: .internalError, reason: "the server failed")
+            }
+        }
+    }
+
+    /// Sends every open WebSocket a close frame with 1001 (going away), shuts it down, and waits (up to 2 s
+    /// each) until libmicrohttpd has its socket back.
+    func closeWebSockets() {
+        let open = webSockets.withLock { Array($0.open.values) }
+        for socket in open { socket.goAway() }
+        for socket in open { _ = socket.waitUntilClosed(deadline: .now() + 2) }
+    }
+}
+
+/// One upgraded connection's `MHD_UpgradeResponseHandle*`, closed once.
+final class UpgradeHandle: @unchecked Sendable {
+    // @unchecked: the pointer is only used by `close`, which the WebSocket calls exactly once, under its
+    // transport lock, from its reader thread.
+    private let handle: OpaquePointer
+
+    init(_ handle: OpaquePointer) { self.handle = handle }
+
+    func close() {
+        // Fails only for a handle already closed, which `WebSocket` never does; nothing is left to undo.
+        _ = CMicroHTTPD_upgrade_close(handle)
     }
 }
 
@@ -68,15 +131,74 @@ private final class Core: Sendable {
 /// connection run on its thread (or, at shutdown, after that thread is joined), never two at once, so this
 /// needs no lock; it never reaches Swift concurrency (the request is copied out of it).
 private final class PendingRequest {
+    /// The method, path, query and headers, read on the first call.
+    let head: HTTPRequest
+    /// The most body bytes accepted: the route's stream limit, or the server's maximum.
+    let limit: Int
+    /// Set on a streaming route: the connection thread puts the body in as it arrives.
+    var stream: HTTPBodyStream?
+    var received = 0
     var body = Data()
     /// The body passed the limit: what came is dropped, the rest is discarded, and the answer is 413.
     var tooLarge = false
     /// A response is already queued (the declared length was too large); the rest of the body is discarded.
     var answered = false
+    /// The responder's task: started when the body is in, or with the head on a streaming route.
+    var task: Task<Void, Never>?
+    var exchange: Exchange?
+    /// The WebSocket to run once libmicrohttpd hands over the upgraded socket.
+    var webSocket: WebSocketUpgrade?
+
+    init(head: HTTPRequest, limit: Int) {
+        self.head = head
+        self.limit = limit
+    }
+
+    /// Starts the responder on `request` in a task on the responders' own executor (not the pool, which
+    /// other work may have filled).
+    func start(_ request: HTTPRequest, responder: any HTTPResponder) {
+        let exchange = Exchange()
+        self.exchange = exchange
+        task = Task(executorPreference: ResponderExecutor.shared) {
+            let response = await responder.response(to: request)
+            // The handler is done with the body: the connection thread discards what is left of it.
+            request.bodyStream?.queue.abandon()
+            exchange.response.withLock { $0 = response }
+            exchange.done.signal()
+        }
+    }
+
+    /// Waits on this connection's own libmicrohttpd thread (not a Swift concurrency thread, so the pool is
+    /// never blocked) for the responder's answer, or a 503 once `timeout` has passed (the task is cancelled).
+    func response(timeout: Duration?) -> HTTPResponse {
+        guard let exchange else {
+            return HTTPError(.internalServerError, .internalError, "the server failed to answer; try again later")
+                .response
+        }
+        if let timeout {
+            let (seconds, attoseconds) = timeout.components
+            let nanoseconds = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+            let limit =
+                nanoseconds.overflow ? Int.max : Int(clamping: nanoseconds.partialValue + attoseconds / 1_000_000_000)
+            if exchange.done.wait(timeout: .now() + .nanoseconds(limit)) == .timedOut {
+                task?.cancel()
+                return HTTPError(
+                    .serviceUnavailable, .timeout,
+                    "the server took longer than \(timeout) to answer; try again later"
+                ).response
+            }
+        } else {
+            exchange.done.wait()
+        }
+        // The semaphore orders the Mutex write before this read.
+        return exchange.response.withLock { $0 }
+            ?? HTTPError(.internalServerError, .internalError, "the server failed to answer; try again later")
+            .response
+    }
 }
 
 /// Carries the responder's answer from the Swift task back to the waiting connection thread.
-private final class Handoff: Sendable {
+private final class Exchange: Sendable {
     let response = Mutex<HTTPResponse?>(nil)
     let done = DispatchSemaphore(value: 0)
 }
@@ -102,10 +224,24 @@ private func values(of connection: OpaquePointer, kind: MHD_ValueKind) -> [(name
     return collector.fields
 }
 
-private let requestCompleted: MHD_RequestCompletedCallback = { _, _, slot, _ in
-    guard let slot, let pending = slot.pointee else { return }
-    Unmanaged<PendingRequest>.fromOpaque(pending).release()
+private let requestCompleted: MHD_RequestCompletedCallback = { _, _, slot, termination in
+    guard let slot, let raw = slot.pointee else { return }
+    let pending = Unmanaged<PendingRequest>.fromOpaque(raw).takeRetainedValue()
     slot.pointee = nil
+    guard termination.rawValue != 0 else { return }  // 0 is MHD_REQUEST_TERMINATED_COMPLETED_OK
+    // The client went away (or the server is stopping) before the exchange finished: a handler still
+    // reading the body learns it from the stream, and its task is cancelled.
+    pending.stream?.queue.finish(
+        throwing: HTTPError(
+            .badRequest, .clientDisconnected, "the client disconnected before sending the whole body"))
+    pending.task?.cancel()
+}
+
+/// The peer's IP address as text, or nil when libmicrohttpd cannot say.
+private func clientAddress(of connection: OpaquePointer) -> String? {
+    var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+    guard CMicroHTTPD_client_address(connection, &buffer, buffer.count) == 1 else { return nil }
+    return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }
 
 private let accessHandler: MHD_AccessHandlerCallback = {
@@ -113,89 +249,170 @@ private let accessHandler: MHD_AccessHandlerCallback = {
     guard let cls, let connection, let url, let method, let uploadDataSize, let slot else { return .NO }
     let core = Unmanaged<Core>.fromOpaque(cls).takeUnretainedValue()
 
-    // The first call: only the headers are in. Refuse a declared length past the limit before reading it.
+    // The first call: only the headers are in. Ask how the body is taken, and refuse a declared length past
+    // the limit before reading it.
     guard let existing = slot.pointee else {
-        let pending = PendingRequest()
+        var headers = HTTPHeaders()
+        for field in values(of: connection, kind: .HEADER_KIND) { headers.add(field.name, field.value) }
+        let head = HTTPRequest(
+            method: HTTPMethod(String(cString: method)), path: String(cString: url),
+            queryItems: values(of: connection, kind: .GET_ARGUMENT_KIND), headers: headers,
+            remoteAddress: clientAddress(of: connection))
+        let policy = core.responder.bodyPolicy(for: head)
+        var limit = core.maximumBodySize
+        if case .stream(let streamLimit) = policy { limit = max(0, streamLimit) }
+        let pending = PendingRequest(head: head, limit: limit)
         slot.pointee = Unmanaged.passRetained(pending).toOpaque()
-        let declared = MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length")
-            .flatMap { Int(String(cString: $0)) }
-        if let declared, declared > core.maximumBodySize {
+        let declared = headers["Content-Length"].flatMap { Int($0) }
+        if let declared, declared > limit {
             pending.answered = true
-            return queue(tooLarge(core), on: connection)
+            return queue(HTTPError.tooLarge(limit: limit).response, on: connection, core: core, pending: pending)
+        }
+        if case .stream = policy {
+            let stream = HTTPBodyStream()
+            pending.stream = stream
+            var request = head
+            request.bodyStream = stream
+            pending.start(request, responder: core.responder)
         }
         return .YES
     }
     let pending = Unmanaged<PendingRequest>.fromOpaque(existing).takeUnretainedValue()
 
-    // A piece of the body: keep it while under the limit, drop everything once past it.
+    // A piece of the body: keep it (or hand it to the stream, blocking while the handler is behind) while
+    // under the limit, drop everything once past it.
     if uploadDataSize.pointee != 0 {
         let count = uploadDataSize.pointee
         uploadDataSize.pointee = 0
         if pending.answered || pending.tooLarge { return .YES }
-        guard let uploadData, pending.body.count + count <= core.maximumBodySize else {
-            pending.tooLarge = true
+        guard let uploadData, pending.received + count <= pending.limit else {
             pending.body = Data()
+            guard let stream = pending.stream else {
+                pending.tooLarge = true
+                return .YES
+            }
+            // The handler learns from its stream; the client gets 413 now, or at the end if it cannot be
+            // queued while the body is still coming.
+            stream.queue.finish(throwing: HTTPError.tooLarge(limit: pending.limit))
+            pending.task?.cancel()
+            if queueOnce(HTTPError.tooLarge(limit: pending.limit).response, on: connection, core: core) {
+                pending.answered = true
+            } else {
+                pending.tooLarge = true
+            }
             return .YES
         }
-        pending.body.append(UnsafeRawPointer(uploadData).assumingMemoryBound(to: UInt8.self), count: count)
+        pending.received += count
+        let piece = Data(bytes: uploadData, count: count)
+        if let stream = pending.stream {
+            stream.queue.put(piece)
+        } else {
+            pending.body.append(piece)
+        }
         return .YES
     }
 
     // The last call: the whole request is in.
     if pending.answered { return .YES }
-    if pending.tooLarge { return queue(tooLarge(core), on: connection) }
-    var headers = HTTPHeaders()
-    for field in values(of: connection, kind: .HEADER_KIND) { headers.add(field.name, field.value) }
-    let request = HTTPRequest(
-        method: HTTPMethod(String(cString: method)), path: String(cString: url),
-        queryItems: values(of: connection, kind: .GET_ARGUMENT_KIND), headers: headers, body: pending.body)
-    pending.body = Data()
-
-    // Wait on this connection's own libmicrohttpd thread (not a Swift concurrency thread, so the pool is
-    // never blocked) while the responder runs in a task on the responders' own executor (not the pool,
-    // which other work may have filled); the semaphore orders the Mutex write before the read.
-    let handoff = Handoff()
-    let responder = core.responder
-    Task(executorPreference: ResponderExecutor.shared) {
-        let response = await responder.response(to: request)
-        handoff.response.withLock { $0 = response }
-        handoff.done.signal()
+    if pending.tooLarge {
+        return queue(HTTPError.tooLarge(limit: pending.limit).response, on: connection, core: core, pending: pending)
     }
-    handoff.done.wait()
-    let response =
-        handoff.response.withLock { $0 }
-        ?? HTTPError(.internalServerError, .internalError, "the server failed to answer; try again later").response
-    return queue(response, on: connection)
-}
-
-private func tooLarge(_ core: Core) -> HTTPResponse {
-    HTTPError(
-        .contentTooLarge, .contentTooLarge,
-        "the body is larger than \(core.maximumBodySize) bytes; send less"
-    ).response
+    if let stream = pending.stream {
+        stream.queue.finish()
+    } else {
+        var request = pending.head
+        request.body = pending.body
+        pending.body = Data()
+        pending.start(request, responder: core.responder)
+    }
+    let response = pending.response(timeout: core.responderTimeout)
+    return queue(response, on: connection, core: core, pending: pending)
 }
 
 /// Queues `response`; if libmicrohttpd refuses it (a header it will not send), queues a bare 500 instead.
 /// `.NO` closes the connection, for when not even that can be queued.
-private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> MHD_Result {
-    if queueOnce(response, on: connection) { return .YES }
+private func queue(
+    _ response: HTTPResponse, on connection: OpaquePointer, core: Core, pending: PendingRequest
+) -> MHD_Result {
+    pending.webSocket = response.webSocket
+    if queueOnce(response, on: connection, core: core) { return .YES }
+    pending.webSocket = nil
     let fallback = HTTPError(.internalServerError, .server, "the server built a response it cannot send").response
-    return queueOnce(fallback, on: connection) ? .YES : .NO
+    return queueOnce(fallback, on: connection, core: core) ? .YES : .NO
 }
 
-private func queueOnce(_ response: HTTPResponse, on connection: OpaquePointer) -> Bool {
+private func queueOnce(_ response: HTTPResponse, on connection: OpaquePointer, core: Core) -> Bool {
     guard let status = UInt32(exactly: response.status.code), (100...999).contains(status) else { return false }
-    let created = response.body.withUnsafeBytes { bytes in
-        MHD_create_response_from_buffer(
-            bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)
+    let created: OpaquePointer?
+    if response.webSocket != nil {
+        // The upgrade handler finds the WebSocket to run in the request's `con_cls` (set by `queue`).
+        created = MHD_create_response_for_upgrade(upgradeHandler, Unmanaged.passUnretained(core).toOpaque())
+    } else if let stream = response.bodyStream {
+        guard stream.length.map({ $0 >= 0 }) ?? true else { return false }
+        let pipe = ResponsePipe()
+        let size = stream.length.map { UInt64($0) } ?? UInt64.max  // UInt64.max is MHD_SIZE_UNKNOWN: chunked
+        let cls = Unmanaged.passRetained(pipe).toOpaque()
+        created = MHD_create_response_from_callback(size, 64 << 10, readStream, cls, freeStream)
+        guard created != nil else {
+            Unmanaged<ResponsePipe>.fromOpaque(cls).release()
+            return false
+        }
+        Task(executorPreference: ResponderExecutor.shared) {
+            do {
+                try await stream.producer(HTTPBodyWriter { try await pipe.write($0) })
+                pipe.finish(throwing: nil)
+            } catch {
+                pipe.finish(throwing: error)
+            }
+        }
+    } else {
+        created = response.body.withUnsafeBytes { bytes in
+            MHD_create_response_from_buffer(
+                bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)
+        }
     }
     guard let created else { return false }
     defer { MHD_destroy_response(created) }
     for (name, value) in response.headers {
-        // libmicrohttpd sets the framing headers from the body itself.
+        // libmicrohttpd sets the framing headers from the body itself (or the stream's length).
         let lowered = name.lowercased()
         if lowered == "content-length" || lowered == "transfer-encoding" { continue }
         guard MHD_add_response_header(created, name, value) == .YES else { return false }
     }
     return MHD_queue_response(connection, status, created) == .YES
+}
+
+/// libmicrohttpd's content reader for a streamed response: blocks the connection thread until the producer
+/// has written some bytes. -1 is MHD_CONTENT_READER_END_OF_STREAM, -2 MHD_CONTENT_READER_END_WITH_ERROR
+/// (the connection is dropped, so a client sees a failed producer as a truncated body).
+private let readStream: MHD_ContentReaderCallback = { cls, _, buffer, count in
+    guard let cls, let buffer else { return -2 }
+    let pipe = Unmanaged<ResponsePipe>.fromOpaque(cls).takeUnretainedValue()
+    switch pipe.read(into: buffer, count: count) {
+    case .bytes(let n): return n
+    case .end: return -1
+    case .failed: return -2
+    }
+}
+
+/// libmicrohttpd is done with a streamed response (sent, or the client left): the producer stops.
+private let freeStream: MHD_ContentReaderFreeCallback = { cls in
+    guard let cls else { return }
+    let pipe = Unmanaged<ResponsePipe>.fromOpaque(cls).takeRetainedValue()
+    pipe.readerGone()
+}
+
+/// The 101 was sent: the socket is ours until `CMicroHTTPD_upgrade_close`. Runs on the connection's
+/// thread; the WebSocket gets a reader thread of its own, and this returns at once.
+private let upgradeHandler: MHD_UpgradeHandler = { cls, _, slot, extraIn, extraCount, fd, urh in
+    guard let urh else { return }
+    guard let cls, let slot,
+        let upgrade = Unmanaged<PendingRequest>.fromOpaque(slot).takeUnretainedValue().webSocket
+    else {
+        _ = CMicroHTTPD_upgrade_close(urh)
+        return
+    }
+    let core = Unmanaged<Core>.fromOpaque(cls).takeUnretainedValue()
+    let extra = extraIn.map { Data(bytes: $0, count: extraCount) } ?? Data()
+    core.startWebSocket(upgrade, fd: fd, extra: extra, handle: UpgradeHandle(urh))
 }

@@ -21,8 +21,15 @@ public struct HTTPError: Error, Sendable, CustomStringConvertible {
         public static let notFound = Code("not_found")
         /// A route has this path but not this method; the response lists the allowed ones in `Allow`.
         public static let methodNotAllowed = Code("method_not_allowed")
+        /// A WebSocket endpoint got a request that is no upgrade, or asks for a version other than 13 (a 426).
+        public static let upgradeRequired = Code("upgrade_required")
         /// The body is longer than the server accepts.
         public static let contentTooLarge = Code("content_too_large")
+        /// The client disconnected before the whole body was received or sent (thrown out of
+        /// ``HTTPBodyStream`` and ``HTTPBodyWriter/write(_:)``; nobody is left to read a response).
+        public static let clientDisconnected = Code("client_disconnected")
+        /// The handler took longer than ``HTTPServer/Configuration/responderTimeout`` (a 503).
+        public static let timeout = Code("timeout")
         /// A handler failed in a way it did not describe; details stay in the server's log.
         public static let internalError = Code("internal_error")
         /// libmicrohttpd could not start, or refused a response.
@@ -59,6 +66,15 @@ public struct HTTPError: Error, Sendable, CustomStringConvertible {
         headers["Content-Type"] = "application/json"
         let body = (try? JSONEncoder.sortedKeys.encode(["error": code.rawValue, "reason": reason])) ?? Data()
         return HTTPResponse(status: status, headers: headers, body: body)
+    }
+}
+
+extension HTTPError {
+    /// The 413 for a body past `limit` bytes.
+    static func tooLarge(limit: Int, file: String = #fileID, line: UInt = #line) -> HTTPError {
+        HTTPError(
+            .contentTooLarge, .contentTooLarge, "the body is larger than \(limit) bytes; send less", file: file,
+            line: line)
     }
 }
 

@@ -5,6 +5,9 @@ import Synchronization
 ///
 /// It starts in `init` and stops in ``shutdown()`` (or when released). Bodies are collected up to
 /// ``Configuration/maximumBodySize``; a longer one is answered with 413 and never buffered past the limit.
+/// Routes that opt in (``HTTPResponder/bodyPolicy(for:)``) read their body as a stream instead, responses may
+/// stream theirs (``HTTPResponse/stream(status:headers:length:producer:)``), and WebSocket routes take over
+/// the connection (``Router/webSocket(_:maximumMessageSize:handler:)``); shutdown closes open WebSockets.
 /// Errors a responder throws become responses as described on ``HTTPResponder``.
 ///
 /// Each connection gets its own libmicrohttpd thread, which waits while the responder runs on the Swift
@@ -21,14 +24,21 @@ public final class HTTPServer: Sendable {
         public var connectionLimit: Int
         /// Seconds a connection may sit idle before the server closes it.
         public var connectionTimeout: Int
+        /// How long a responder may take once the body is in (on a streaming route: once the last byte of
+        /// it has arrived) before the client gets a 503 ``HTTPError/Code/timeout`` and the responder's task
+        /// is cancelled; `nil` waits as long as it takes. Streamed response bodies and WebSockets are not
+        /// timed (a download of many GiB may take long); only the wait for the response's head is.
+        public var responderTimeout: Duration?
 
         public init(
-            port: UInt16 = 0, maximumBodySize: Int = 1 << 20, connectionLimit: Int = 64, connectionTimeout: Int = 30
+            port: UInt16 = 0, maximumBodySize: Int = 1 << 20, connectionLimit: Int = 64, connectionTimeout: Int = 30,
+            responderTimeout: Duration? = .seconds(30)
         ) {
             self.port = port
             self.maximumBodySize = maximumBodySize
             self.connectionLimit = connectionLimit
             self.connectionTimeout = connectionTimeout
+            self.responderTimeout = responderTimeout
         }
     }
 

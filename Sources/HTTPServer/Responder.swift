@@ -4,8 +4,16 @@ import Foundation
 ///
 /// Thrown ``HTTPError``s become their JSON response; any other error becomes a 500 whose body says
 /// nothing about it (the server and ``HTTPResponder/test(_:_:headers:body:)`` both do this).
+///
+/// A responder that wants some bodies as a stream says so in ``bodyPolicy(for:)``, which the server asks
+/// when only the head is in (the default collects every body).
 public protocol HTTPResponder: Sendable {
     func respond(to request: HTTPRequest) async throws -> HTTPResponse
+
+    /// How the body of the request whose head is `head` is received (`head.body` is empty, and so
+    /// is `head.bodyStream`). Called on libmicrohttpd's connection thread before any of the body is read:
+    /// decide from the method, path and headers alone, quickly.
+    func bodyPolicy(for head: HTTPRequest) -> HTTPBodyPolicy
 }
 
 /// Wraps the responders after it: runs code before and after `next`, or answers without calling it.
@@ -19,6 +27,9 @@ public protocol HTTPMiddleware: Sendable {
 }
 
 extension HTTPResponder {
+    /// Every body is collected (``HTTPBodyPolicy/collect``).
+    public func bodyPolicy(for head: HTTPRequest) -> HTTPBodyPolicy { .collect }
+
     /// The response a client gets, with errors turned into responses as described on ``HTTPResponder``.
     func response(to request: HTTPRequest) async -> HTTPResponse {
         do {
@@ -35,13 +46,34 @@ extension HTTPResponder {
     /// returns what a client would receive (errors already turned into responses).
     ///
     /// `path` may carry a query (`/v1/items?limit=5`); the path part is percent-decoded as the server does.
+    /// On a streaming route (``bodyPolicy(for:)``) `body` arrives in ``HTTPRequest/bodyStream`` in 64 KiB
+    /// chunks, and a body (or a declared `Content-Length`) past the route's limit is a 413 as on the server.
+    /// A streamed response is returned collected into ``HTTPResponse/body`` (a producer that throws, or
+    /// writes other than its declared length, gives a 500).
     public func test(
         _ method: HTTPMethod, _ path: String, headers: HTTPHeaders = HTTPHeaders(), body: Data = Data()
     ) async -> HTTPResponse {
         let (decodedPath, queryItems) = Self.split(target: path)
-        let request = HTTPRequest(
-            method: method, path: decodedPath, queryItems: queryItems, headers: headers, body: body)
-        return await response(to: request)
+        var request = HTTPRequest(method: method, path: decodedPath, queryItems: queryItems, headers: headers)
+        switch bodyPolicy(for: request) {
+        case .collect:
+            request.body = body
+        case .stream(let limit):
+            let declared = headers["Content-Length"].flatMap { Int($0) } ?? 0
+            guard body.count <= limit, declared <= limit else { return HTTPError.tooLarge(limit: limit).response }
+            request.bodyStream = HTTPBodyStream(preloaded: body)
+        }
+        let response = await response(to: request)
+        request.bodyStream?.queue.abandon()
+        guard response.bodyStream != nil else { return response }
+        do {
+            return try await response.collected()
+        } catch let error as HTTPError {
+            return error.response
+        } catch {
+            return HTTPError(.internalServerError, .internalError, "the server failed to answer; try again later")
+                .response
+        }
     }
 
     /// ``test(_:_:headers:body:)`` with a UTF-8 text body.

@@ -32,6 +32,7 @@ public struct Router: HTTPResponder {
 
         let method: HTTPMethod
         let segments: [Segment]
+        let body: HTTPBodyPolicy
         let handler: Handler
 
         /// The parameters if `path` matches, and how many literal segments matched (more is more specific).
@@ -58,16 +59,26 @@ public struct Router: HTTPResponder {
     public init() {}
 
     /// Adds a route. A second route with the same method and pattern never matches (the first one wins).
-    public mutating func on(_ method: HTTPMethod, _ pattern: String, use handler: @escaping Handler) {
+    ///
+    /// `body` says how the route receives its body: collected (the default) or as a stream with a limit of
+    /// its own (`router.post("/v1/blobs", body: .stream(limit: 4 << 30)) { request, _ in ... }`, reading
+    /// ``HTTPRequest/bodyStream``).
+    public mutating func on(
+        _ method: HTTPMethod, _ pattern: String, body: HTTPBodyPolicy = .collect, use handler: @escaping Handler
+    ) {
         let segments = Self.segments(of: pattern).map { part -> Route.Segment in
             part.hasPrefix(":") ? .parameter(String(part.dropFirst())) : .literal(String(part))
         }
-        routes.append(Route(method: method, segments: segments, handler: handler))
+        routes.append(Route(method: method, segments: segments, body: body, handler: handler))
     }
 
     public mutating func get(_ pattern: String, use handler: @escaping Handler) { on(.get, pattern, use: handler) }
-    public mutating func post(_ pattern: String, use handler: @escaping Handler) { on(.post, pattern, use: handler) }
-    public mutating func put(_ pattern: String, use handler: @escaping Handler) { on(.put, pattern, use: handler) }
+    public mutating func post(_ pattern: String, body: HTTPBodyPolicy = .collect, use handler: @escaping Handler) {
+        on(.post, pattern, body: body, use: handler)
+    }
+    public mutating func put(_ pattern: String, body: HTTPBodyPolicy = .collect, use handler: @escaping Handler) {
+        on(.put, pattern, body: body, use: handler)
+    }
     public mutating func patch(_ pattern: String, use handler: @escaping Handler) {
         on(.patch, pattern, use: handler)
     }
@@ -77,6 +88,27 @@ public struct Router: HTTPResponder {
 
     /// Adds middleware around every route; the first added runs first.
     public mutating func add(middleware: some HTTPMiddleware) { self.middleware.append(middleware) }
+
+    /// Adds a WebSocket endpoint (RFC 6455) at `pattern`, answering GET.
+    ///
+    /// A valid upgrade (version 13, a 16-byte `Sec-WebSocket-Key`) is answered 101 and `handler` runs with
+    /// the connection; when it returns the socket is closed with 1000 (1011 if it threw). A request that is
+    /// not an upgrade, or asks for another version, is a 426 (with `Sec-WebSocket-Version: 13`); a missing
+    /// or malformed key is a 400. Messages longer than `maximumMessageSize` bytes close the connection with
+    /// 1009. Over the in-memory client the route answers the 101 but runs nothing.
+    public mutating func webSocket(
+        _ pattern: String, maximumMessageSize: Int = 1 << 20,
+        handler: @escaping @Sendable (HTTPRequest, WebSocket) async throws -> Void
+    ) {
+        on(.get, pattern) { request, _ in
+            try WebSocket.upgrade(request, maximumMessageSize: maximumMessageSize, handler: handler)
+        }
+    }
+
+    /// The policy of the route that `head` would be dispatched to; `.collect` where none matches.
+    public func bodyPolicy(for head: HTTPRequest) -> HTTPBodyPolicy {
+        Self.choose(head, routes: routes)?.route.body ?? .collect
+    }
 
     public func respond(to request: HTTPRequest) async throws -> HTTPResponse {
         let dispatch: @Sendable (HTTPRequest) async throws -> HTTPResponse = { [routes] request in
@@ -88,18 +120,31 @@ public struct Router: HTTPResponder {
         return try await chain(request)
     }
 
-    private static func dispatch(_ request: HTTPRequest, routes: [Route]) async throws -> HTTPResponse {
+    private typealias Match = (route: Route, parameters: [String: String], literals: Int)
+
+    /// The most specific route for each method whose pattern matches `request`'s path.
+    private static func candidates(_ request: HTTPRequest, routes: [Route]) -> [HTTPMethod: Match] {
         let path = segments(of: request.path)
-        var best: [HTTPMethod: (route: Route, parameters: [String: String], literals: Int)] = [:]
+        var best: [HTTPMethod: Match] = [:]
         for route in routes {
             guard let match = route.match(path) else { continue }
             if let current = best[route.method], current.literals >= match.literals { continue }
             best[route.method] = (route, match.parameters, match.literals)
         }
+        return best
+    }
+
+    private static func choose(_ request: HTTPRequest, routes: [Route]) -> Match? {
+        let best = candidates(request, routes: routes)
         // HEAD falls back to GET; the server sends the headers without the body.
-        if let chosen = best[request.method] ?? (request.method == .head ? best[.get] : nil) {
+        return best[request.method] ?? (request.method == .head ? best[.get] : nil)
+    }
+
+    private static func dispatch(_ request: HTTPRequest, routes: [Route]) async throws -> HTTPResponse {
+        if let chosen = choose(request, routes: routes) {
             return try await chosen.route.handler(request, RequestContext(parameters: chosen.parameters))
         }
+        let best = candidates(request, routes: routes)
         if best.isEmpty {
             throw HTTPError(.notFound, .notFound, "no route for \(request.path); check the path")
         }

@@ -109,7 +109,7 @@ public struct Application: Sendable {
                 responder: router,
                 configuration: HTTPServer.Configuration(
                     port: configuration.port, maximumBodySize: configuration.maximumBodyBytes,
-                    connectionLimit: 256))
+                    connectionLimit: 256, responderTimeout: .seconds(configuration.requestTimeout)))
         } catch {
             throw ServerError(.listen, error.reason)
         }

@@ -4,6 +4,8 @@ import Foundation
 public struct HashAlgorithm: Sendable, Hashable {
     enum Backing: Sendable, Hashable {
         case sha256, sha384, sha512
+        /// Only for ``Insecure/SHA1`` (RFC 6455's accept key); never offered where security depends on it.
+        case sha1
     }
 
     let backing: Backing
@@ -73,7 +75,7 @@ public struct HashDigest<Function: HashFunction>: Sendable, Hashable, Contiguous
     public func hash(into hasher: inout Hasher) { hasher.combine(rawRepresentation) }
 }
 
-/// The state of an OpenSSL-backed SHA-2 hasher, copied on write so hashers keep value semantics.
+/// The state of an OpenSSL-backed hasher (SHA-2, and SHA-1 for ``Insecure/SHA1``), copied on write so hashers keep value semantics.
 struct SHA2State: @unchecked Sendable {
     // @unchecked: the context is only mutated through `mutate`, which first makes it unique, so no
     // two values ever share a context that one of them writes.
@@ -141,4 +143,26 @@ public struct SHA512: HashFunction {
     public init() {}
     public mutating func update(bufferPointer: UnsafeRawBufferPointer) { state.update(bufferPointer) }
     public func finalize() -> Digest { Digest(state.finalize(byteCount: Self.byteCount)) }
+}
+
+/// Hash functions kept only for old protocols that require them, under CryptoKit's name for them.
+public enum Insecure {}
+
+extension Insecure {
+    /// SHA-1 (FIPS 180-4) on OpenSSL, for RFC 6455 only: the WebSocket handshake's
+    /// `Sec-WebSocket-Accept` is base64(SHA-1(key + GUID)) (RFC 6455, section 4.2.2).
+    ///
+    /// SHA-1 is broken for collision resistance (SHAttered, 2017). Do not use it for signatures,
+    /// integrity, key derivation or anything else where security depends on the hash.
+    public struct SHA1: HashFunction {
+        public static let byteCount = 20
+        public static let blockByteCount = 64
+        public static let algorithm = HashAlgorithm(backing: .sha1)
+        public typealias Digest = HashDigest<SHA1>
+        private var state = SHA2State(algorithm)
+
+        public init() {}
+        public mutating func update(bufferPointer: UnsafeRawBufferPointer) { state.update(bufferPointer) }
+        public func finalize() -> Digest { Digest(state.finalize(byteCount: Self.byteCount)) }
+    }
 }

@@ -27,7 +27,7 @@ func loadConfiguration(file: String?, flags: [(String, String?)]) throws -> Pixi
         if let file { try configuration.apply(file: URL(fileURLWithPath: file)) }
         try configuration.apply(environment: ProcessInfo.processInfo.environment)
         for case (let name, let value?) in flags { try configuration.set(name, value, source: "--\(name)") }
-    } catch let error as ServerError {
+    } catch {
         streams.err("pixie-server: error: \(error.reason)")
         throw ExitCode.usage
     }

@@ -111,6 +111,7 @@ struct ServerTests {
         var query: [String]
         var agent: String
         var body: String
+        var remote: String
     }
 
     static func start(maximumBodySize: Int = 64) throws -> HTTPServer {
@@ -121,7 +122,8 @@ struct ServerTests {
                 Echo(
                     method: request.method.rawValue, path: "\(request.path) \(try context.parameter("name"))",
                     query: request.queryItems.map { "\($0.name)=\($0.value)" },
-                    agent: request.headers["user-agent"] ?? "", body: request.bodyText),
+                    agent: request.headers["user-agent"] ?? "", body: request.bodyText,
+                    remote: request.remoteAddress ?? "none"),
                 status: .created)
         }
         router.get("/slow/:n") { _, context in
@@ -160,6 +162,7 @@ struct ServerTests {
         #expect(decoded.query == ["x=1", "y=two"])
         #expect(decoded.agent == "raw")
         #expect(decoded.body == "hello body")
+        #expect(decoded.remote == "127.0.0.1")
 
         let custom = try await RawClient.request(port: server.port, head: "GET /custom HTTP/1.1\r\nHost: x")
         #expect(custom.status == 202)

@@ -43,3 +43,15 @@ struct DigestsTests {
         #expect(SHA512.hash(data: Data()).rawRepresentation.count == 64)
     }
 }
+
+@Suite("Insecure.SHA1")
+struct InsecureSHA1Tests {
+    @Test("FIPS 180-4 examples: \"abc\" and the 448-bit message, one-shot and incremental")
+    func knownAnswers() {
+        #expect(Insecure.SHA1.hash(data: Data("abc".utf8)).description == "a9993e364706816aba3e25717850c26c9cd0d89d")
+        var hasher = Insecure.SHA1()
+        hasher.update(data: Data("abcdbcdecdefdefgefghfghighij".utf8))
+        hasher.update(data: Data("hijkijkljklmklmnlmnomnopnopq".utf8))
+        #expect(hasher.finalize().description == "84983e441c3bd26ebaae4aa1f95129e5e54670f1")
+    }
+}

@@ -14,14 +14,7 @@ public final class ReferenceOracle {
 
     /// Starts `script` from Tests/Reference (oracle.py by default; webauthn_oracle.py for the WebAuthn tests).
     public init(script: String = "oracle.py") throws {
-        let python =
-            ProcessInfo.processInfo.environment["SIBLINGS_PYTHON"].flatMap { $0.isEmpty ? nil : $0 }
-            ?? Vectors.packageRoot.appendingPathComponent(".venv/bin/python").path
-        guard FileManager.default.isExecutableFile(atPath: python) else {
-            throw VectorError(
-                "the outside reference implementations are not installed: no Python at \(python). "
-                    + "Run scripts/setup.sh (scripts/test.sh does), or set SIBLINGS_PYTHON.")
-        }
+        let python = try Self.python()
         let script = Vectors.packageRoot.appendingPathComponent("Tests/Reference/\(script)")
         process = Process()
         process.executableURL = URL(fileURLWithPath: python)
@@ -33,6 +26,20 @@ public final class ReferenceOracle {
         input = stdin.fileHandleForWriting
         output = stdout.fileHandleForReading
         try process.run()
+    }
+
+    /// The project venv's interpreter: `$SIBLINGS_PYTHON`, else `.venv/bin/python` in the package root.
+    /// Throws, saying how to install it, if it is not there; tests that need Python fail rather than skip.
+    public static func python() throws -> String {
+        let python =
+            ProcessInfo.processInfo.environment["SIBLINGS_PYTHON"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? Vectors.packageRoot.appendingPathComponent(".venv/bin/python").path
+        guard FileManager.default.isExecutableFile(atPath: python) else {
+            throw VectorError(
+                "the outside reference implementations are not installed: no Python at \(python). "
+                    + "Run scripts/setup.sh (scripts/test.sh does), or set SIBLINGS_PYTHON.")
+        }
+        return python
     }
 
     deinit {

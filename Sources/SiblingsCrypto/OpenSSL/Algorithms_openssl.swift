@@ -45,6 +45,7 @@ enum OpenSSLAlgorithms {
     static let sha256 = FetchedAlgorithm.digest("SHA256")
     static let sha384 = FetchedAlgorithm.digest("SHA384")
     static let sha512 = FetchedAlgorithm.digest("SHA512")
+    static let sha1 = FetchedAlgorithm.digest("SHA1")
     static let aes256GCM = FetchedAlgorithm.cipher("AES-256-GCM")
     static let chaCha20Poly1305 = FetchedAlgorithm.cipher("ChaCha20-Poly1305")
     static let hmac = FetchedAlgorithm.mac("HMAC")
@@ -56,6 +57,7 @@ enum OpenSSLAlgorithms {
         case .sha256: return sha256
         case .sha384: return sha384
         case .sha512: return sha512
+        case .sha1: return sha1
         }
     }
 }
@@ -67,6 +69,7 @@ extension HashAlgorithm {
         case .sha256: return "SHA256"
         case .sha384: return "SHA384"
         case .sha512: return "SHA512"
+        case .sha1: return "SHA1"
         }
     }
 }

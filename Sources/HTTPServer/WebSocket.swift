@@ -1,0 +1,524 @@
+import Dispatch
+import Foundation
+internal import SiblingsCrypto
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// One WebSocket message (RFC 6455): text (valid UTF-8, checked on arrival) or binary.
+public enum WebSocketMessage: Sendable, Equatable {
+    case text(String)
+    case binary(Data)
+}
+
+/// A close frame's status code (RFC 6455, section 7.4.1).
+public struct WebSocketCloseCode: Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt16
+
+    public init(_ rawValue: UInt16) { self.rawValue = rawValue }
+
+    public static let normalClosure = WebSocketCloseCode(1000)
+    public static let goingAway = WebSocketCloseCode(1001)
+    /// The peer broke the framing rules (an unmasked client frame, reserved bits or opcodes, ...).
+    public static let protocolError = WebSocketCloseCode(1002)
+    public static let unsupportedData = WebSocketCloseCode(1003)
+    /// The close frame carried no code (never sent on the wire).
+    public static let noStatusReceived = WebSocketCloseCode(1005)
+    /// A text message or close reason that is not UTF-8.
+    public static let invalidPayload = WebSocketCloseCode(1007)
+    public static let policyViolation = WebSocketCloseCode(1008)
+    /// A message longer than the endpoint's maximum.
+    public static let messageTooBig = WebSocketCloseCode(1009)
+    /// The handler failed.
+    public static let internalError = WebSocketCloseCode(1011)
+
+    /// Whether a close frame may carry this code: 1000-1003, 1007-1014, and 3000-4999 (RFC 6455, 7.4).
+    public var isAllowedOnTheWire: Bool {
+        switch rawValue {
+        case 1000...1003, 1007...1014, 3000...4999: return true
+        default: return false
+        }
+    }
+
+    public var description: String { String(rawValue) }
+}
+
+/// A WebSocket failed: the peer broke the protocol (``closeCode`` says how we closed), the connection
+/// dropped without a close handshake, or a message was sent after closing.
+public struct WebSocketError: Error, Sendable, CustomStringConvertible {
+    /// The close code sent or received when the failure closed the connection, if it did.
+    public let closeCode: WebSocketCloseCode?
+    public let reason: String
+
+    public init(_ reason: String, closeCode: WebSocketCloseCode? = nil) {
+        self.reason = reason
+        self.closeCode = closeCode
+    }
+
+    public var description: String {
+        "WebSocketError: \(reason)" + (closeCode.map { " (close code \($0))" } ?? "")
+    }
+}
+
+/// What the server runs on a connection once it is upgraded (carried by the 101 response).
+struct WebSocketUpgrade: Sendable {
+    let request: HTTPRequest
+    let maximumMessageSize: Int
+    let handler: @Sendable (HTTPRequest, WebSocket) async throws -> Void
+}
+
+/// One WebSocket connection (RFC 6455), on the server (from ``Router/webSocket(_:maximumMessageSize:handler:)``)
+/// or the client side (``WebSocketClient/connect(port:path:headers:maximumMessageSize:)``).
+///
+/// A thread of its own reads frames: it answers pings with pongs, reassembles fragmented messages, checks
+/// the framing (masking by role, reserved bits and opcodes, control frame rules, UTF-8 of text, the
+/// maximum message size) and closes with 1002, 1007 or 1009 on a violation, which ``receive()`` then
+/// throws. Messages wait in a queue of at most 16; past that the reader stops reading, so a slow consumer
+/// slows the peer down instead of filling memory. Sends may come from any task; each frame is written whole,
+/// and a send blocks its thread until the kernel has taken the frame (a peer that stops reading stalls it).
+public final class WebSocket: AsyncSequence, Sendable {
+    public typealias Element = WebSocketMessage
+
+    enum Role: Sendable {
+        case server
+        case client
+    }
+
+    private struct State {
+        var closeSent = false
+        var readerDone = false
+        var closeCode: WebSocketCloseCode?
+        var doneWaiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    let role: Role
+    /// The longest message accepted, in bytes; longer ones close the connection with 1009.
+    public let maximumMessageSize: Int
+    private let fd: Int32
+    /// `true` while the socket is open. Every write and the final release hold this lock, so no write
+    /// reaches a descriptor that was closed (and perhaps reused).
+    private let transport = Mutex(true)
+    private let release: @Sendable () -> Void
+    private let state = Mutex(State())
+    private let messages = HandoffQueue<WebSocketMessage>(capacity: 16) { _ in 1 }
+    private let initialBytes: Data
+    /// Signalled once when the reader has finished and released the socket (for the daemon's shutdown).
+    private let finished = DispatchSemaphore(value: 0)
+
+    /// `release` closes the socket (libmicrohttpd's upgrade close on the server, `close(2)` on the client);
+    /// it is called once, when the reader ends. `initialBytes` were read from the socket before this.
+    init(
+        role: Role, fd: Int32, maximumMessageSize: Int, initialBytes: Data = Data(),
+        release: @escaping @Sendable () -> Void
+    ) {
+        self.role = role
+        self.fd = fd
+        self.maximumMessageSize = Swift.max(0, maximumMessageSize)
+        self.initialBytes = initialBytes
+        self.release = release
+    }
+
+    /// Starts the reader thread.
+    func start() {
+        Thread.detachNewThread { self.readLoop() }
+    }
+
+    // MARK: Public API
+
+    /// Sends a text message in one frame.
+    public func send(text: String) async throws { try sendFrame(opcode: Opcode.text, payload: Data(text.utf8)) }
+
+    /// Sends a binary message in one frame.
+    public func send(binary: Data) async throws { try sendFrame(opcode: Opcode.binary, payload: binary) }
+
+    /// Sends a ping (at most 125 bytes of payload); the peer's pong is consumed by the reader.
+    public func ping(_ payload: Data = Data()) async throws {
+        guard payload.count <= 125 else {
+            throw WebSocketError("a ping carries at most 125 bytes; send \(payload.count) bytes as a message")
+        }
+        try sendFrame(opcode: Opcode.ping, payload: payload)
+    }
+
+    /// The next message; `nil` once the connection has closed with a close handshake. Throws
+    /// ``WebSocketError`` if it failed (a protocol violation, whose code is in the error, or a connection
+    /// that dropped without a close frame).
+    public func receive() async throws -> WebSocketMessage? { try await messages.next() }
+
+    /// Starts the close handshake with `code` and `reason` (at most 123 bytes of UTF-8), then waits until
+    /// the peer answers or 5 seconds pass, and closes the connection. Calling it again only waits.
+    /// Messages still unread are dropped.
+    public func close(code: WebSocketCloseCode = .normalClosure, reason: String = "") async {
+        sendClose(code: code, reason: reason)
+        messages.abandon()
+        watchdog(after: .seconds(5))
+        await waitUntilClosed()
+    }
+
+    /// The close code: the one the peer sent, or the one we closed with after a protocol violation; `nil`
+    /// while the connection is open.
+    public var closeCode: WebSocketCloseCode? { state.withLock { $0.closeCode } }
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        let socket: WebSocket
+
+        public mutating func next() async throws -> WebSocketMessage? { try await socket.receive() }
+    }
+
+    /// The messages until the connection closes (``receive()`` in a loop).
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(socket: self) }
+
+    // MARK: Handshake
+
+    /// RFC 6455's GUID, appended to the client's key before hashing (section 1.3).
+    static let guid = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+    /// `Sec-WebSocket-Accept` for `key`: base64(SHA-1(key + GUID)) (RFC 6455, section 4.2.2).
+    public static func acceptKey(for key: String) -> String {
+        Data(Insecure.SHA1.hash(data: Data((key + guid).utf8)).rawRepresentation).base64EncodedString()
+    }
+
+    /// The 101 answer to a valid upgrade request, or the 426/400 that says what is wrong with it.
+    static func upgrade(
+        _ request: HTTPRequest, maximumMessageSize: Int,
+        handler: @escaping @Sendable (HTTPRequest, WebSocket) async throws -> Void
+    ) throws(HTTPError) -> HTTPResponse {
+        let connection = request.headers.values(for: "Connection")
+            .flatMap { $0.split(separator: ",") }
+            .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        guard request.headers["Upgrade"]?.lowercased() == "websocket", connection.contains("upgrade") else {
+            throw HTTPError(
+                .upgradeRequired, .upgradeRequired,
+                "\(request.path) is a WebSocket endpoint; send GET with Upgrade: websocket and Connection: Upgrade",
+                headers: ["Upgrade": "websocket", "Sec-WebSocket-Version": "13"])
+        }
+        guard request.headers["Sec-WebSocket-Version"]?.trimmingCharacters(in: .whitespaces) == "13" else {
+            throw HTTPError(
+                .upgradeRequired, .upgradeRequired,
+                "only WebSocket version 13 (RFC 6455) is supported; send Sec-WebSocket-Version: 13",
+                headers: ["Sec-WebSocket-Version": "13"])
+        }
+        guard let key = request.headers["Sec-WebSocket-Key"]?.trimmingCharacters(in: .whitespaces),
+            let nonce = Data(base64Encoded: key), nonce.count == 16
+        else {
+            throw HTTPError(
+                .badRequest, .badRequest, "Sec-WebSocket-Key must be 16 random bytes in base64 (RFC 6455, 4.1)")
+        }
+        var response = HTTPResponse(
+            status: .switchingProtocols,
+            headers: ["Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Accept": acceptKey(for: key)])
+        response.webSocket = WebSocketUpgrade(
+            request: request, maximumMessageSize: maximumMessageSize, handler: handler)
+        return response
+    }
+
+    // MARK: Frames
+
+    enum Opcode {
+        static let continuation: UInt8 = 0x0
+        static let text: UInt8 = 0x1
+        static let binary: UInt8 = 0x2
+        static let close: UInt8 = 0x8
+        static let ping: UInt8 = 0x9
+        static let pong: UInt8 = 0xA
+    }
+
+    /// One frame with FIN set; masked with a random key when sent by a client (RFC 6455, 5.2 and 5.3).
+    static func frame(opcode: UInt8, payload: Data, masked: Bool) -> Data {
+        var frame = Data([0x80 | opcode])
+        let maskBit: UInt8 = masked ? 0x80 : 0
+        if payload.count < 126 {
+            frame.append(maskBit | UInt8(payload.count))
+        } else if payload.count <= 0xFFFF {
+            frame.append(maskBit | 126)
+            frame.append(contentsOf: withUnsafeBytes(of: UInt16(payload.count).bigEndian, Array.init))
+        } else {
+            frame.append(maskBit | 127)
+            frame.append(contentsOf: withUnsafeBytes(of: UInt64(payload.count).bigEndian, Array.init))
+        }
+        guard masked else {
+            frame.append(payload)
+            return frame
+        }
+        var generator = SystemRandomNumberGenerator()
+        let key = withUnsafeBytes(of: generator.next() as UInt32, Array.init)
+        frame.append(contentsOf: key)
+        var body = [UInt8](payload)
+        for index in body.indices { body[index] ^= key[index & 3] }
+        frame.append(contentsOf: body)
+        return frame
+    }
+
+    private func sendFrame(opcode: UInt8, payload: Data) throws {
+        if opcode < 0x8, state.withLock({ $0.closeSent }) {
+            throw WebSocketError("the WebSocket is closing; open a new connection to send more", closeCode: closeCode)
+        }
+        try write(Self.frame(opcode: opcode, payload: payload, masked: role == .client))
+    }
+
+    private func write(_ bytes: Data) throws {
+        try transport.withLock { open in
+            guard open else { throw WebSocketError("the WebSocket is closed; open a new connection") }
+            guard Socket.sendAll(fd, bytes) else {
+                throw WebSocketError("the connection dropped while sending (errno \(errno))")
+            }
+        }
+    }
+
+    /// Sends a close frame unless one was sent already.
+    private func sendClose(code: WebSocketCloseCode, reason: String) {
+        let first = state.withLock { state -> Bool in
+            defer { state.closeSent = true }
+            return !state.closeSent
+        }
+        guard first else { return }
+        var payload = Data(withUnsafeBytes(of: code.rawValue.bigEndian, Array.init))
+        var reasonBytes = Data(reason.utf8)
+        while reasonBytes.count > 123 || String(validating: reasonBytes, as: UTF8.self) == nil {
+            reasonBytes = reasonBytes.dropLast()
+        }
+        payload.append(reasonBytes)
+        try? write(Self.frame(opcode: Opcode.close, payload: payload, masked: role == .client))
+    }
+
+    /// Shuts the socket down after `delay` unless the reader has finished by then (a peer that never
+    /// answers a close frame).
+    private func watchdog(after delay: DispatchTimeInterval) {
+        DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [self] in
+            if !state.withLock({ $0.readerDone }) { shutdownNow() }
+        }
+    }
+
+    /// Sends 1001 (going away) and shuts the socket down without waiting for the answer (server shutdown).
+    func goAway() {
+        sendClose(code: .goingAway, reason: "the server is shutting down")
+        shutdownNow()
+    }
+
+    /// Shuts the socket down at once: the reader sees the end and releases the connection.
+    func shutdownNow() {
+        transport.withLock { open in
+            if open { _ = Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
+        }
+    }
+
+    /// Returns once the reader has finished and the socket is released.
+    func waitUntilClosed() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let done = state.withLock { state -> Bool in
+                if state.readerDone { return true }
+                state.doneWaiters.append(continuation)
+                return false
+            }
+            if done { continuation.resume() }
+        }
+    }
+
+    // MARK: Reader
+
+    private enum Ending {
+        /// The peer sent a close frame (answered already).
+        case closed
+        /// The peer broke the protocol: close with this code.
+        case failed(WebSocketCloseCode, String)
+        /// The connection ended without a close frame.
+        case dropped
+    }
+
+    private func readLoop() {
+        var reader = Socket.Reader(fd: fd, buffered: [UInt8](initialBytes))
+        let ending = readFrames(&reader)
+        switch ending {
+        case .closed:
+            messages.finish()
+        case .failed(let code, let reason):
+            state.withLock { $0.closeCode = code }
+            sendClose(code: code, reason: reason)
+            // Give the peer a moment to read the close frame and answer before the socket closes.
+            watchdog(after: .seconds(2))
+            while reader.read(1) != nil {}
+            messages.finish(
+                throwing: WebSocketError("the peer broke the WebSocket protocol: \(reason)", closeCode: code))
+        case .dropped:
+            if state.withLock({ $0.closeSent }) {
+                messages.finish()
+            } else {
+                messages.finish(throwing: WebSocketError("the connection dropped without a close frame"))
+            }
+        }
+        transport.withLock { open in
+            guard open else { return }
+            open = false
+            release()
+        }
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.readerDone = true
+            defer { state.doneWaiters = [] }
+            return state.doneWaiters
+        }
+        for waiter in waiters { waiter.resume() }
+        finished.signal()
+    }
+
+    /// Blocks until the reader has released the socket, or `deadline`; `false` on timeout. One caller only.
+    func waitUntilClosed(deadline: DispatchTime) -> Bool {
+        guard finished.wait(timeout: deadline) == .success else { return false }
+        finished.signal()
+        return true
+    }
+
+    private func readFrames(_ reader: inout Socket.Reader) -> Ending {
+        var fragments: [UInt8] = []
+        var fragmentOpcode: UInt8?
+        while true {
+            guard let head = reader.read(2) else { return .dropped }
+            let fin = head[0] & 0x80 != 0
+            let opcode = head[0] & 0x0F
+            let masked = head[1] & 0x80 != 0
+            guard head[0] & 0x70 == 0 else {
+                return .failed(.protocolError, "reserved bits are set, but no extension was negotiated")
+            }
+            guard [0x0, 0x1, 0x2, 0x8, 0x9, 0xA].contains(opcode) else {
+                return .failed(.protocolError, "opcode \(opcode) is reserved")
+            }
+            if role == .server, !masked { return .failed(.protocolError, "client frames must be masked") }
+            if role == .client, masked { return .failed(.protocolError, "server frames must not be masked") }
+            var length = UInt64(head[1] & 0x7F)
+            if length == 126 {
+                guard let bytes = reader.read(2) else { return .dropped }
+                length = UInt64(bytes[0]) << 8 | UInt64(bytes[1])
+            } else if length == 127 {
+                guard let bytes = reader.read(8) else { return .dropped }
+                length = bytes.reduce(0) { $0 << 8 | UInt64($1) }
+                guard length >> 63 == 0 else { return .failed(.protocolError, "the 64-bit length has its top bit set") }
+            }
+            let isControl = opcode >= 0x8
+            if isControl, !fin || length > 125 {
+                return .failed(.protocolError, "control frames must be unfragmented and at most 125 bytes")
+            }
+            if opcode == Opcode.continuation, fragmentOpcode == nil {
+                return .failed(.protocolError, "a continuation frame arrived with no message to continue")
+            }
+            if opcode == Opcode.text || opcode == Opcode.binary, fragmentOpcode != nil {
+                return .failed(.protocolError, "a new message began before the fragmented one ended")
+            }
+            if !isControl {
+                let sofar = opcode == Opcode.continuation ? fragments.count : 0
+                guard length <= UInt64(maximumMessageSize - sofar) else {
+                    return .failed(.messageTooBig, "messages are limited to \(maximumMessageSize) bytes")
+                }
+            }
+            var key: [UInt8] = []
+            if masked {
+                guard let bytes = reader.read(4) else { return .dropped }
+                key = bytes
+            }
+            guard var payload = reader.read(Int(length)) else { return .dropped }
+            if masked { for index in payload.indices { payload[index] ^= key[index & 3] } }
+
+            switch opcode {
+            case Opcode.ping:
+                try? write(Self.frame(opcode: Opcode.pong, payload: Data(payload), masked: role == .client))
+            case Opcode.pong:
+                continue
+            case Opcode.close:
+                return closeReceived(payload)
+            case Opcode.continuation:
+                fragments.append(contentsOf: payload)
+                guard fin, let opcode = fragmentOpcode else { continue }
+                fragmentOpcode = nil
+                let message = fragments
+                fragments = []
+                if let failure = deliver(opcode: opcode, payload: message) { return failure }
+            default:
+                guard fin else {
+                    fragmentOpcode = opcode
+                    fragments = payload
+                    continue
+                }
+                if let failure = deliver(opcode: opcode, payload: payload) { return failure }
+            }
+        }
+    }
+
+    private func deliver(opcode: UInt8, payload: [UInt8]) -> Ending? {
+        if opcode == Opcode.text {
+            guard let text = String(validating: payload, as: UTF8.self) else {
+                return .failed(.invalidPayload, "a text message is not valid UTF-8")
+            }
+            messages.put(.text(text))
+        } else {
+            messages.put(.binary(Data(payload)))
+        }
+        return nil
+    }
+
+    private func closeReceived(_ payload: [UInt8]) -> Ending {
+        guard payload.count != 1 else { return .failed(.protocolError, "a close frame has a 1-byte payload") }
+        var code = WebSocketCloseCode.noStatusReceived
+        if payload.count >= 2 {
+            code = WebSocketCloseCode(UInt16(payload[0]) << 8 | UInt16(payload[1]))
+            guard code.isAllowedOnTheWire else {
+                return .failed(.protocolError, "close code \(code) may not be sent (RFC 6455, 7.4)")
+            }
+            guard String(validating: payload[2...], as: UTF8.self) != nil else {
+                return .failed(.invalidPayload, "the close reason is not valid UTF-8")
+            }
+        }
+        state.withLock { $0.closeCode = code }
+        sendClose(code: code == .noStatusReceived ? .normalClosure : code, reason: "")
+        return .closed
+    }
+}
+
+/// Blocking POSIX socket helpers shared by the WebSocket reader and client.
+enum Socket {
+    /// Writes all of `bytes`; `false` (with `errno` set) if the connection failed.
+    static func sendAll(_ fd: Int32, _ bytes: Data) -> Bool {
+        bytes.withUnsafeBytes { buffer in
+            var sent = 0
+            while sent < buffer.count {
+                let n = Glibc.send(fd, buffer.baseAddress! + sent, buffer.count - sent, Int32(MSG_NOSIGNAL))
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    return false
+                }
+                sent += n
+            }
+            return true
+        }
+    }
+
+    /// Reads exact byte counts from a socket, through a buffer.
+    struct Reader {
+        let fd: Int32
+        var buffered: [UInt8]
+        private var start = 0
+        private var chunk = [UInt8](repeating: 0, count: 64 << 10)
+
+        init(fd: Int32, buffered: [UInt8]) {
+            self.fd = fd
+            self.buffered = buffered
+        }
+
+        /// The bytes read from the socket but not yet taken.
+        var remaining: [UInt8] { Array(buffered[start...]) }
+
+        /// Exactly `count` bytes, blocking until they come; `nil` at the end of the stream or on an error.
+        mutating func read(_ count: Int) -> [UInt8]? {
+            while buffered.count - start < count {
+                if start > 0 {
+                    buffered.removeFirst(start)
+                    start = 0
+                }
+                let n = chunk.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, $0.count, 0) }
+                if n < 0, errno == EINTR { continue }
+                guard n > 0 else { return nil }
+                buffered.append(contentsOf: chunk[0..<n])
+            }
+            defer { start += count }
+            return Array(buffered[start..<start + count])
+        }
+    }
+}

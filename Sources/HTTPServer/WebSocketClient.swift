@@ -1,0 +1,108 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A WebSocket client (RFC 6455) over a plain TCP socket to 127.0.0.1: the relay's devices and the tests
+/// use it. Frames it sends are masked with a fresh random key each; frames it receives must not be.
+public enum WebSocketClient {
+    /// Connects to `ws://127.0.0.1:port/path`, performs the opening handshake (checking the server's
+    /// `Sec-WebSocket-Accept`), and returns the open socket, with the same message API as the server's.
+    ///
+    /// `headers` are added to the upgrade request (an `Authorization`, say). Throws ``WebSocketError``
+    /// saying what failed: the connection, or a server that answered other than 101 (its status and body
+    /// are in the reason).
+    public static func connect(
+        port: UInt16, path: String = "/", headers: HTTPHeaders = HTTPHeaders(), maximumMessageSize: Int = 1 << 20
+    ) async throws -> WebSocket {
+        // The handshake blocks on the socket: on a thread of its own, not the Swift concurrency pool.
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(
+                    with: Result {
+                        try handshake(port: port, path: path, headers: headers, maximumMessageSize: maximumMessageSize)
+                    })
+            }
+        }
+    }
+
+    private static func handshake(
+        port: UInt16, path: String, headers: HTTPHeaders, maximumMessageSize: Int
+    ) throws -> WebSocket {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw WebSocketError("could not create a socket (errno \(errno))") }
+        var handedOver = false
+        defer { if !handedOver { close(fd) } }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard connected == 0 else {
+            throw WebSocketError(
+                "could not connect to 127.0.0.1:\(port) (errno \(errno)); is the server running on that port?")
+        }
+        // The handshake must answer within 10 s; afterwards reads wait as long as the connection lives.
+        setReceiveTimeout(fd, seconds: 10)
+
+        var generator = SystemRandomNumberGenerator()
+        let key = Data((0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }).base64EncodedString()
+        var request = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\n"
+        request += "Connection: Upgrade\r\nSec-WebSocket-Key: \(key)\r\nSec-WebSocket-Version: 13\r\n"
+        for (name, value) in headers { request += "\(name): \(value)\r\n" }
+        request += "\r\n"
+        guard Socket.sendAll(fd, Data(request.utf8)) else {
+            throw WebSocketError("the connection dropped while sending the upgrade request (errno \(errno))")
+        }
+
+        var reader = Socket.Reader(fd: fd, buffered: [])
+        var head: [UInt8] = []
+        while !head.ends(with: [13, 10, 13, 10]) {
+            guard head.count < 16 << 10, let byte = reader.read(1) else {
+                throw WebSocketError("the server closed the connection or sent no complete response head")
+            }
+            head += byte
+        }
+        let lines = String(decoding: head, as: UTF8.self).components(separatedBy: "\r\n")
+        let status = lines[0].split(separator: " ").dropFirst().first.flatMap { Int($0) }
+        var fields = HTTPHeaders()
+        for line in lines.dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            fields.add(String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+        }
+        guard status == 101 else {
+            let length = fields["Content-Length"].flatMap { Int($0) } ?? 0
+            let body = length > 0 && length < 64 << 10 ? reader.read(length) ?? [] : []
+            throw WebSocketError(
+                "the server answered \(lines[0]) instead of 101 Switching Protocols: "
+                    + String(decoding: body, as: UTF8.self))
+        }
+        guard fields["Sec-WebSocket-Accept"] == WebSocket.acceptKey(for: key) else {
+            throw WebSocketError(
+                "the server's Sec-WebSocket-Accept does not match the key sent; it is no WebSocket server")
+        }
+        setReceiveTimeout(fd, seconds: 0)
+        let socket = WebSocket(
+            role: .client, fd: fd, maximumMessageSize: maximumMessageSize, initialBytes: Data(reader.remaining)
+        ) { _ = Glibc.close(fd) }
+        handedOver = true
+        socket.start()
+        return socket
+    }
+
+    private static func setReceiveTimeout(_ fd: Int32, seconds: Int) {
+        var timeout = timeval(tv_sec: seconds, tv_usec: 0)
+        _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+}
+
+extension Array where Element == UInt8 {
+    fileprivate func ends(with suffix: [UInt8]) -> Bool {
+        count >= suffix.count && Array(self[(count - suffix.count)...]) == suffix
+    }
+}
