@@ -1,0 +1,102 @@
+import Foundation
+import Storage
+import Testing
+import Transparency
+
+@Suite struct SequencerTests {
+    /// `append` returns only after a signed checkpoint includes the entry, and that checkpoint proves it.
+    @Test func acknowledgesOnlyAfterInclusion() async throws {
+        let gate = Gate()
+        let sequencer = try makeSequencer(try SQLiteDatabase.inMemory(), sleep: { _ in await gate.wait() })
+        let acknowledged = Flag()
+        let task = Task {
+            let result = try await sequencer.append(label: "account/alice", value: Data("key-1".utf8))
+            await acknowledged.set()
+            return result
+        }
+        try await Task.sleep(for: .milliseconds(30))
+        #expect(await !acknowledged.isSet)
+        #expect(await sequencer.latestCheckpoint().size == 0)
+        await gate.open()
+        let result = try await task.value
+        #expect(await acknowledged.isSet)
+        #expect(result.index == 0 && result.entry.version == 1 && result.checkpoint.size == 1)
+        let proof = try await sequencer.inclusionProof(index: result.index, size: result.checkpoint.size)
+        #expect(proof.verify(leafHash: result.entry.leafHash, root: result.checkpoint.logRoot))
+        #expect(try Checkpoint(note: result.checkpoint.note, verifyingWith: testLogKey) == result.checkpoint)
+    }
+
+    /// Many concurrent appends become few checkpoints; versions of one label run 1, 2, 3, ... without gaps.
+    @Test func batchesConcurrentAppends() async throws {
+        let sequencer = try makeSequencer(try SQLiteDatabase.inMemory(), interval: .milliseconds(20))
+        let results = try await withThrowingTaskGroup(of: Sequencer.Appended.self) { group in
+            for i in 0..<300 {
+                group.addTask {
+                    try await sequencer.append(
+                        label: i % 3 == 0 ? "devices/shared" : try Label("account/\(i)"), value: Data([UInt8(i & 0xFF)])
+                    )
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(results.count == 300)
+        let signed = await sequencer.checkpointsSigned
+        #expect(signed >= 1 && signed <= 10, "300 appends took \(signed) checkpoints")
+        #expect(Set(results.map(\.index)) == Set(0..<300))
+        let shared = results.filter { $0.entry.label == "devices/shared" }.map(\.entry.version).sorted()
+        #expect(shared == Array(1...100))
+        for result in results { #expect(result.index < result.checkpoint.size) }
+        let latest = await sequencer.latestCheckpoint()
+        #expect(latest.size == 300)
+
+        var verifier = TransparencyVerifier(logKey: testLogKey)
+        try verifier.accept(checkpoint: latest.note, consistencyProof: nil)
+        let (_, lookup) = try await sequencer.lookup("devices/shared", withInclusion: true)
+        let entry = try verifier.verifyLookup(try LookupProof(encoded: lookup.encoded), for: "devices/shared")
+        #expect(entry?.version == 100)
+        let (_, absent) = try await sequencer.lookup("account/nobody")
+        #expect(try verifier.verifyLookup(absent, for: "account/nobody") == nil)
+
+        var auditor = Auditor(logKey: testLogKey)
+        let checked = try await auditor.follow(sequencer)
+        #expect(checked == signed + 1)
+        #expect(auditor.checkpoint == latest)
+    }
+
+    /// The log survives a restart: the right edge and the map are rebuilt and match the stored checkpoint.
+    @Test func reopens() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("kt-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("kt.sqlite").path
+        let first: Checkpoint
+        do {
+            let database = try SQLiteDatabase(path: path)
+            let sequencer = try makeSequencer(database)
+            try await sequencer.integrate((0..<50).map { (try Label("account/\($0 % 7)"), Data([UInt8($0)])) })
+            _ = try await sequencer.append(label: "account/1", value: Data("x".utf8))
+            first = await sequencer.latestCheckpoint()
+            database.close()
+        }
+        let sequencer = try makeSequencer(try SQLiteDatabase(path: path))
+        #expect(await sequencer.latestCheckpoint() == first)
+        let next = try await sequencer.append(label: "account/1", value: Data("y".utf8))
+        #expect(next.entry.version == 9 && next.index == 51)
+        let proof = try await sequencer.consistencyProof(from: first.size, to: next.checkpoint.size)
+        #expect(proof.verify(oldRoot: first.logRoot, newRoot: next.checkpoint.logRoot))
+    }
+
+    @Test func refusesOversizedValuesAndBadRanges() async throws {
+        let sequencer = try makeSequencer(try SQLiteDatabase.inMemory())
+        await #expect(throws: TransparencyError.self) {
+            try await sequencer.append(label: "a", value: Data(count: Entry.maximumValueByteCount + 1))
+        }
+        await #expect(throws: TransparencyError.self) { try await sequencer.entries(0..<1) }
+        await #expect(throws: TransparencyError.self) { try await sequencer.consistencyProof(from: 0, to: 1) }
+    }
+}
+
+actor Flag {
+    private(set) var isSet = false
+    func set() { isSet = true }
+}
