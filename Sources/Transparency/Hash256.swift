@@ -54,12 +54,17 @@ public struct Hash256: Hashable, Sendable, Comparable, CustomStringConvertible {
         return 256
     }
 
-    /// SHA-256 of `prefix` ‖ `parts`.
-    static func sha256(prefix: UInt8, _ parts: Hash256...) -> Hash256 {
-        var hasher = SHA256()
-        withUnsafeBytes(of: prefix) { hasher.update(bufferPointer: $0) }
-        for part in parts { withUnsafeBytes(of: part) { hasher.update(bufferPointer: $0) } }
-        return Hash256(hasher.finalize())
+    /// SHA-256(`prefix` ‖ `left` ‖ `right`), hashed in one call from a stack buffer (the map and the log hash
+    /// millions of these; an incremental hasher costs two OpenSSL contexts each).
+    static func sha256(prefix: UInt8, _ left: Hash256, _ right: Hash256) -> Hash256 {
+        withUnsafeTemporaryAllocation(byteCount: 65, alignment: 8) { buffer in
+            buffer[0] = prefix
+            withUnsafeBytes(of: left) { UnsafeMutableRawBufferPointer(rebasing: buffer[1..<33]).copyMemory(from: $0) }
+            withUnsafeBytes(of: right) {
+                UnsafeMutableRawBufferPointer(rebasing: buffer[33..<65]).copyMemory(from: $0)
+            }
+            return Hash256(SHA256.hash(data: UnsafeRawBufferPointer(buffer)))
+        }
     }
 
     init(_ digest: SHA256.Digest) {

@@ -82,6 +82,7 @@ func transparencyTable(_ options: Bench) async throws {
             "reopen: rebuild the map and right edge from the stored leaves",
             String(format: "%.2f s", seconds(clock.now - openStart))
         ))
+    rows.append(("resident memory after reopen (whole bench process)", residentMemory()))
 
     let latest = await sequencer.latestCheckpoint()
     var verifier = TransparencyVerifier(logKey: logKey)
@@ -179,4 +180,13 @@ private func timePerOperation<A, B>(
     } while clock.now - start < .milliseconds(500)
     let mean = seconds(clock.now - start) / Double(operations)
     return String(format: "%.1f µs", mean * 1e6)
+}
+
+/// VmRSS from /proc/self/status, or "?" off Linux.
+private func residentMemory() -> String {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+        let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+        let kilobytes = Double(line.split(separator: " ").dropFirst().first ?? "")
+    else { return "?" }
+    return String(format: "%.0f MB", kilobytes / 1024)
 }
