@@ -97,7 +97,7 @@ func transparencyTable(_ options: Bench) async throws {
         proofs.append((label, try await sequencer.lookup(label).1))
         proofsWithInclusion.append((label, try await sequencer.lookup(label, withInclusion: true).1))
     }
-    let absent = try Label("discovery/absent")
+    let absent: Label = "discovery/absent"
     let absentProof = try await sequencer.lookup(absent).1
     func sizes(_ list: [(Label, LookupProof)]) -> String {
         let counts = list.map { $0.1.encoded.count }

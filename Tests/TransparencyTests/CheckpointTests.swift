@@ -61,7 +61,7 @@ import Transparency
         blob[4 + byte] ^= 0x01
         let forged = String(note[..<lineStart]) + blob.base64EncodedString() + "\n"
         expectError(.badSignature) {
-            try Checkpoint(note: forged, verifyingWith: testLogKey)
+            _ = try Checkpoint(note: forged, verifyingWith: testLogKey)
         }
     }
 
@@ -74,12 +74,12 @@ import Transparency
         for mixed in [good.prefix(64) + bad.dropFirst(64), bad.prefix(64) + good.dropFirst(64)] {
             let note = body + "\n— \(testOrigin) \((testLogKey.keyID + mixed).base64EncodedString())\n"
             expectError(.badSignature) {
-                try Checkpoint(note: note, verifyingWith: testLogKey)
+                _ = try Checkpoint(note: note, verifyingWith: testLogKey)
             }
         }
         let otherKey = try LogKey(origin: testOrigin, publicKey: other.publicKey)
         expectError(.badSignature) {
-            try Checkpoint(note: try Self.signed().note, verifyingWith: otherKey)
+            _ = try Checkpoint(note: try Self.signed().note, verifyingWith: otherKey)
         }
     }
 
