@@ -46,6 +46,9 @@ import Transparency
 
     @Test func missingNewlineOrSignature() throws {
         let note = try Self.signed().note
+        // The log key's line twice.
+        let line = note[note.range(of: "\n\n")!.upperBound...]
+        expectError(.malformed) { _ = try Checkpoint(note: note + line, verifyingWith: testLogKey) }
         for bad in [String(note.dropLast()), String(note[..<note.range(of: "\n\n")!.upperBound]), note + "\n"] {
             #expect(throws: TransparencyError.self) { try Checkpoint(note: bad, verifyingWith: testLogKey) }
         }
