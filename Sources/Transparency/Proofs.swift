@@ -152,3 +152,19 @@ public struct LookupProof: Sendable, Hashable {
         try reader.finish()
     }
 }
+
+/// What a server returns for "what is `label` bound to?": the latest checkpoint's signed note, a consistency
+/// proof from the size the device pinned, and the lookup proof. Over HTTP: a JSON object with `checkpoint`
+/// (the note, a string), `consistency` (base64url of ``ConsistencyProof/encoded``, absent when not needed) and
+/// `lookup` (base64url of ``LookupProof/encoded``).
+public struct LookupAnswer: Sendable, Hashable {
+    public let checkpoint: String
+    public let consistencyProof: ConsistencyProof?
+    public let lookup: LookupProof
+
+    public init(checkpoint: String, consistencyProof: ConsistencyProof?, lookup: LookupProof) {
+        self.checkpoint = checkpoint
+        self.consistencyProof = consistencyProof
+        self.lookup = lookup
+    }
+}

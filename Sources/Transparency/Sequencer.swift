@@ -255,6 +255,18 @@ public actor Sequencer {
         )
     }
 
+    /// Everything a device needs to check one binding, taken at one checkpoint: the latest checkpoint, the
+    /// consistency proof from the size the device has pinned (nil when it has pinned nothing or the same size),
+    /// and the lookup proof for `label`.
+    public func answer(for label: Label, since pinnedSize: UInt64?) throws -> LookupAnswer {
+        let (checkpoint, lookup) = try self.lookup(label)
+        var consistency: ConsistencyProof?
+        if let pinnedSize, pinnedSize != checkpoint.size {
+            consistency = try consistencyProof(from: pinnedSize, to: checkpoint.size)
+        }
+        return LookupAnswer(checkpoint: checkpoint.note, consistencyProof: consistency, lookup: lookup)
+    }
+
     /// The entries `range` of the log (for auditors), at most 10,000 at a time, up to the latest checkpoint.
     public func entries(_ range: Range<UInt64>) throws -> [Entry] {
         guard range.upperBound <= checkpoint.size, range.count <= 10_000 else {

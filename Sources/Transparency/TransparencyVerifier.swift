@@ -147,4 +147,15 @@ public struct TransparencyVerifier: Sendable {
         self = copy
         return entry
     }
+
+    /// ``verify(label:checkpoint:consistencyProof:lookup:)`` on a server's ``LookupAnswer``; no answer is
+    /// `.missingProof`.
+    public mutating func verify(label: Label, answer: LookupAnswer?) throws -> Entry? {
+        guard let answer else {
+            throw TransparencyError(.missingProof, "the server sent no proof for \(label): no answer")
+        }
+        return try verify(
+            label: label, checkpoint: answer.checkpoint, consistencyProof: answer.consistencyProof,
+            lookup: answer.lookup)
+    }
 }

@@ -30,6 +30,14 @@ import Transparency
         let verifier = try await Self.pinnedVerifier(sequencer)
         let (_, proof) = try await sequencer.lookup("account/alice", withInclusion: true)
         #expect(try verifier.verifyLookup(proof, for: "account/alice")?.value == Data("alice-key-2".utf8))
+        // The device's flow: an answer since what it pinned, across new updates.
+        var device = verifier
+        _ = try await sequencer.append(label: "account/alice", value: Data("alice-key-3".utf8))
+        let answer = try await sequencer.answer(for: "account/alice", since: device.pinned?.size)
+        #expect(answer.consistencyProof != nil)
+        #expect(try device.verify(label: "account/alice", answer: answer)?.version == 3)
+        #expect(device.pinned?.size == verifier.pinned!.size + 1)
+        expectError(.missingProof) { _ = try device.verify(label: "account/alice", answer: nil) }
         let restored = try TransparencyVerifier(logKey: testLogKey, state: verifier.state)
         #expect(restored.pinned == verifier.pinned)
         #expect(try restored.verifyLookup(proof, for: "account/alice")?.version == 2)
