@@ -35,6 +35,9 @@ public actor Sequencer {
     private var checkpoint: Checkpoint
     private var pending: [Pending] = []
     private var flushing = false
+    /// Set when a batch failed and the in-memory state could not be reloaded from the database: the map may hold
+    /// leaves that were never stored, so nothing is written or proved until a reload succeeds.
+    private var needsReload = false
     /// The number of checkpoints this sequencer has signed since it started.
     public private(set) var checkpointsSigned = 0
 
@@ -139,6 +142,7 @@ public actor Sequencer {
     @discardableResult
     public func integrate(_ updates: [(Label, Data)]) throws -> [Appended] {
         guard !updates.isEmpty else { return [] }
+        try reloadIfNeeded()
         let timestamp = now()
         var frontier = self.frontier
         var entries: [(index: UInt64, entry: Entry)] = []
@@ -183,13 +187,19 @@ public actor Sequencer {
             return entries.map { Appended(entry: $0.entry, index: $0.index, checkpoint: checkpoint) }
         } catch {
             // The map may hold leaves the rolled-back transaction never stored: rebuild it from the database.
-            if let state = try? Sequencer.load(database: database, key: key, logKey: logKey) {
-                self.frontier = state.frontier
-                self.map = state.map
-                self.checkpoint = state.checkpoint
-            }
+            needsReload = true
+            try? reloadIfNeeded()
             throw error
         }
+    }
+
+    private func reloadIfNeeded() throws {
+        guard needsReload else { return }
+        let state = try Sequencer.load(database: database, key: key, logKey: logKey)
+        frontier = state.frontier
+        map = state.map
+        checkpoint = state.checkpoint
+        needsReload = false
     }
 
     // MARK: - Prover
@@ -237,6 +247,7 @@ public actor Sequencer {
     /// The lookup proof for `label` at the latest checkpoint, with the entry's log inclusion proof if asked
     /// (about 20 × 32 bytes more at 10^6 entries).
     public func lookup(_ label: Label, withInclusion: Bool = false) throws -> (Checkpoint, LookupProof) {
+        try reloadIfNeeded()
         let latest = try SQLLogStore.latest(database, label: label, below: checkpoint.size)
         let version = latest?.1.version ?? 0
         let nonMembership = map.proof(for: VerifiableMap.key(label: label, version: version + 1))

@@ -122,6 +122,43 @@ import Transparency
         }
     }
 
+    /// A batch that cannot be stored fails every append in it; nothing is acknowledged and the state is unchanged.
+    @Test func failedBatchFailsEveryAppend() async throws {
+        let database = try SQLiteDatabase.inMemory()
+        let sequencer = try makeSequencer(database)
+        _ = try await sequencer.append(label: "account/a", value: Data([1]))
+        let before = await sequencer.latestCheckpoint()
+        try database.execute("DROP TABLE transparency_checkpoints")
+        let failures = await withTaskGroup(of: Bool.self) { group in
+            for i in 0..<10 {
+                group.addTask {
+                    do {
+                        _ = try await sequencer.append(label: try Label("account/\(i)"), value: Data([2]))
+                        return false
+                    } catch {
+                        return true
+                    }
+                }
+            }
+            return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(failures == 10)
+        #expect(await sequencer.latestCheckpoint() == before)
+        #expect(try database.queryOne("SELECT COUNT(*) AS n FROM transparency_entries")?.int("n") == 1)
+        // Until the state can be reloaded, nothing is proved from a map that may hold unstored leaves.
+        await #expect(throws: (any Error).self) { try await sequencer.lookup("account/a") }
+        // Once the database is whole again, the sequencer reloads and carries on from the last checkpoint.
+        try database.execute("CREATE TABLE transparency_checkpoints (size BIGINT PRIMARY KEY, note TEXT NOT NULL)")
+        try database.execute(
+            "INSERT INTO transparency_checkpoints (size, note) VALUES (?, ?)",
+            [.integer(Int64(before.size)), .text(before.note)])
+        let next = try await sequencer.append(label: "account/b", value: Data([3]))
+        #expect(next.index == 1 && next.checkpoint.size == 2)
+        var auditor = Auditor(logKey: testLogKey)
+        try auditor.ingest(
+            checkpoint: next.checkpoint.note, entries: try await sequencer.entries(0..<2), consistencyProof: nil)
+    }
+
     @Test func refusesOversizedValuesAndBadRanges() async throws {
         let sequencer = try makeSequencer(try SQLiteDatabase.inMemory())
         await #expect(throws: TransparencyError.self) {
