@@ -76,9 +76,16 @@ public struct SQLLogStore: MerkleHashReader {
         guard
             let row = try sql.queryOne(
                 "SELECT idx, entry FROM transparency_entries WHERE label = ? AND idx < ? ORDER BY version DESC LIMIT 1",
-                [.text(label.rawValue), .integer(Int64(min(size, UInt64(Int64.max))))])
+                [.text(label.rawValue), .integer(Int64(size))])
         else { return nil }
         return (UInt64(try row.int64("idx")), try Entry(encoded: try row.data("entry")))
+    }
+
+    /// The latest version of `label` in the log, 0 if it was never written.
+    static func latestVersion(_ sql: any SQLQuerying, label: Label) throws -> UInt64 {
+        let row = try sql.queryOne(
+            "SELECT MAX(version) AS version FROM transparency_entries WHERE label = ?", [.text(label.rawValue)])
+        return UInt64(try row?.optionalInt64("version") ?? 0)
     }
 
     /// The map of the first `size` entries, rebuilt from their stored keys and leaf hashes, 100,000 rows a query.

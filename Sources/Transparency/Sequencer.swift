@@ -151,9 +151,7 @@ public actor Sequencer {
                 var versions: [Label: UInt64] = [:]
                 var leaves: [(key: Hash256, value: Hash256)] = []
                 for (label, value) in updates {
-                    let previous =
-                        try versions[label]
-                        ?? SQLLogStore.latest(sql, label: label, below: .max)?.1.version ?? 0
+                    let previous = try versions[label] ?? SQLLogStore.latestVersion(sql, label: label)
                     let entry = try Entry(label: label, version: previous + 1, value: value, timestamp: timestamp)
                     versions[label] = entry.version
                     let index = frontier.size
