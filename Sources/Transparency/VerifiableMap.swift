@@ -29,9 +29,42 @@ public struct VerifiableMap: Sendable {
 
     public init() {}
 
-    /// The map of `leaves` (key, value), built in one pass (start-up).
+    /// The map of `leaves` (key, value), built in one pass over them sorted (start-up); the same tree as
+    /// inserting them in any order.
     public init(leaves: [(key: Hash256, value: Hash256)]) throws {
-        try insert(leaves)
+        let sorted = leaves.sorted { $0.key < $1.key }
+        for i in sorted.indices.dropFirst() where sorted[i].key == sorted[i - 1].key {
+            throw TransparencyError(
+                .malformed, "the map already holds key \(sorted[i].key): a (label, version) is written once")
+        }
+        innerLeft.reserveCapacity(sorted.count)
+        innerRight.reserveCapacity(sorted.count)
+        innerHash.reserveCapacity(sorted.count)
+        innerDirty.reserveCapacity(sorted.count)
+        leafKey.reserveCapacity(sorted.count)
+        leafValue.reserveCapacity(sorted.count)
+        leafHash.reserveCapacity(sorted.count)
+        rootRef = build(sorted[...], depth: 0)
+    }
+
+    /// Builds the subtree of `leaves` (sorted, all sharing their first `depth` bits) bottom-up.
+    private mutating func build(_ leaves: ArraySlice<(key: Hash256, value: Hash256)>, depth: Int) -> Ref {
+        if leaves.isEmpty { return 0 }
+        if leaves.count == 1 { return newLeaf(key: leaves.first!.key, value: leaves.first!.value) }
+        // The first leaf whose bit `depth` is 1 (binary search: sorted keys with a common prefix are ordered by it).
+        var low = leaves.startIndex
+        var high = leaves.endIndex
+        while low < high {
+            let mid = (low + high) / 2
+            if leaves[mid].key.bit(depth) == 0 { low = mid + 1 } else { high = mid }
+        }
+        let left = build(leaves[..<low], depth: depth + 1)
+        let right = build(leaves[low...], depth: depth + 1)
+        innerLeft.append(left)
+        innerRight.append(right)
+        innerHash.append(VerifiableMap.innerHash(hash(of: left), hash(of: right)))
+        innerDirty.append(false)
+        return Ref(innerLeft.count)
     }
 
     /// The number of leaves.

@@ -27,6 +27,11 @@ import Transparency
             #expect(map.root == ReferenceMap.root(Array(all[..<start])))
         }
         #expect(try VerifiableMap(leaves: all.reversed()).root == map.root)
+        // A bulk-built map (start-up) takes incremental batches like any other.
+        var rebuilt = try VerifiableMap(leaves: Array(all[..<300]))
+        try rebuilt.insert(Array(all[300...]))
+        #expect(rebuilt.root == map.root)
+        #expect(throws: TransparencyError.self) { try VerifiableMap(leaves: [all[0], all[1], all[0]]) }
         #expect(map.count == 600)
         #expect(throws: TransparencyError.self) { try map.insert([all[3]]) }
     }
