@@ -127,8 +127,17 @@ public actor Sequencer {
         }
     }
 
+    /// Integrates everything queued now, without waiting for the interval (graceful shutdown: call it on
+    /// SIGTERM after the server stops taking requests, so no waiting update is lost).
+    public func flush() {
+        let batch = pending
+        pending = []
+        integrate(batch)
+    }
+
     /// Integrates `batch` now (also for bulk loading in benchmarks and tests): one transaction, one signature.
     private func integrate(_ batch: [Pending]) {
+        guard !batch.isEmpty else { return }
         do {
             let results = try integrate(batch.map { ($0.label, $0.value) })
             for (pending, result) in zip(batch, results) { pending.continuation.resume(returning: result) }

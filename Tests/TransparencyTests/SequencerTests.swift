@@ -26,6 +26,20 @@ import Transparency
         #expect(try Checkpoint(note: result.checkpoint.note, verifyingWith: testLogKey) == result.checkpoint)
     }
 
+    /// `flush()` integrates what is queued at once (shutdown), without waiting for the interval.
+    @Test func flushIntegratesAtOnce() async throws {
+        let gate = Gate()
+        let sequencer = try makeSequencer(try SQLiteDatabase.inMemory(), sleep: { _ in await gate.wait() })
+        let task = Task { try await sequencer.append(label: "oprf-keys", value: Data("k".utf8)) }
+        while await sequencer.latestCheckpoint().size == 0 {
+            await sequencer.flush()
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        let result = try await task.value
+        #expect(result.checkpoint.size == 1 && result.entry.label == "oprf-keys")
+        await gate.open()
+    }
+
     /// Many concurrent appends become few checkpoints; versions of one label run 1, 2, 3, ... without gaps.
     @Test func batchesConcurrentAppends() async throws {
         let sequencer = try makeSequencer(try SQLiteDatabase.inMemory(), interval: .milliseconds(20))
