@@ -7,9 +7,12 @@ public struct LogKey: Sendable, Equatable {
     public let origin: String
     public let publicKey: HybridSignature.PublicKey
 
-    /// The signed-note signature type byte we chose for HybridSignature (Ed25519 ‖ ML-DSA-65); not in C2SP's
-    /// registry, which names only classical and cosignature types (docs/transparency.md, "Checkpoint").
+    /// The signed-note signature type for HybridSignature (Ed25519 ‖ ML-DSA-65): 0xFF, which signed-note
+    /// reserves for types it assigns no byte to, followed (as it recommends) by a longer identifier
+    /// (docs/transparency.md, "Checkpoint").
     public static let signatureType: UInt8 = 0xFF
+    /// The identifier that follows 0xFF in the key ID input.
+    public static let signatureTypeIdentifier = Data("pixie/hybrid-ed25519-mldsa65/v1".utf8)
     /// The context string both halves of the checkpoint signature are bound to.
     public static let signatureContext = Data("pixie/kt-checkpoint/v1".utf8)
 
@@ -19,11 +22,13 @@ public struct LogKey: Sendable, Equatable {
         self.publicKey = publicKey
     }
 
-    /// The signed-note key ID: SHA-256(name ‖ 0x0A ‖ 0xFF ‖ public key (1984 bytes))[0..<4].
+    /// The signed-note key ID: SHA-256(name ‖ 0x0A ‖ 0xFF ‖ "pixie/hybrid-ed25519-mldsa65/v1" ‖ public key
+    /// (1984 bytes))[0..<4].
     public var keyID: Data {
         var bytes = Data(origin.utf8)
         bytes.append(0x0A)
         bytes.append(LogKey.signatureType)
+        bytes.append(LogKey.signatureTypeIdentifier)
         bytes.append(publicKey.rawRepresentation)
         return Data(SHA256.hash(data: bytes).rawRepresentation.prefix(4))
     }
@@ -75,6 +80,9 @@ public struct Checkpoint: Sendable, Hashable {
     /// must be present once and both halves of its signature must verify.
     public init(note: String, verifyingWith key: LogKey) throws {
         guard note.utf8.count <= 1 << 20 else { throw TransparencyError(.malformed, "a checkpoint is over 1 MiB") }
+        guard !note.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\n" || $0.value == 0x7F }) else {
+            throw TransparencyError(.malformed, "a signed note has no control characters other than newline")
+        }
         guard let split = note.range(of: "\n\n", options: .backwards) else {
             throw TransparencyError(.malformed, "a checkpoint is a signed note: text, a blank line, signature lines")
         }

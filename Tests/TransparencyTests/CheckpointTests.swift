@@ -36,6 +36,8 @@ import Transparency
         ("AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=", "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQ=="),
         ("\n\n— ", "\n\n-- "),
         ("\n\n— ", "\n\n\n— "),
+        ("\n\n— ", "\n\n— \r"),
+        ("\n42\n", "\n42\r\n"),
     ])
     func strictParsing(find: String, replace: String) throws {
         let note = try Self.signed().note
