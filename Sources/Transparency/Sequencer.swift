@@ -152,9 +152,15 @@ public actor Sequencer {
     public func integrate(_ updates: [(Label, Data)]) throws -> [Appended] {
         guard !updates.isEmpty else { return [] }
         try reloadIfNeeded()
+        if let (label, value) = updates.first(where: { $0.1.count > Entry.maximumValueByteCount }) {
+            throw TransparencyError(
+                .malformed,
+                "the value for \(label) has \(value.count) bytes; at most \(Entry.maximumValueByteCount) fit an entry")
+        }
         let timestamp = now()
         var frontier = self.frontier
         var entries: [(index: UInt64, entry: Entry)] = []
+        var mapChanged = false
         do {
             let checkpoint = try database.transaction { sql -> Checkpoint in
                 var versions: [Label: UInt64] = [:]
@@ -180,6 +186,7 @@ public actor Sequencer {
                     leaves.append((mapKey, leafHash))
                     entries.append((index, entry))
                 }
+                mapChanged = true
                 try map.insert(leaves)
                 let checkpoint = try Checkpoint.sign(
                     size: frontier.size, logRoot: frontier.root, mapRoot: map.root, origin: logKey.origin, key: key)
@@ -194,8 +201,10 @@ public actor Sequencer {
             return entries.map { Appended(entry: $0.entry, index: $0.index, checkpoint: checkpoint) }
         } catch {
             // The map may hold leaves the rolled-back transaction never stored: rebuild it from the database.
-            needsReload = true
-            try? reloadIfNeeded()
+            if mapChanged {
+                needsReload = true
+                try? reloadIfNeeded()
+            }
             throw error
         }
     }

@@ -178,6 +178,10 @@ import Transparency
         await #expect(throws: TransparencyError.self) {
             try await sequencer.append(label: "a", value: Data(count: Entry.maximumValueByteCount + 1))
         }
+        await #expect(throws: TransparencyError.self) {
+            try await sequencer.integrate([("a", Data()), ("b", Data(count: Entry.maximumValueByteCount + 1))])
+        }
+        #expect(await sequencer.latestCheckpoint().size == 0)
         await #expect(throws: TransparencyError.self) { try await sequencer.entries(0..<1) }
         await #expect(throws: TransparencyError.self) { try await sequencer.consistencyProof(from: 0, to: 1) }
     }
