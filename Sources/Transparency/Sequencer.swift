@@ -38,6 +38,8 @@ public actor Sequencer {
     /// Set when a batch failed and the in-memory state could not be reloaded from the database: the map may hold
     /// leaves that were never stored, so nothing is written or proved until a reload succeeds.
     private var needsReload = false
+    /// When the last batch was integrated (for the interval between checkpoints).
+    private var lastIntegration: ContinuousClock.Instant?
     /// The number of checkpoints this sequencer has signed since it started.
     public private(set) var checkpointsSigned = 0
 
@@ -45,6 +47,7 @@ public actor Sequencer {
     ///
     /// - Parameters:
     ///   - interval: the least time between checkpoints (one second by default); updates wait up to this long.
+    ///     Measured on the continuous clock; `sleep` is handed what remains of it (zero on a quiet log).
     ///   - sleep: how to wait (tests inject a fast one).
     ///   - now: milliseconds since 1970 for entry timestamps.
     public init(
@@ -98,7 +101,8 @@ public actor Sequencer {
 
     // MARK: - Writing
 
-    /// Queues `value` as the next version of `label` and returns once a signed checkpoint includes it.
+    /// Queues `value` as the next version of `label` and returns once a signed checkpoint includes it: at once
+    /// on a quiet log, otherwise with the next batch, at most one `interval` after the previous one.
     public func append(label: Label, value: Data) async throws -> Appended {
         guard value.count <= Entry.maximumValueByteCount else {
             throw TransparencyError(
@@ -113,10 +117,12 @@ public actor Sequencer {
         }
     }
 
-    /// Waits one interval, integrates everything queued, and repeats while updates keep arriving.
+    /// Waits until one interval has passed since the last checkpoint, integrates everything queued, and repeats
+    /// while updates keep arriving. An update to a quiet log is integrated at once.
     private func flushLoop() async {
         while true {
-            try? await sleep(interval)
+            let elapsed = lastIntegration.map { ContinuousClock.now - $0 } ?? interval
+            try? await sleep(max(.zero, interval - elapsed))
             let batch = pending
             pending = []
             integrate(batch)
@@ -138,6 +144,7 @@ public actor Sequencer {
     /// Integrates `batch` now (also for bulk loading in benchmarks and tests): one transaction, one signature.
     private func integrate(_ batch: [Pending]) {
         guard !batch.isEmpty else { return }
+        lastIntegration = .now
         do {
             let results = try integrate(batch.map { ($0.label, $0.value) })
             for (pending, result) in zip(batch, results) { pending.continuation.resume(returning: result) }

@@ -26,6 +26,19 @@ import Transparency
         #expect(try Checkpoint(note: result.checkpoint.note, verifyingWith: testLogKey) == result.checkpoint)
     }
 
+    /// An update to a quiet log waits for nothing; the next batch waits for what remains of the interval.
+    @Test func waitsOnlyForWhatRemainsOfTheInterval() async throws {
+        let requested = Recorder()
+        let sequencer = try makeSequencer(
+            try SQLiteDatabase.inMemory(), interval: .seconds(10), sleep: { await requested.record($0) })
+        _ = try await sequencer.append(label: "account/a", value: Data([1]))
+        _ = try await sequencer.append(label: "account/a", value: Data([2]))
+        let waits = await requested.durations
+        #expect(waits.count == 2)
+        #expect(waits.first == .zero)
+        #expect(waits.last.map { $0 > .seconds(9) && $0 <= .seconds(10) } == true, "\(waits)")
+    }
+
     /// `flush()` integrates what is queued at once (shutdown), without waiting for the interval.
     @Test func flushIntegratesAtOnce() async throws {
         let gate = Gate()
@@ -190,4 +203,9 @@ import Transparency
 actor Flag {
     private(set) var isSet = false
     func set() { isSet = true }
+}
+
+actor Recorder {
+    private(set) var durations: [Duration] = []
+    func record(_ duration: Duration) { durations.append(duration) }
 }
