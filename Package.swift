@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "PixieWire", targets: ["PixieWire"]),
         .library(name: "Storage", targets: ["Storage"]),
         .library(name: "WebAuthn", targets: ["WebAuthn"]),
+        .library(name: "Transparency", targets: ["Transparency"]),
         .executable(name: "bench", targets: ["bench"]),
         .executable(name: "age-swift", targets: ["age-swift"]),
         .executable(name: "sempere", targets: ["sempere"]),
@@ -80,6 +81,11 @@ let package = Package(
         // ES256 authenticator for devices and tests; docs/webauthn.md.
         .target(name: "WebAuthn", dependencies: ["SiblingsCrypto"], swiftSettings: strict),
 
+        // Key transparency: the append-only Merkle log (RFC 9162), the verifiable map of labels, signed checkpoints
+        // (C2SP tlog-checkpoint), the sequencer and prover (server), the verifier (device) and the auditor;
+        // docs/transparency.md.
+        .target(name: "Transparency", dependencies: ["SiblingsCrypto", "Storage"], swiftSettings: strict),
+
         // pixie-server's services on the HTTP platform: phone-verify-svc and identity-svc, configuration, keys,
         // logs and metrics (docs/pixie-protocol.md, docs/operations.md).
         .target(
@@ -91,7 +97,7 @@ let package = Package(
         .target(name: "CommandLineKit", swiftSettings: strict),
 
         .executableTarget(
-            name: "bench", dependencies: ["SiblingsCrypto", "CommandLineKit", "Sempere", "Storage"],
+            name: "bench", dependencies: ["SiblingsCrypto", "CommandLineKit", "Sempere", "Storage", "Transparency"],
             swiftSettings: strict),
 
         // The Pixie backend in one process, or one service alone (README.md, docs/operations.md).
@@ -150,6 +156,11 @@ let package = Package(
         ),
         .testTarget(name: "PixieWireTests", dependencies: ["PixieWire", "SiblingsCrypto"], swiftSettings: strict),
         .testTarget(name: "StorageTests", dependencies: ["Storage"], swiftSettings: strict),
+        .testTarget(
+            name: "TransparencyTests",
+            dependencies: ["Transparency", "Storage", "SiblingsCrypto"],
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "PixieServerTests",
             dependencies: [

@@ -6,7 +6,7 @@ import SiblingsCrypto
 /// `bench`: the crypto core's throughput beside OpenSSL's own `openssl speed`, measured in the same run,
 /// printed as a Markdown table with the ratio (ours / OpenSSL; 1.00 means no wrapper overhead).
 ///
-/// Usage: bench [--seconds <seconds>] [--rounds <rounds>] [--only <only>] [--self-check-only]
+/// Usage: bench [--seconds <seconds>] [--rounds <rounds>] [--only <only>] [--entries <entries>] [--self-check-only]
 /// docs/benchmarks.md records a run and the command.
 
 struct Bench: ParsableCommand {
@@ -23,16 +23,19 @@ struct Bench: ParsableCommand {
     var seconds: Double = 1
     @Option(name: .long("rounds"), help: "Alternate ours and the anchor this many times (default 3).")
     var rounds: Int = 3
-    @OptionalOption(name: .long("only"), help: "Only one table: classic, pq, sempere or storage.")
+    @OptionalOption(name: .long("only"), help: "Only one table: classic, pq, sempere, storage or transparency.")
     var only: String?
+    @Option(name: .long("entries"), help: "Entries in the transparency table's large log (default 1000000).")
+    var entries: Int = 1_000_000
     @Flag(name: .long("self-check-only"), help: "Run the self-check and stop.")
     var selfCheckOnly: Bool
 
     func validate() throws {
         guard seconds > 0 else { throw ValidationError("--seconds must be positive") }
         guard rounds > 0 else { throw ValidationError("--rounds must be at least 1") }
-        if let only, !["classic", "pq", "sempere", "storage"].contains(only) {
-            throw ValidationError("--only takes classic, pq, sempere or storage")
+        guard entries >= 100_000 else { throw ValidationError("--entries must be at least 100000") }
+        if let only, !["classic", "pq", "sempere", "storage", "transparency"].contains(only) {
+            throw ValidationError("--only takes classic, pq, sempere, storage or transparency")
         }
     }
 
@@ -44,6 +47,7 @@ struct Bench: ParsableCommand {
         if only == nil || only == "pq" { try postQuantumTable(self) }
         if only == nil || only == "sempere" { try sempereTable(self) }
         if only == nil || only == "storage" { try storageTable(self) }
+        if only == nil || only == "transparency" { try await transparencyTable(self) }
     }
 }
 

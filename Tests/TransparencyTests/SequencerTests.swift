@@ -1,0 +1,211 @@
+import Foundation
+import Storage
+import Testing
+import Transparency
+
+@Suite struct SequencerTests {
+    /// `append` returns only after a signed checkpoint includes the entry, and that checkpoint proves it.
+    @Test func acknowledgesOnlyAfterInclusion() async throws {
+        let gate = Gate()
+        let sequencer = try makeSequencer(try SQLiteDatabase.inMemory(), sleep: { _ in await gate.wait() })
+        let acknowledged = Flag()
+        let task = Task {
+            let result = try await sequencer.append(label: "account/alice", value: Data("key-1".utf8))
+            await acknowledged.set()
+            return result
+        }
+        try await Task.sleep(for: .milliseconds(30))
+        #expect(await !acknowledged.isSet)
+        #expect(await sequencer.latestCheckpoint().size == 0)
+        await gate.open()
+        let result = try await task.value
+        #expect(await acknowledged.isSet)
+        #expect(result.index == 0 && result.entry.version == 1 && result.checkpoint.size == 1)
+        let proof = try await sequencer.inclusionProof(index: result.index, size: result.checkpoint.size)
+        #expect(proof.verify(leafHash: result.entry.leafHash, root: result.checkpoint.logRoot))
+        #expect(try Checkpoint(note: result.checkpoint.note, verifyingWith: testLogKey) == result.checkpoint)
+    }
+
+    /// An update to a quiet log waits for nothing; the next batch waits for what remains of the interval.
+    @Test func waitsOnlyForWhatRemainsOfTheInterval() async throws {
+        let requested = Recorder()
+        let sequencer = try makeSequencer(
+            try SQLiteDatabase.inMemory(), interval: .seconds(10), sleep: { await requested.record($0) })
+        _ = try await sequencer.append(label: "account/a", value: Data([1]))
+        _ = try await sequencer.append(label: "account/a", value: Data([2]))
+        let waits = await requested.durations
+        #expect(waits.count == 2)
+        #expect(waits.first == .zero)
+        #expect(waits.last.map { $0 > .seconds(9) && $0 <= .seconds(10) } == true, "\(waits)")
+    }
+
+    /// `flush()` integrates what is queued at once (shutdown), without waiting for the interval.
+    @Test func flushIntegratesAtOnce() async throws {
+        let gate = Gate()
+        let sequencer = try makeSequencer(try SQLiteDatabase.inMemory(), sleep: { _ in await gate.wait() })
+        let task = Task { try await sequencer.append(label: "oprf-keys", value: Data("k".utf8)) }
+        while await sequencer.latestCheckpoint().size == 0 {
+            await sequencer.flush()
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        let result = try await task.value
+        #expect(result.checkpoint.size == 1 && result.entry.label == "oprf-keys")
+        await gate.open()
+    }
+
+    /// Many concurrent appends become few checkpoints; versions of one label run 1, 2, 3, ... without gaps.
+    @Test func batchesConcurrentAppends() async throws {
+        let sequencer = try makeSequencer(try SQLiteDatabase.inMemory(), interval: .milliseconds(20))
+        let results = try await withThrowingTaskGroup(of: Sequencer.Appended.self) { group in
+            for i in 0..<300 {
+                group.addTask {
+                    try await sequencer.append(
+                        label: i % 3 == 0 ? "devices/shared" : try Label("account/\(i)"), value: Data([UInt8(i & 0xFF)])
+                    )
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(results.count == 300)
+        let signed = await sequencer.checkpointsSigned
+        #expect(signed >= 1 && signed <= 10, "300 appends took \(signed) checkpoints")
+        #expect(Set(results.map(\.index)) == Set(0..<300))
+        let shared = results.filter { $0.entry.label == "devices/shared" }.map(\.entry.version).sorted()
+        #expect(shared == Array(1...100))
+        for result in results { #expect(result.index < result.checkpoint.size) }
+        let latest = await sequencer.latestCheckpoint()
+        #expect(latest.size == 300)
+
+        var verifier = TransparencyVerifier(logKey: testLogKey)
+        try verifier.accept(checkpoint: latest.note, consistencyProof: nil)
+        let (_, lookup) = try await sequencer.lookup("devices/shared", withInclusion: true)
+        let entry = try verifier.verifyLookup(try LookupProof(encoded: lookup.encoded), for: "devices/shared")
+        #expect(entry?.version == 100)
+        let (_, absent) = try await sequencer.lookup("account/nobody")
+        #expect(try verifier.verifyLookup(absent, for: "account/nobody") == nil)
+
+        var auditor = Auditor(logKey: testLogKey)
+        let checked = try await auditor.follow(sequencer)
+        #expect(checked == signed + 1)
+        #expect(auditor.checkpoint == latest)
+    }
+
+    /// The log survives a restart: the right edge and the map are rebuilt and match the stored checkpoint.
+    @Test func reopens() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("kt-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let path = directory.appendingPathComponent("kt.sqlite").path
+        let first: Checkpoint
+        do {
+            let database = try SQLiteDatabase(path: path)
+            let sequencer = try makeSequencer(database)
+            try await sequencer.integrate((0..<50).map { (try Label("account/\($0 % 7)"), Data([UInt8($0)])) })
+            _ = try await sequencer.append(label: "account/1", value: Data("x".utf8))
+            first = await sequencer.latestCheckpoint()
+            database.close()
+        }
+        let sequencer = try makeSequencer(try SQLiteDatabase(path: path))
+        #expect(await sequencer.latestCheckpoint() == first)
+        let next = try await sequencer.append(label: "account/1", value: Data("y".utf8))
+        #expect(next.entry.version == 9 && next.index == 51)
+        let proof = try await sequencer.consistencyProof(from: first.size, to: next.checkpoint.size)
+        #expect(proof.verify(oldRoot: first.logRoot, newRoot: next.checkpoint.logRoot))
+    }
+
+    /// The SQL store (complete-subtree rows written by the sequencer) gives the same roots and proofs as the
+    /// in-memory one, for every checkpoint and every pair of sizes between them.
+    @Test func storedSubtreesMatchMemory() async throws {
+        let sequencer = try makeSequencer(try SQLiteDatabase.inMemory())
+        var next = 0
+        for batch in [1, 2, 5, 1, 50, 79, 3] {
+            try await sequencer.integrate((next..<next + batch).map { (try Label("account/\($0 % 11)"), Data([1])) })
+            next += batch
+        }
+        let entries = try await sequencer.entries(0..<UInt64(next))
+        var memory = MemoryLogStore()
+        var roots: [UInt64: Hash256] = [0: MerkleLog.emptyRoot]
+        for entry in entries {
+            memory.append(leafHash: entry.leafHash)
+            roots[memory.size] = memory.root
+        }
+        let sizes = try await [0] + sequencer.checkpointSizes(after: 0, limit: 100)
+        #expect(sizes == [0, 1, 3, 8, 9, 59, 138, 141])
+        for size in sizes {
+            let checkpoint = try await sequencer.checkpoint(size: size)
+            #expect(checkpoint.logRoot == roots[size])
+            #expect(
+                checkpoint.mapRoot
+                    == (try VerifiableMap(leaves: entries.prefix(Int(size)).map { ($0.mapKey, $0.leafHash) }).root))
+            for old in sizes where old <= size {
+                let proof = try await sequencer.consistencyProof(from: old, to: size)
+                #expect(proof.hashes == (try MerkleLog.consistencyProof(from: old, to: size, memory)))
+                #expect(proof.verify(oldRoot: roots[old]!, newRoot: checkpoint.logRoot))
+            }
+            for index in stride(from: 0, to: size, by: 7) {
+                let proof = try await sequencer.inclusionProof(index: index, size: size)
+                #expect(proof.verify(leafHash: entries[Int(index)].leafHash, root: checkpoint.logRoot))
+            }
+        }
+    }
+
+    /// A batch that cannot be stored fails every append in it; nothing is acknowledged and the state is unchanged.
+    @Test func failedBatchFailsEveryAppend() async throws {
+        let database = try SQLiteDatabase.inMemory()
+        let sequencer = try makeSequencer(database)
+        _ = try await sequencer.append(label: "account/a", value: Data([1]))
+        let before = await sequencer.latestCheckpoint()
+        try database.execute("DROP TABLE transparency_checkpoints")
+        let failures = await withTaskGroup(of: Bool.self) { group in
+            for i in 0..<10 {
+                group.addTask {
+                    do {
+                        _ = try await sequencer.append(label: try Label("account/\(i)"), value: Data([2]))
+                        return false
+                    } catch {
+                        return true
+                    }
+                }
+            }
+            return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(failures == 10)
+        #expect(await sequencer.latestCheckpoint() == before)
+        #expect(try database.queryOne("SELECT COUNT(*) AS n FROM transparency_entries")?.int("n") == 1)
+        // Until the state can be reloaded, nothing is proved from a map that may hold unstored leaves.
+        await #expect(throws: (any Error).self) { try await sequencer.lookup("account/a") }
+        // Once the database is whole again, the sequencer reloads and carries on from the last checkpoint.
+        try database.execute("CREATE TABLE transparency_checkpoints (size BIGINT PRIMARY KEY, note TEXT NOT NULL)")
+        try database.execute(
+            "INSERT INTO transparency_checkpoints (size, note) VALUES (?, ?)",
+            [.integer(Int64(before.size)), .text(before.note)])
+        let next = try await sequencer.append(label: "account/b", value: Data([3]))
+        #expect(next.index == 1 && next.checkpoint.size == 2)
+        var auditor = Auditor(logKey: testLogKey)
+        try auditor.ingest(
+            checkpoint: next.checkpoint.note, entries: try await sequencer.entries(0..<2), consistencyProof: nil)
+    }
+
+    @Test func refusesOversizedValuesAndBadRanges() async throws {
+        let sequencer = try makeSequencer(try SQLiteDatabase.inMemory())
+        await #expect(throws: TransparencyError.self) {
+            try await sequencer.append(label: "a", value: Data(count: Entry.maximumValueByteCount + 1))
+        }
+        await #expect(throws: TransparencyError.self) {
+            try await sequencer.integrate([("a", Data()), ("b", Data(count: Entry.maximumValueByteCount + 1))])
+        }
+        #expect(await sequencer.latestCheckpoint().size == 0)
+        await #expect(throws: TransparencyError.self) { try await sequencer.entries(0..<1) }
+        await #expect(throws: TransparencyError.self) { try await sequencer.consistencyProof(from: 0, to: 1) }
+    }
+}
+
+actor Flag {
+    private(set) var isSet = false
+    func set() { isSet = true }
+}
+
+actor Recorder {
+    private(set) var durations: [Duration] = []
+    func record(_ duration: Duration) { durations.append(duration) }
+}
