@@ -90,7 +90,7 @@ let package = Package(
         // logs and metrics (docs/pixie-protocol.md, docs/operations.md).
         .target(
             name: "PixieServer",
-            dependencies: ["HTTPServer", "Storage", "WebAuthn", "PixieWire", "SiblingsCrypto"],
+            dependencies: ["HTTPServer", "Storage", "WebAuthn", "PixieWire", "SiblingsCrypto", "Transparency"],
             swiftSettings: strict),
 
         // Command-line parsing in swift-argument-parser's shape, shared by sempere, pixie and pixie-server.
@@ -102,7 +102,8 @@ let package = Package(
 
         // The Pixie backend in one process, or one service alone (README.md, docs/operations.md).
         .executableTarget(
-            name: "pixie-server", dependencies: ["PixieServer", "CommandLineKit"], swiftSettings: strict),
+            name: "pixie-server", dependencies: ["PixieServer", "CommandLineKit", "Transparency"],
+            swiftSettings: strict),
 
         // The Sempere command-line program (README.md, "Sempere from the terminal").
         .executableTarget(name: "sempere", dependencies: ["Sempere", "CommandLineKit"], swiftSettings: strict),
@@ -165,6 +166,7 @@ let package = Package(
             name: "PixieServerTests",
             dependencies: [
                 "PixieServer", "PixieWire", "HTTPServer", "Storage", "WebAuthn", "SiblingsCrypto", "CommandLineKit",
+                "Transparency",
             ],
             swiftSettings: strict),
         .testTarget(

@@ -4,6 +4,7 @@ import PixieWire
 import SiblingsCrypto
 import Storage
 import Synchronization
+import Transparency
 
 /// The `pixie-server` process: the configured services on one router, one store and one HTTP listener,
 /// plus `/healthz` and `/metrics`.
@@ -16,6 +17,9 @@ public struct Application: Sendable {
     public let logger: Logger
     public let metrics: Metrics
     public let router: Router
+    /// The transparency log, when identity-svc runs here.
+    public let log: Sequencer?
+    let identity: IdentityService?
 
     /// Opens (or creates) the data directory's store and keys and builds the router.
     public static func open(configuration: PixieConfiguration, logger: Logger) throws(ServerError) -> Application {
@@ -73,7 +77,19 @@ public struct Application: Sendable {
                 logger: logger.named("phone-verify"), metrics: metrics
             ).addRoutes(to: &router)
         }
+        var log: Sequencer?
+        var identity: IdentityService?
         if services.contains(.identity) {
+            let sequencer: Sequencer
+            do {
+                sequencer = try Sequencer(
+                    database: database, key: keys.transparencyLog, origin: configuration.logOrigin,
+                    interval: configuration.checkpointInterval,
+                    now: { UInt64(max(0, clock.now().timeIntervalSince1970 * 1000)) })
+            } catch {
+                throw ServerError(.storage, "the transparency log could not be opened: \(error)")
+            }
+            log = sequencer
             var settings = IdentityService.Configuration()
             settings.relyingPartyID = configuration.relyingPartyID
             settings.allowedOrigins = Set(configuration.allowedOrigins)
@@ -81,13 +97,16 @@ public struct Application: Sendable {
             settings.grantLifetime = configuration.grantLifetime
             settings.sessionLifetime = configuration.sessionLifetime
             settings.clientRequestsPerMinute = configuration.clientRequestsPerMinute
-            try IdentityService(
+            let service = try IdentityService(
                 database: database, pinnedPhoneVerifyKeys: Self.pinnedPhoneVerifyKeys(configuration, keys),
-                configuration: settings,
-                clock: clock, random: random, logger: logger.named("identity"), metrics: metrics
-            ).addRoutes(to: &router)
+                log: sequencer, configuration: settings, clock: clock, random: random,
+                logger: logger.named("identity"), metrics: metrics)
+            service.addRoutes(to: &router)
+            identity = service
         }
         self.router = router
+        self.log = log
+        self.identity = identity
     }
 
     /// The phone-verify keys cert-checking services pin: the configured one, else the local one when
@@ -126,12 +145,28 @@ public struct Application: Sendable {
     /// Runs until SIGTERM or SIGINT, then stops taking connections, finishes the requests in flight and
     /// returns.
     public func run() async throws(ServerError) {
+        if identity != nil {
+            do {
+                _ = try await reconcileTransparency()
+            } catch {
+                throw ServerError(.storage, "the transparency log could not be brought up to date: \(error)")
+            }
+        }
         let server = try start()
         let signal = await Self.waitForTermination()
         logger.info("shutting down", ["signal": signal])
         await server.shutdown()
+        // Bindings still waiting for the next checkpoint are logged now rather than lost.
+        await log?.flush()
         logger.info("stopped")
     }
+
+    /// Logs the bindings the store holds that the log does not (a crash between a commit and its append);
+    /// ``run()`` does this before listening. Returns the number of accounts repaired.
+    public func reconcileTransparency() async throws -> Int { try await identity?.reconcileTransparency() ?? 0 }
+
+    /// The public keys devices pin, with the transparency log's origin.
+    public var trustBundle: TrustBundle { keys.trustBundle(logOrigin: configuration.logOrigin) }
 
     /// Waits for SIGTERM or SIGINT (whichever comes first) and returns its name.
     static func waitForTermination() async -> String {

@@ -1,6 +1,7 @@
 import CommandLineKit
 import Foundation
 import PixieServer
+import Transparency
 
 /// `pixie-server`: every Pixie backend service in one process by default, or one alone
 /// (`pixie-server phone-verify`); README.md, docs/operations.md.
@@ -14,7 +15,7 @@ struct PixieServerCommand: ParsableCommand {
             `pixie-server serve --help` lists them. `pixie-server trust-bundle` prints the public keys devices pin.
             """,
         version: "pixie-server 0.1.0",
-        subcommands: [Serve.self, TrustBundleCommand.self],
+        subcommands: [Serve.self, TrustBundleCommand.self, Audit.self],
         defaultSubcommand: Serve.self)
 }
 
@@ -66,6 +67,9 @@ struct Serve: ParsableCommand {
     var codesPerNumberPerHour: String?
     @OptionalOption(name: .long("client-requests-per-minute"), help: "Requests per client address per minute.")
     var clientRequestsPerMinute: String?
+    @OptionalOption(name: .long("log-origin"), help: "The transparency log's origin.") var logOrigin: String?
+    @OptionalOption(name: .long("checkpoint-interval-ms"), help: "Least milliseconds between checkpoints.")
+    var checkpointIntervalMs: String?
 
     func run() async throws {
         let configuration = try loadConfiguration(
@@ -78,7 +82,8 @@ struct Serve: ParsableCommand {
                 ("max_body_bytes", maxBodyBytes), ("phone_cert_lifetime", phoneCertLifetime),
                 ("grant_lifetime", grantLifetime), ("session_lifetime", sessionLifetime),
                 ("request_timeout", requestTimeout), ("codes_per_number_per_hour", codesPerNumberPerHour),
-                ("client_requests_per_minute", clientRequestsPerMinute),
+                ("client_requests_per_minute", clientRequestsPerMinute), ("log_origin", logOrigin),
+                ("checkpoint_interval_ms", checkpointIntervalMs),
             ])
         let logger = Logger.standardError(service: "pixie-server", minimumLevel: configuration.logLevel)
         do {
@@ -98,18 +103,72 @@ struct TrustBundleCommand: ParsableCommand {
 
     @OptionalOption(name: .long("config"), help: "A JSON file of settings.") var config: String?
     @OptionalOption(name: .long("data-dir"), help: "Directory for the store and the keys.") var dataDir: String?
+    @OptionalOption(name: .long("log-origin"), help: "The transparency log's origin.") var logOrigin: String?
 
     func run() async throws {
-        let configuration = try loadConfiguration(file: config, flags: [("data_dir", dataDir)])
+        let configuration = try loadConfiguration(
+            file: config, flags: [("data_dir", dataDir), ("log_origin", logOrigin)])
         let logger = Logger.standardError(service: "pixie-server", minimumLevel: .warning)
         do {
             let keys = try ServiceKeys.loadOrCreate(
                 in: URL(fileURLWithPath: configuration.dataDirectory).appendingPathComponent("keys"), logger: logger)
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-            streams.out(String(decoding: try encoder.encode(keys.trustBundle), as: UTF8.self))
+            streams.out(
+                String(
+                    decoding: try encoder.encode(keys.trustBundle(logOrigin: configuration.logOrigin)), as: UTF8.self))
         } catch let error as ServerError {
             streams.err("pixie-server: error: \(error.reason)")
+            throw ExitCode.failure
+        }
+    }
+}
+
+struct Audit: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "audit",
+        abstract: "Follow a server's transparency log from its start and check everything it signed.",
+        discussion: """
+            Reads every checkpoint and entry over HTTP, checks each checkpoint's signature (both halves) and that             it extends the last (consistency proof), recomputes the log and the map from the entries, and stops             at the first thing that does not add up: a fork, a rollback, a rewritten or withheld entry, a version             gap. The log key and origin come from the trust bundle (pixie-server trust-bundle). Exit status 0             when everything checks, 1 when the log misbehaved or could not be read.
+            """)
+
+    @Option(name: .long("url"), help: "The identity service, like http://127.0.0.1:8080.") var url: String
+    @Option(name: .long("trust-bundle"), help: "The trust bundle JSON file devices pin.") var trustBundle: String
+    @Flag(name: .long("json"), help: "Print the result as JSON.") var json: Bool
+
+    func run() async throws {
+        guard let base = URL(string: url), ["http", "https"].contains(base.scheme ?? "") else {
+            streams.err("pixie-server: error: --url must be an http or https URL, not \(url)")
+            throw ExitCode.usage
+        }
+        let bundle: TrustBundle
+        do {
+            bundle = try JSONDecoder().decode(
+                TrustBundle.self, from: Data(contentsOf: URL(fileURLWithPath: trustBundle)))
+        } catch {
+            streams.err(
+                "pixie-server: error: \(trustBundle) is not a trust bundle (pixie-server trust-bundle prints one)")
+            throw ExitCode.usage
+        }
+        var auditor: Auditor
+        do {
+            let key = try LogKey(origin: bundle.transparencyLogOrigin, publicKey: bundle.transparencyLogKey)
+            auditor = Auditor(logKey: key)
+            let checked = try await auditor.follow(HTTPLogSource(baseURL: base, logKey: key))
+            let size = auditor.checkpoint?.size ?? 0
+            if json {
+                streams.out(#"{"checkpoints_checked":\#(checked),"entries":\#(size),"ok":true}"#)
+            } else {
+                streams.out("ok: \(checked) checkpoints and \(size) entries checked; the log is consistent")
+            }
+        } catch {
+            let reason = (error as? TransparencyError)?.reason ?? (error as? ServerError)?.reason ?? "\(error)"
+            if json {
+                let object = ["ok": false, "error": reason] as [String: Any]
+                let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+                streams.out(String(decoding: data, as: UTF8.self))
+            }
+            streams.err("pixie-server: audit failed: \(reason)")
             throw ExitCode.failure
         }
     }

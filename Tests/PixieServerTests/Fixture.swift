@@ -42,6 +42,7 @@ struct Fixture {
     {
         var configuration = PixieConfiguration()
         configuration.services = services
+        configuration.checkpointInterval = .milliseconds(1)
         if !pinned, services.contains(.phoneVerify) {
             fatalError("a fixture with phone-verify always pins its own key")
         }

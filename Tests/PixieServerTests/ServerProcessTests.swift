@@ -3,6 +3,7 @@ import PixieServer
 import PixieWire
 import SiblingsCrypto
 import Testing
+import WebAuthn
 
 /// pixie-server started as README.md says (`pixie-server --data-dir DIR --port 0`), spoken to over real HTTP.
 @Suite("pixie-server, run as a process")
@@ -59,6 +60,63 @@ struct ServerProcessTests {
         #expect(throws: PixieWireError.self) {
             try PhoneOwnershipCert.Verifier(pinnedKeys: [stranger]).verify(cert, now: Date())
         }
+    }
+
+    @Test("pixie-server audit follows a running server's log over HTTP, and refuses a log signed by another key")
+    func audit() async throws {
+        let directory = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let server = try ServerProcess(dataDirectory: directory, extraArguments: ["--checkpoint-interval-ms", "5"])
+        defer { _ = server.terminate() }
+
+        // A first device creates an account over real HTTP: three bindings reach the log.
+        let number = "+14155550123"
+        let started = try await server.request("POST", "/v1/phone/verifications", json: ["phone_number": number])
+        let verificationID = try #require(started.body.jsonObject["verification_id"] as? String)
+        let code = try #require(try Self.lastCode(to: number, in: directory))
+        let checked = try await server.request(
+            "POST", "/v1/phone/verifications/check", json: ["verification_id": verificationID, "code": code])
+        let cert = try #require(checked.body.jsonObject["phone_cert"] as? String)
+        let challenge = try await server.request("POST", "/v1/auth/passkey/challenge", json: ["purpose": "register"])
+        let challengeBytes = try #require(
+            (challenge.body.jsonObject["challenge"] as? String).flatMap(Data.init(base64URLEncoded:)))
+        let credential = SoftwareAuthenticator().makeCredential(
+            rpID: "localhost", origin: "https://localhost", challenge: challengeBytes, userID: Data([1]))
+        let created = try await server.request(
+            "POST", "/v1/accounts",
+            json: [
+                "phone_cert": cert, "discovery_inbox": SecureRandom.bytes(count: 32).base64URLEncodedString(),
+                "discovery_xwing_pubkey": XWing.PrivateKey().publicKey.rawRepresentation.base64URLEncodedString(),
+                "account_signing_pubkey": HybridSignature.PrivateKey().publicKey.rawRepresentation
+                    .base64URLEncodedString(),
+                "device": ["pubkey": SecureRandom.bytes(count: 32).base64URLEncodedString(), "name": "phone"],
+                "passkey": [
+                    "challenge_id": try #require(challenge.body.jsonObject["challenge_id"] as? String),
+                    "credential": try JSONSerialization.jsonObject(with: JSONEncoder().encode(credential)),
+                ],
+            ])
+        #expect(created.status == 201, "\(String(decoding: created.body, as: UTF8.self))")
+
+        let bundle = try ServerProcess.run(["trust-bundle", "--data-dir", directory.path])
+        let bundleFile = directory.appendingPathComponent("trust.json")
+        try Data(bundle.out.utf8).write(to: bundleFile)
+        let audit = try ServerProcess.run(
+            ["audit", "--url", server.address.absoluteString, "--trust-bundle", bundleFile.path, "--json"])
+        #expect(audit.status == 0, "\(audit.err)")
+        let result = try #require(try JSONSerialization.jsonObject(with: Data(audit.out.utf8)) as? [String: Any])
+        #expect(result["ok"] as? Bool == true)
+        #expect(result["entries"] as? Int == 3)
+
+        // Another server's bundle: the checkpoints do not verify, and the audit says so.
+        let otherDirectory = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: otherDirectory) }
+        let other = try ServerProcess.run(["trust-bundle", "--data-dir", otherDirectory.path])
+        let otherFile = otherDirectory.appendingPathComponent("trust.json")
+        try Data(other.out.utf8).write(to: otherFile)
+        let refused = try ServerProcess.run(
+            ["audit", "--url", server.address.absoluteString, "--trust-bundle", otherFile.path])
+        #expect(refused.status == 1)
+        #expect(refused.err.contains("audit failed"), "\(refused.err)")
     }
 
     @Test("an unknown flag is a usage error: exit 64 and a message that names it")

@@ -3,6 +3,7 @@ import HTTPServer
 import PixieWire
 import SiblingsCrypto
 import Storage
+import Transparency
 import WebAuthn
 
 /// identity-svc (000_e422bd9a7c930342.txt): accounts and the device roster (server-authoritative), the
@@ -40,6 +41,7 @@ public struct IdentityService: Sendable {
                 CREATE TABLE accounts (
                     account_id TEXT PRIMARY KEY,
                     phone_id BLOB NOT NULL UNIQUE,
+                    kt_handle TEXT NOT NULL UNIQUE,
                     account_signing_pubkey BLOB NOT NULL,
                     created_at BIGINT NOT NULL
                 );
@@ -98,11 +100,13 @@ public struct IdentityService: Sendable {
     let sessions: Sessions
     let relyingParty: WebAuthnRelyingParty
     let clientLimiter: RateLimiter
+    let transparency: KeyTransparency
 
     /// `pinnedPhoneVerifyKeys` are the phone-verify keys certificates are checked against; with none, every
     /// endpoint that takes a PhoneOwnershipCert refuses (503 `phone_verify_key_not_pinned`), never skips.
+    /// `log` is the transparency log every binding is appended to before it is served.
     public init(
-        database: any SQLDatabase, pinnedPhoneVerifyKeys: [HybridSignature.PublicKey],
+        database: any SQLDatabase, pinnedPhoneVerifyKeys: [HybridSignature.PublicKey], log: Sequencer,
         configuration: Configuration = .init(), clock: PixieClock = .system,
         random: any SecureRandomSource = SystemRandom(), logger: Logger, metrics: Metrics
     ) throws(ServerError) {
@@ -126,6 +130,7 @@ public struct IdentityService: Sendable {
             rpID: configuration.relyingPartyID, allowedOrigins: configuration.allowedOrigins,
             requiresUserVerification: configuration.requireUserVerification, random: random)
         self.clientLimiter = RateLimiter(capacity: configuration.clientRequestsPerMinute, per: 60, clock: clock)
+        self.transparency = KeyTransparency(sequencer: log, database: database, logger: logger)
         if certificates == nil {
             logger.warning(
                 "no phone-verify key is pinned: account creation, discovery lookups and code grants will refuse")
@@ -135,10 +140,10 @@ public struct IdentityService: Sendable {
 
     public func addRoutes(to router: inout Router) {
         router.post("/v1/auth/passkey/challenge") { request, _ in try passkeyChallenge(request) }
-        router.post("/v1/accounts") { request, _ in try createAccount(request) }
+        router.post("/v1/accounts") { request, _ in try await createAccount(request) }
         router.post("/v1/discovery/own") { request, _ in try lookupOwnDiscovery(request) }
         router.post("/v1/auth/devices/grant") { request, _ in try mintGrant(request) }
-        router.post("/v1/auth/devices/register") { request, _ in try registerWithGrant(request) }
+        router.post("/v1/auth/devices/register") { request, _ in try await registerWithGrant(request) }
         router.post("/v1/auth/passkey/login") { request, _ in try passkeyLogin(request) }
         router.post("/v1/auth/sessions/revoke") { request, _ in
             try limitClient(request)
@@ -146,7 +151,11 @@ public struct IdentityService: Sendable {
             return HTTPResponse(status: .noContent)
         }
         router.get("/v1/sync/siblings") { request, _ in try siblings(request) }
+        transparency.addRoutes(to: &router)
     }
+
+    /// Logs the bindings a crash left unlogged (between a commit and its append); run once at start-up.
+    public func reconcileTransparency() async throws -> Int { try await transparency.reconcile() }
 
     // MARK: - Passkey challenges
 
@@ -255,7 +264,11 @@ public struct IdentityService: Sendable {
         let deviceID: String
         let sessionToken: String
         let sessionExpiresAt: Int64
+        /// The account's label in the transparency log; the device keeps it (the approval carries it to
+        /// new devices).
+        var ktHandle: String?
         enum CodingKeys: String, CodingKey {
+            case ktHandle = "kt_handle"
             case accountID = "account_id"
             case deviceID = "device_id"
             case sessionToken = "session_token"
@@ -263,7 +276,7 @@ public struct IdentityService: Sendable {
         }
     }
 
-    func createAccount(_ request: HTTPRequest) throws -> HTTPResponse {
+    func createAccount(_ request: HTTPRequest) async throws -> HTTPResponse {
         let body = try request.decode(as: CreateAccountRequest.self)
         try limitClient(request)
         let cert = try verify(body.phoneCert)
@@ -282,10 +295,11 @@ public struct IdentityService: Sendable {
         }
         try validate(body.device)
         let accountID = random.bytes(count: 16).base64URLEncodedString()
+        let ktHandle = random.bytes(count: 16).base64URLEncodedString()
         let deviceID = random.bytes(count: 16).base64URLEncodedString()
         let now = clock.now().unixSeconds
         let challenge = try consumeChallenge(body.passkey.challengeID, purpose: "register")
-        let response = try store(logger) {
+        var response = try store(logger) {
             try database.transaction { transaction in
                 let credential = try verifyRegistration(body.passkey.credential, challenge: challenge)
                 if try transaction.queryOne("SELECT 1 AS x FROM accounts WHERE phone_id = ?", [.blob(cert.phoneID)])
@@ -297,8 +311,12 @@ public struct IdentityService: Sendable {
                 }
                 try insertUnique(
                     transaction,
-                    "INSERT INTO accounts (account_id, phone_id, account_signing_pubkey, created_at) VALUES (?, ?, ?, ?)",
-                    [.text(accountID), .blob(cert.phoneID), .blob(body.accountSigningPubkey.data), .integer(now)],
+                    "INSERT INTO accounts (account_id, phone_id, kt_handle, account_signing_pubkey, created_at) "
+                        + "VALUES (?, ?, ?, ?, ?)",
+                    [
+                        .text(accountID), .blob(cert.phoneID), .text(ktHandle), .blob(body.accountSigningPubkey.data),
+                        .integer(now),
+                    ],
                     conflict: "this number already has an account")
                 try insertUnique(
                     transaction,
@@ -318,6 +336,21 @@ public struct IdentityService: Sendable {
                     sessionExpiresAt: expiresAt.unixSeconds)
             }
         }
+        do {
+            try await transparency.publish(accountID: accountID)
+        } catch {
+            // Nothing is served that cannot be proven: the account is taken back, and the device may retry.
+            logger.error("an account's bindings could not be logged; removing it", ["error": "\(error)"])
+            _ = try? database.transaction { transaction in
+                for table in ["sessions", "passkeys", "devices", "discovery", "accounts"] {
+                    try transaction.execute("DELETE FROM \(table) WHERE account_id = ?", [.text(accountID)])
+                }
+            }
+            throw HTTPError(
+                .serviceUnavailable, .transparencyUnavailable,
+                "the transparency log is unavailable, so the account was not created; try again shortly")
+        }
+        response.ktHandle = ktHandle
         event("account_created")
         return try .json(response, status: .created)
     }
@@ -430,7 +463,7 @@ public struct IdentityService: Sendable {
     /// The register-with-grant passkey enrollment: a grant (or a six-digit code with the number's cert)
     /// and a passkey registration enroll a new device in the grant's account; `revoke_others` (false on the
     /// sign-in path) removes every other device and ends their sessions.
-    func registerWithGrant(_ request: HTTPRequest) throws -> HTTPResponse {
+    func registerWithGrant(_ request: HTTPRequest) async throws -> HTTPResponse {
         let body = try request.decode(as: RegisterRequest.self)
         try limitClient(request)
         try validate(body.device)
@@ -518,7 +551,22 @@ public struct IdentityService: Sendable {
         case .failure(let error):
             event("grant_refused")
             throw error
-        case .success(let response):
+        case .success(var response):
+            do {
+                try await transparency.publish(accountID: response.accountID)
+            } catch {
+                // The enrollment stands (its grant is spent); the roster change is logged at the next start-up
+                // reconciliation. Devices that check the roster against the log refuse until then (fail closed).
+                logger.error("a roster change could not be logged", ["error": "\(error)"])
+                throw HTTPError(
+                    .serviceUnavailable, .transparencyUnavailable,
+                    "the device is enrolled but the transparency log is unavailable; try signing in again shortly")
+            }
+            response.ktHandle = try store(logger) {
+                try database.queryOne(
+                    "SELECT kt_handle FROM accounts WHERE account_id = ?", [.text(response.accountID)])?
+                    .string("kt_handle")
+            }
             event(body.revokeOthers ? "device_enrolled_revoking_others" : "device_enrolled")
             return try .json(response, status: .created)
         }

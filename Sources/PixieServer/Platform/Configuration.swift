@@ -44,6 +44,10 @@ public struct PixieConfiguration: Sendable, Equatable {
     public var codesPerNumberPerHour = 5
     /// Requests one client address may make per minute to the endpoints that count them.
     public var clientRequestsPerMinute = 60
+    /// The transparency log's origin: the first line of its checkpoints and its signed-note key name.
+    public var logOrigin = "pixie.localhost/kt"
+    /// The least time between two checkpoints; a binding waits up to this long to be logged.
+    public var checkpointInterval: Duration = .seconds(1)
 
     public init() {}
 
@@ -66,6 +70,8 @@ public struct PixieConfiguration: Sendable, Equatable {
         ("request_timeout", "seconds before a slow request is answered 503 (default 30)"),
         ("codes_per_number_per_hour", "SMS codes one number may be sent per hour (default 5)"),
         ("client_requests_per_minute", "requests per minute per client address on counted endpoints (default 60)"),
+        ("log_origin", "the transparency log's origin, in its checkpoints (default pixie.localhost/kt)"),
+        ("checkpoint_interval_ms", "least milliseconds between transparency checkpoints (default 1000)"),
     ]
 
     /// Sets one setting from text; `source` names where it came from in the error.
@@ -130,6 +136,14 @@ public struct PixieConfiguration: Sendable, Equatable {
         case "codes_per_number_per_hour":
             guard let number = Int(value), number > 0 else { throw fail("a whole number above 0") }
             codesPerNumberPerHour = number
+        case "log_origin":
+            guard !value.isEmpty, !value.contains(where: { $0.isWhitespace || $0.isNewline }) else {
+                throw fail("a name without spaces, like example.com/kt")
+            }
+            logOrigin = value
+        case "checkpoint_interval_ms":
+            guard let number = Int(value), (1...60_000).contains(number) else { throw fail("1 to 60000") }
+            checkpointInterval = .milliseconds(number)
         case "client_requests_per_minute":
             guard let number = Int(value), number > 0 else { throw fail("a whole number above 0") }
             clientRequestsPerMinute = number

@@ -97,29 +97,32 @@ public struct ServiceKeys: Sendable {
         }
     }
 
-    /// The public keys a device pins.
-    public var trustBundle: TrustBundle {
+    /// The public keys a device pins, with the origin the transparency log signs under.
+    public func trustBundle(logOrigin: String) -> TrustBundle {
         TrustBundle(
             phoneVerifyKey: phoneVerify.publicKey, transparencyLogKey: transparencyLog.publicKey,
-            senderCertKey: senderCert.publicKey)
+            transparencyLogOrigin: logOrigin, senderCertKey: senderCert.publicKey)
     }
 }
 
 /// The public keys a device must pin, printed by `pixie-server trust-bundle` and shipped with the app (never
 /// learned from the first answer on the network). JSON, byte fields base64url without padding:
-/// `{"version":1,"phone_verify_key":…,"transparency_log_key":…,"sender_cert_key":…}` (1984-byte hybrid keys).
+/// `{"version":1,"phone_verify_key":…,"transparency_log_key":…,"transparency_log_origin":"…","sender_cert_key":…}`
+/// (1984-byte hybrid keys; the origin is the log's checkpoint origin and signed-note key name).
 public struct TrustBundle: Codable, Sendable, Equatable {
     public var version = 1
     public var phoneVerifyKey: HybridSignature.PublicKey
     public var transparencyLogKey: HybridSignature.PublicKey
+    public var transparencyLogOrigin: String
     public var senderCertKey: HybridSignature.PublicKey
 
     public init(
         phoneVerifyKey: HybridSignature.PublicKey, transparencyLogKey: HybridSignature.PublicKey,
-        senderCertKey: HybridSignature.PublicKey
+        transparencyLogOrigin: String, senderCertKey: HybridSignature.PublicKey
     ) {
         self.phoneVerifyKey = phoneVerifyKey
         self.transparencyLogKey = transparencyLogKey
+        self.transparencyLogOrigin = transparencyLogOrigin
         self.senderCertKey = senderCertKey
     }
 
@@ -127,6 +130,7 @@ public struct TrustBundle: Codable, Sendable, Equatable {
         case version
         case phoneVerifyKey = "phone_verify_key"
         case transparencyLogKey = "transparency_log_key"
+        case transparencyLogOrigin = "transparency_log_origin"
         case senderCertKey = "sender_cert_key"
     }
 
@@ -148,6 +152,7 @@ public struct TrustBundle: Codable, Sendable, Equatable {
         }
         phoneVerifyKey = try key(.phoneVerifyKey)
         transparencyLogKey = try key(.transparencyLogKey)
+        transparencyLogOrigin = try container.decode(String.self, forKey: .transparencyLogOrigin)
         senderCertKey = try key(.senderCertKey)
     }
 
@@ -156,6 +161,7 @@ public struct TrustBundle: Codable, Sendable, Equatable {
         try container.encode(version, forKey: .version)
         try container.encode(Base64URLBytes(phoneVerifyKey.rawRepresentation), forKey: .phoneVerifyKey)
         try container.encode(Base64URLBytes(transparencyLogKey.rawRepresentation), forKey: .transparencyLogKey)
+        try container.encode(transparencyLogOrigin, forKey: .transparencyLogOrigin)
         try container.encode(Base64URLBytes(senderCertKey.rawRepresentation), forKey: .senderCertKey)
     }
 }

@@ -71,7 +71,7 @@ struct ServiceKeysTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let first = try ServiceKeys.loadOrCreate(in: directory, logger: .discard)
         let second = try ServiceKeys.loadOrCreate(in: directory, logger: .discard)
-        #expect(first.trustBundle == second.trustBundle)
+        #expect(first.trustBundle(logOrigin: "o") == second.trustBundle(logOrigin: "o"))
         for name in ["phone-verify.seed", "phone-id.key", "transparency-log.seed", "sender-cert.seed"] {
             let path = directory.appendingPathComponent(name).path
             let attributes = try FileManager.default.attributesOfItem(atPath: path)
@@ -99,7 +99,7 @@ struct ServiceKeysTests {
     }
 
     @Test func theTrustBundleRoundTripsAndRefusesGarbage() throws {
-        let bundle = ServiceKeys.generate().trustBundle
+        let bundle = ServiceKeys.generate().trustBundle(logOrigin: "example.com/kt")
         let data = try JSONEncoder().encode(bundle)
         #expect(try JSONDecoder().decode(TrustBundle.self, from: data) == bundle)
         var object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])

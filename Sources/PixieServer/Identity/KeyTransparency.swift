@@ -1,0 +1,207 @@
+import Foundation
+import HTTPServer
+import PixieWire
+import SiblingsCrypto
+import Storage
+import Transparency
+
+/// The values identity-svc logs that a device recomputes to compare with what it was told.
+public enum KeyTransparencyCommitment {
+    /// SHA-256("pixie/kt/devices/v1" ‖ count ‖ for each pubkey in byte order: len (2, big-endian) ‖ pubkey),
+    /// count 4 bytes big-endian: the `devices/<kt_handle>` value, for the roster `GET /v1/sync/siblings`
+    /// returned.
+    public static func roster(_ pubkeys: [Data]) -> Data {
+        var input = Data("pixie/kt/devices/v1".utf8)
+        withUnsafeBytes(of: UInt32(pubkeys.count).bigEndian) { input.append(contentsOf: $0) }
+        for key in pubkeys.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
+            withUnsafeBytes(of: UInt16(key.count).bigEndian) { input.append(contentsOf: $0) }
+            input += key
+        }
+        return Data(SHA256.hash(data: input))
+    }
+}
+
+/// identity-svc's half of key transparency (000_e422bd9a7c930342.txt: the discovery answer "is checked
+/// against the transparency log before anything is sealed to it"): every key binding identity-svc serves is
+/// appended to the log (docs/transparency.md) before the request that changed it is answered, and the same
+/// service serves the proofs.
+///
+/// Labels (docs/pixie-protocol.md, "Key transparency"):
+/// - `discovery/<phone_id>`: discovery_inbox (32) ‖ discovery_xwing_pubkey (1216);
+/// - `account/<kt_handle>`: the account signing public key (1984);
+/// - `devices/<kt_handle>`: ``rosterCommitment(_:)`` of the account's device pubkeys.
+struct KeyTransparency: Sendable {
+    let sequencer: Sequencer
+    let database: any SQLDatabase
+    let logger: Logger
+
+    static func discoveryLabel(phoneID: Data) -> Label {
+        // A base64url phone_id is 43 characters of [A-Za-z0-9_-]: always a valid label.
+        try! Label("discovery/" + phoneID.base64URLEncodedString())
+    }
+
+    static func accountLabel(ktHandle: String) -> Label { try! Label("account/" + ktHandle) }
+    static func devicesLabel(ktHandle: String) -> Label { try! Label("devices/" + ktHandle) }
+
+    /// The bindings of one account as the store has them now.
+    func bindings(accountID: String) throws -> [(Label, Data)] {
+        guard
+            let account = try database.queryOne(
+                "SELECT a.kt_handle, a.account_signing_pubkey, d.phone_id, d.discovery_inbox, d.discovery_xwing_pubkey "
+                    + "FROM accounts a JOIN discovery d ON d.account_id = a.account_id WHERE a.account_id = ?",
+                [.text(accountID)])
+        else { return [] }
+        let handle = try account.string("kt_handle")
+        let pubkeys = try database.query(
+            "SELECT pubkey FROM devices WHERE account_id = ? AND removed_at IS NULL", [.text(accountID)]
+        ).map { try $0.data("pubkey") }
+        return [
+            (
+                Self.discoveryLabel(phoneID: try account.data("phone_id")),
+                try account.data("discovery_inbox") + account.data("discovery_xwing_pubkey")
+            ),
+            (Self.accountLabel(ktHandle: handle), try account.data("account_signing_pubkey")),
+            (Self.devicesLabel(ktHandle: handle), KeyTransparencyCommitment.roster(pubkeys)),
+        ]
+    }
+
+    /// Appends every binding of `accountID` whose logged value differs from the store's, and returns once a
+    /// checkpoint includes them (the seed's order: a binding is served only once it can be proven).
+    func publish(accountID: String) async throws {
+        let wanted = try bindings(accountID: accountID)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (label, value) in wanted {
+                let (_, proof) = try await sequencer.lookup(label)
+                guard proof.entry?.value != value else { continue }
+                group.addTask { _ = try await sequencer.append(label: label, value: value) }
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    /// Logs whatever the store holds that the log does not (a crash between a commit and its append), for
+    /// every account; run at start-up.
+    func reconcile() async throws -> Int {
+        let accounts = try database.query("SELECT account_id FROM accounts", []).map { try $0.string("account_id") }
+        var changed = 0
+        for account in accounts {
+            let before = await sequencer.latestCheckpoint().size
+            try await publish(accountID: account)
+            if await sequencer.latestCheckpoint().size != before { changed += 1 }
+        }
+        if changed > 0 { logger.warning("logged bindings the log was missing", ["accounts": changed]) }
+        return changed
+    }
+
+    // MARK: - Endpoints
+
+    func addRoutes(to router: inout Router) {
+        router.get("/v1/kt/checkpoint") { request, _ in try await checkpoint(request) }
+        router.get("/v1/kt/checkpoints") { request, _ in try await checkpointSizes(request) }
+        router.get("/v1/kt/consistency") { request, _ in try await consistency(request) }
+        router.get("/v1/kt/entries") { request, _ in try await entries(request) }
+        router.post("/v1/kt/lookup") { request, _ in try await lookup(request) }
+    }
+
+    /// The latest checkpoint, or the one of `?size=N`, as its signed note (`text/plain`).
+    func checkpoint(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let note: String
+        if let size = try Self.number(request, "size") {
+            note = try await proving { try await sequencer.checkpoint(size: size).note }
+        } else {
+            note = await sequencer.latestCheckpoint().note
+        }
+        return HTTPResponse(
+            status: .ok, headers: ["Content-Type": "text/plain; charset=utf-8"], body: Data(note.utf8))
+    }
+
+    struct SizesResponse: Encodable { let sizes: [UInt64] }
+
+    /// The sizes of the checkpoints after `?after=N` (default 0), at most `?limit=` (default and cap 1000).
+    func checkpointSizes(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let after = try Self.number(request, "after") ?? 0
+        let limit = Int(min(try Self.number(request, "limit") ?? 1000, 1000))
+        guard limit > 0 else { throw HTTPError(.badRequest, .badRequest, "limit must be 1 to 1000") }
+        return try .json(
+            SizesResponse(sizes: try await proving { try await sequencer.checkpointSizes(after: after, limit: limit) }))
+    }
+
+    struct ProofResponse: Encodable { let proof: Base64URLBytes }
+
+    /// The consistency proof between `?from=` and `?to=` (RFC 9162 §2.1.4, encoded as docs/transparency.md says).
+    func consistency(_ request: HTTPRequest) async throws -> HTTPResponse {
+        guard let from = try Self.number(request, "from"), let to = try Self.number(request, "to") else {
+            throw HTTPError(.badRequest, .badRequest, "send ?from=<size>&to=<size>")
+        }
+        let proof = try await proving { try await sequencer.consistencyProof(from: from, to: to) }
+        return try .json(ProofResponse(proof: Base64URLBytes(proof.encoded)))
+    }
+
+    struct EntriesResponse: Encodable { let entries: [Base64URLBytes] }
+
+    /// The encoded entries `?start=` ..< `?end=` (at most 10,000), for auditors.
+    func entries(_ request: HTTPRequest) async throws -> HTTPResponse {
+        guard let start = try Self.number(request, "start"), let end = try Self.number(request, "end"),
+            start <= end
+        else {
+            throw HTTPError(.badRequest, .badRequest, "send ?start=<index>&end=<index> with start ≤ end")
+        }
+        let entries = try await proving { try await sequencer.entries(start..<end) }
+        return try .json(EntriesResponse(entries: entries.map { Base64URLBytes($0.encoded) }))
+    }
+
+    struct LookupRequest: Decodable {
+        let label: String
+        let since: UInt64?
+    }
+
+    struct LookupResponse: Encodable {
+        let checkpoint: String
+        let consistency: Base64URLBytes?
+        let lookup: Base64URLBytes
+    }
+
+    /// A label's lookup proof at the latest checkpoint, with the consistency proof from the size the device
+    /// pinned (`since`): everything ``Transparency/TransparencyVerifier`` needs in one answer.
+    func lookup(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let body = try request.decode(as: LookupRequest.self)
+        let label: Label
+        do {
+            label = try Label(body.label)
+        } catch let error as TransparencyError {
+            throw HTTPError(.badRequest, .invalidField, error.reason)
+        }
+        let answer = try await proving { try await sequencer.answer(for: label, since: body.since) }
+        return try .json(
+            LookupResponse(
+                checkpoint: answer.checkpoint, consistency: answer.consistencyProof.map { Base64URLBytes($0.encoded) },
+                lookup: Base64URLBytes(answer.lookup.encoded)))
+    }
+
+    /// Runs a prover call; a request outside the log (a size it never had) is the client's 400, anything else
+    /// a 503 with the details in the log.
+    private func proving<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as TransparencyError where error.code == .outOfRange {
+            throw HTTPError(.badRequest, .outOfRange, error.reason)
+        } catch {
+            logger.error("the transparency log failed", ["error": "\(error)"])
+            throw HTTPError(
+                .serviceUnavailable, .transparencyUnavailable, "the transparency log is unavailable; try again shortly")
+        }
+    }
+
+    private static func number(_ request: HTTPRequest, _ name: String) throws(HTTPError) -> UInt64? {
+        guard let text = request.query(name) else { return nil }
+        guard let value = UInt64(text) else {
+            throw HTTPError(.badRequest, .badRequest, "?\(name)= must be a whole number, not \"\(text)\"")
+        }
+        return value
+    }
+}
+
+extension HTTPError.Code {
+    static let outOfRange = HTTPError.Code("out_of_range")
+    static let transparencyUnavailable = HTTPError.Code("transparency_unavailable")
+}

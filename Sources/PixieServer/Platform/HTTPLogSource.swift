@@ -1,0 +1,75 @@
+import Foundation
+import PixieWire
+import SiblingsCrypto
+import Transparency
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// A transparency log read over identity-svc's HTTP endpoints (`/v1/kt/...`), for the auditor
+/// (`pixie-server audit`) and for devices. Every answer is parsed strictly; anything unexpected is an error
+/// naming the endpoint, never a default.
+public struct HTTPLogSource: LogSource {
+    /// GETs a path with its query (`/v1/kt/checkpoints?after=0`) and returns the status and the body.
+    public typealias Fetch = @Sendable (String) async throws -> (status: Int, body: Data)
+
+    public let logKey: LogKey
+    private let fetch: Fetch
+
+    public init(logKey: LogKey, fetch: @escaping Fetch) {
+        self.logKey = logKey
+        self.fetch = fetch
+    }
+
+    /// Reads the server at `baseURL` (`http://127.0.0.1:8080`) with URLSession.
+    public init(baseURL: URL, logKey: LogKey) {
+        self.init(logKey: logKey) { path in
+            guard let url = URL(string: path, relativeTo: baseURL) else {
+                throw ServerError(.upstream, "cannot form a URL from \(baseURL) and \(path)")
+            }
+            let (data, response) = try await URLSession.shared.data(from: url)
+            return ((response as? HTTPURLResponse)?.statusCode ?? 0, data)
+        }
+    }
+
+    public func checkpointSizes(after size: UInt64, limit: Int) async throws -> [UInt64] {
+        struct Sizes: Decodable { let sizes: [UInt64] }
+        return try await json(Sizes.self, "/v1/kt/checkpoints?after=\(size)&limit=\(limit)").sizes
+    }
+
+    public func checkpoint(size: UInt64) async throws -> Checkpoint {
+        let note = String(decoding: try await get("/v1/kt/checkpoint?size=\(size)"), as: UTF8.self)
+        return try Checkpoint(note: note, verifyingWith: logKey)
+    }
+
+    public func entries(_ range: Range<UInt64>) async throws -> [Entry] {
+        struct Entries: Decodable { let entries: [Base64URLBytes] }
+        let path = "/v1/kt/entries?start=\(range.lowerBound)&end=\(range.upperBound)"
+        return try await json(Entries.self, path).entries.map { try Entry(encoded: $0.data) }
+    }
+
+    public func consistencyProof(from oldSize: UInt64, to newSize: UInt64) async throws -> ConsistencyProof {
+        struct Proof: Decodable { let proof: Base64URLBytes }
+        let proof = try await json(Proof.self, "/v1/kt/consistency?from=\(oldSize)&to=\(newSize)").proof
+        return try ConsistencyProof(encoded: proof.data)
+    }
+
+    private func get(_ path: String) async throws -> Data {
+        let (status, body) = try await fetch(path)
+        guard status == 200 else {
+            throw ServerError(
+                .upstream, "\(path) answered \(status): \(String(decoding: body.prefix(300), as: UTF8.self))")
+        }
+        return body
+    }
+
+    private func json<T: Decodable>(_ type: T.Type, _ path: String) async throws -> T {
+        let body = try await get(path)
+        do {
+            return try JSONDecoder().decode(T.self, from: body)
+        } catch {
+            throw ServerError(.upstream, "\(path) did not answer the JSON the protocol describes: \(error)")
+        }
+    }
+}

@@ -1,0 +1,139 @@
+import Foundation
+import HTTPServer
+import PixieServer
+import PixieWire
+import SiblingsCrypto
+import Testing
+import Transparency
+
+extension Fixture {
+    var logKey: LogKey { try! LogKey(origin: "pixie.localhost/kt", publicKey: keys.transparencyLog.publicKey) }
+
+    /// `POST /v1/kt/lookup` for `label`, checked by `verifier` as a device would.
+    func verifiedLookup(_ label: String, _ verifier: inout TransparencyVerifier) async throws -> Entry? {
+        var body: [String: Any] = ["label": label]
+        if let size = verifier.pinned?.size { body["since"] = Int(size) }
+        let response = await post("/v1/kt/lookup", object: body)
+        guard response.status == .ok, let note = response.json["checkpoint"] as? String,
+            let lookup = (response.json["lookup"] as? String).flatMap(Data.init(base64URLEncoded:))
+        else { throw FixtureError("lookup failed: \(response.status) \(response.bodyText)") }
+        let consistency = try (response.json["consistency"] as? String).flatMap(Data.init(base64URLEncoded:))
+            .map { try ConsistencyProof(encoded: $0) }
+        return try verifier.verify(
+            label: try Label(label), checkpoint: note, consistencyProof: consistency,
+            lookup: try LookupProof(encoded: lookup))
+    }
+
+    /// The log read through the router's own endpoints, as `pixie-server audit` reads it over HTTP.
+    var logSource: HTTPLogSource {
+        HTTPLogSource(logKey: logKey) { [router] path in
+            let response = await router.test(.get, path)
+            return (response.status.code, response.body)
+        }
+    }
+}
+
+@Suite("identity-svc key transparency")
+struct KeyTransparencyTests {
+    @Test func theDiscoveryAnswerAndItsProofAgree() async throws {
+        let fixture = try Fixture()
+        var phone = TestDevice(name: "phone")
+        let account = AccountKeys()
+        let created = try await fixture.createAccount(&phone, account: account)
+        let handle = try #require(created.json["kt_handle"] as? String)
+
+        // The new device: its cert, the directory's answer, and the log's proof for its own phone_id's label.
+        let cert = try await fixture.phoneCert()
+        let phoneID = try PhoneOwnershipCert(unverifiedRepresentation: cert).phoneID
+        let discovery = await fixture.post("/v1/discovery/own", object: ["phone_cert": cert.base64URLEncodedString()])
+        var verifier = TransparencyVerifier(logKey: fixture.logKey)
+        let entry = try #require(
+            try await fixture.verifiedLookup("discovery/" + phoneID.base64URLEncodedString(), &verifier))
+        let inbox = try #require((discovery.json["discovery_inbox"] as? String).flatMap(Data.init(base64URLEncoded:)))
+        let key = try #require(
+            (discovery.json["discovery_xwing_pubkey"] as? String).flatMap(Data.init(base64URLEncoded:)))
+        #expect(entry.value == inbox + key)
+        #expect(entry.version == 1)
+
+        // The account's KT handle binds its signing key; the roster commitment matches the siblings list.
+        let signing = try #require(try await fixture.verifiedLookup("account/" + handle, &verifier))
+        #expect(signing.value == account.signing.publicKey.rawRepresentation)
+        let roster = try #require(try await fixture.verifiedLookup("devices/" + handle, &verifier))
+        #expect(roster.value == KeyTransparencyCommitment.roster([phone.pubkey]))
+
+        // A second device joins: the roster's binding moves to version 2, and the device that pinned the
+        // earlier checkpoint follows with a consistency proof.
+        let grant = try #require(await fixture.grant(from: phone).json["grant"] as? String)
+        var tablet = TestDevice(name: "tablet")
+        let registered = try await fixture.register(&tablet, grant: ["grant": grant])
+        #expect(registered.json["kt_handle"] as? String == handle)
+        let pinned = try #require(verifier.pinned?.size)
+        let updated = try #require(try await fixture.verifiedLookup("devices/" + handle, &verifier))
+        #expect(updated.version == 2)
+        #expect(updated.value == KeyTransparencyCommitment.roster([phone.pubkey, tablet.pubkey]))
+        #expect(try #require(verifier.pinned?.size) > pinned)
+
+        // A label nobody registered is proven absent, not merely missing.
+        #expect(
+            try await fixture.verifiedLookup("discovery/" + Data(count: 32).base64URLEncodedString(), &verifier) == nil)
+    }
+
+    @Test func anAuditorFollowsTheLogThroughTheEndpoints() async throws {
+        let fixture = try Fixture()
+        var alice = TestDevice(name: "alice")
+        _ = try await fixture.createAccount(&alice, number: "+14155550123")
+        var bob = TestDevice(name: "bob")
+        _ = try await fixture.createAccount(&bob, number: "+442079460958")
+        let grant = try #require(await fixture.grant(from: alice).json["grant"] as? String)
+        var laptop = TestDevice(name: "laptop")
+        _ = try await fixture.register(&laptop, grant: ["grant": grant], revokeOthers: true)
+
+        var auditor = Auditor(logKey: fixture.logKey)
+        let checked = try await auditor.follow(fixture.logSource)
+        #expect(checked >= 2)
+        #expect(auditor.size == 7)  // 3 bindings per account, and alice's roster once more
+        #expect(auditor.failure == nil)
+    }
+
+    @Test func aCrashBetweenCommitAndAppendIsRepairedAtStart() async throws {
+        let fixture = try Fixture()
+        var phone = TestDevice(name: "phone")
+        let created = try await fixture.createAccount(&phone)
+        let handle = try #require(created.json["kt_handle"] as? String)
+        // A roster change the log never heard of (as if the process died right after the commit).
+        let other = SecureRandom.bytes(count: 40)
+        try fixture.database.execute(
+            "INSERT INTO devices (device_id, account_id, pubkey, name, created_at) "
+                + "SELECT 'ghost', account_id, ?, 'ghost', 0 FROM accounts", [.blob(other)])
+        var verifier = TransparencyVerifier(logKey: fixture.logKey)
+        let before = try #require(try await fixture.verifiedLookup("devices/" + handle, &verifier))
+        #expect(before.value == KeyTransparencyCommitment.roster([phone.pubkey]))
+
+        #expect(try await fixture.application.reconcileTransparency() == 1)
+        let after = try #require(try await fixture.verifiedLookup("devices/" + handle, &verifier))
+        #expect(after.version == 2)
+        #expect(after.value == KeyTransparencyCommitment.roster([phone.pubkey, other]))
+        // Nothing left to repair.
+        #expect(try await fixture.application.reconcileTransparency() == 0)
+    }
+
+    @Test func malformedQueriesAreClear400s() async throws {
+        let fixture = try Fixture()
+        for path in [
+            "/v1/kt/consistency", "/v1/kt/consistency?from=0&to=99", "/v1/kt/consistency?from=x&to=1",
+            "/v1/kt/entries?start=0&end=5", "/v1/kt/entries?start=3&end=1", "/v1/kt/checkpoint?size=42",
+            "/v1/kt/checkpoints?limit=0", "/v1/kt/checkpoints?after=-1",
+        ] {
+            let response = await fixture.get(path)
+            #expect(response.status == .badRequest, "\(path): \(response.status) \(response.bodyText)")
+            #expect(response.errorCode != nil)
+        }
+        for body in [#"{}"#, #"{"label": ""}"#, #"{"label": "Discovery/x"}"#, #"{"label": "a", "since": -1}"#] {
+            #expect(await fixture.post("/v1/kt/lookup", body).status == .badRequest, "\(body)")
+        }
+        let empty = await fixture.get("/v1/kt/checkpoint")
+        #expect(empty.status == .ok)
+        #expect(empty.headers["Content-Type"]?.hasPrefix("text/plain") == true)
+        #expect(try Checkpoint(note: empty.bodyText, verifyingWith: fixture.logKey).size == 0)
+    }
+}
