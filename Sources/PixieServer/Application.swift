@@ -104,6 +104,14 @@ public struct Application: Sendable {
             service.addRoutes(to: &router)
             identity = service
         }
+        if services.contains(.credential) {
+            var settings = CredentialService.Configuration()
+            settings.senderCertLifetime = configuration.senderCertLifetime
+            CredentialService(
+                database: database, keys: keys, configuration: settings, clock: clock, random: random,
+                logger: logger.named("credential"), metrics: metrics
+            ).addRoutes(to: &router)
+        }
         self.router = router
         self.log = log
         self.identity = identity

@@ -8,7 +8,7 @@ import Transparency
 struct PixieServerCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pixie-server",
-        abstract: "The Pixie backend: phone-verify and identity services over HTTP on 127.0.0.1.",
+        abstract: "The Pixie backend: phone-verify, identity (with key transparency) and credential services.",
         discussion: """
             `pixie-server` runs every service; `pixie-server phone-verify` or `pixie-server identity` runs one. \
             Settings come from (later wins) defaults, --config <file.json>, PIXIE_<SETTING> variables and flags; \
@@ -38,7 +38,7 @@ func loadConfiguration(file: String?, flags: [(String, String?)]) throws -> Pixi
 struct Serve: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
-        abstract: "Run services (all of them unless some are named: phone-verify, identity).",
+        abstract: "Run services (all of them unless some are named: phone-verify, identity, credential).",
         discussion: "Settings:\n"
             + PixieConfiguration.settings.map { "  \($0.name.replacingOccurrences(of: "_", with: "-")): \($0.help)" }
             .joined(separator: "\n"))
@@ -63,6 +63,7 @@ struct Serve: ParsableCommand {
     @OptionalOption(name: .long("grant-lifetime"), help: "Seconds.") var grantLifetime: String?
     @OptionalOption(name: .long("session-lifetime"), help: "Seconds.") var sessionLifetime: String?
     @OptionalOption(name: .long("request-timeout"), help: "Seconds.") var requestTimeout: String?
+    @OptionalOption(name: .long("sender-cert-lifetime"), help: "Seconds.") var senderCertLifetime: String?
     @OptionalOption(name: .long("codes-per-number-per-hour"), help: "SMS codes per number per hour.")
     var codesPerNumberPerHour: String?
     @OptionalOption(name: .long("client-requests-per-minute"), help: "Requests per client address per minute.")
@@ -81,7 +82,8 @@ struct Serve: ParsableCommand {
                 ("require_user_verification", requireUserVerification), ("log_level", logLevel),
                 ("max_body_bytes", maxBodyBytes), ("phone_cert_lifetime", phoneCertLifetime),
                 ("grant_lifetime", grantLifetime), ("session_lifetime", sessionLifetime),
-                ("request_timeout", requestTimeout), ("codes_per_number_per_hour", codesPerNumberPerHour),
+                ("request_timeout", requestTimeout), ("sender_cert_lifetime", senderCertLifetime),
+                ("codes_per_number_per_hour", codesPerNumberPerHour),
                 ("client_requests_per_minute", clientRequestsPerMinute), ("log_origin", logOrigin),
                 ("checkpoint_interval_ms", checkpointIntervalMs),
             ])

@@ -12,6 +12,7 @@ public struct PixieConfiguration: Sendable, Equatable {
     public enum Service: String, Sendable, CaseIterable, Comparable {
         case phoneVerify = "phone-verify"
         case identity
+        case credential
 
         public static func < (lhs: Service, rhs: Service) -> Bool {
             allCases.firstIndex(of: lhs)! < allCases.firstIndex(of: rhs)!
@@ -38,6 +39,8 @@ public struct PixieConfiguration: Sendable, Equatable {
     public var phoneCertLifetime: TimeInterval = 86_400
     public var grantLifetime: TimeInterval = 180
     public var sessionLifetime: TimeInterval = 30 * 86_400
+    /// A SenderCert's lifetime.
+    public var senderCertLifetime: TimeInterval = 3600
     /// Seconds a request may take before the client gets 503.
     public var requestTimeout: TimeInterval = 30
     /// SMS codes one number may be sent per hour.
@@ -55,7 +58,7 @@ public struct PixieConfiguration: Sendable, Equatable {
     public static let settings: [(name: String, help: String)] = [
         ("data_dir", "directory for the store, the keys and the development SMS outbox (default pixie-data)"),
         ("port", "TCP port on 127.0.0.1 (default 8080; 0 picks a free one)"),
-        ("services", "comma-separated services to run: phone-verify,identity (default all)"),
+        ("services", "comma-separated services to run: phone-verify,identity,credential (default all)"),
         ("phone_verify_key", "pinned phone-verify public key, base64url (default: the local one, if it runs here)"),
         ("sms_webhook_url", "SMS gateway webhook URL (default: the development outbox file)"),
         ("sms_webhook_secret", "bearer secret sent to the SMS webhook"),
@@ -68,6 +71,7 @@ public struct PixieConfiguration: Sendable, Equatable {
         ("grant_lifetime", "device grant lifetime in seconds (default 180)"),
         ("session_lifetime", "session lifetime in seconds (default 2592000)"),
         ("request_timeout", "seconds before a slow request is answered 503 (default 30)"),
+        ("sender_cert_lifetime", "SenderCert lifetime in seconds (default 3600)"),
         ("codes_per_number_per_hour", "SMS codes one number may be sent per hour (default 5)"),
         ("client_requests_per_minute", "requests per minute per client address on counted endpoints (default 60)"),
         ("log_origin", "the transparency log's origin, in its checkpoints (default pixie.localhost/kt)"),
@@ -133,6 +137,7 @@ public struct PixieConfiguration: Sendable, Equatable {
         case "grant_lifetime": grantLifetime = try seconds()
         case "session_lifetime": sessionLifetime = try seconds()
         case "request_timeout": requestTimeout = try seconds()
+        case "sender_cert_lifetime": senderCertLifetime = try seconds()
         case "codes_per_number_per_hour":
             guard let number = Int(value), number > 0 else { throw fail("a whole number above 0") }
             codesPerNumberPerHour = number

@@ -1,0 +1,76 @@
+import Foundation
+import HTTPServer
+import PixieWire
+import SiblingsCrypto
+import Storage
+
+/// credential-svc (000_e422bd9a7c930342.txt): SenderCerts for enrolled devices, and rate-limit tokens.
+///
+/// - `POST /v1/credentials/sender-cert` (session): a ``PixieWire/SenderCert`` binding
+///   compute_user_id_hash(the session's account) to the session device's roster pubkey, valid for
+///   `senderCertLifetime`. Nothing in the request names the account or the key: both come from the session,
+///   so a device gets a cert bearing an account's hash only by holding a valid session for that account.
+public struct CredentialService: Sendable {
+    public struct Configuration: Sendable {
+        /// A SenderCert's lifetime ("a short expiry"): one hour.
+        public var senderCertLifetime: TimeInterval = 3600
+
+        public init() {}
+    }
+
+    let database: any SQLDatabase
+    let keys: ServiceKeys
+    let sessions: Sessions
+    let configuration: Configuration
+    let clock: PixieClock
+    let logger: Logger
+    let metrics: Metrics
+
+    public init(
+        database: any SQLDatabase, keys: ServiceKeys, configuration: Configuration = .init(),
+        clock: PixieClock = .system, random: any SecureRandomSource = SystemRandom(), logger: Logger,
+        metrics: Metrics
+    ) {
+        self.database = database
+        self.keys = keys
+        self.configuration = configuration
+        self.clock = clock
+        self.logger = logger
+        self.metrics = metrics
+        // Sessions live in identity-svc's tables; credential-svc reads them from the shared store.
+        self.sessions = Sessions(database: database, clock: clock, random: random, lifetime: 0, logger: logger)
+        metrics.describe("pixie_credential_sender_certs_total", type: "counter", help: "SenderCerts issued.")
+    }
+
+    public func addRoutes(to router: inout Router) {
+        router.post("/v1/credentials/sender-cert") { request, _ in try senderCert(request) }
+    }
+
+    struct SenderCertResponse: Encodable {
+        let senderCert: Base64URLBytes
+        let expiresAt: Int64
+        enum CodingKeys: String, CodingKey {
+            case senderCert = "sender_cert"
+            case expiresAt = "expires_at"
+        }
+    }
+
+    func senderCert(_ request: HTTPRequest) throws -> HTTPResponse {
+        let session = try sessions.authenticate(request)
+        let deviceKey = try store(logger) {
+            try database.queryOne(
+                "SELECT pubkey FROM devices WHERE device_id = ? AND removed_at IS NULL", [.text(session.deviceID)]
+            )?.data("pubkey")
+        }
+        guard let deviceKey else { throw Sessions.unauthorized("this device is not in the roster") }
+        let now = clock.now()
+        let cert = try SenderCert(
+            userIDHash: SenderCert.computeUserIDHash(session.accountID), deviceKey: deviceKey, issuedAt: now,
+            expiresAt: min(now.addingTimeInterval(configuration.senderCertLifetime), session.expiresAt),
+            signedBy: keys.senderCert)
+        metrics.increment("pixie_credential_sender_certs_total")
+        return try .json(
+            SenderCertResponse(
+                senderCert: Base64URLBytes(cert.rawRepresentation), expiresAt: cert.expiresAt.unixSeconds))
+    }
+}
