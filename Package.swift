@@ -107,7 +107,8 @@ let package = Package(
         .target(name: "CommandLineKit", swiftSettings: strict),
 
         .executableTarget(
-            name: "bench", dependencies: [
+            name: "bench",
+            dependencies: [
                 "SiblingsCrypto", "CommandLineKit", "Sempere", "Storage", "Transparency", "PrivacyPass",
             ],
             swiftSettings: strict),

@@ -203,7 +203,8 @@ extension VOPRF {
                     return
                 }
             }
-            throw PrivacyPassError(.invalidInput, "DeriveKeyPair found no nonzero scalar in 256 tries; use another seed")
+            throw PrivacyPassError(
+                .invalidInput, "DeriveKeyPair found no nonzero scalar in 256 tries; use another seed")
         }
 
         /// A key from its 32-byte serialization (SerializeScalar: little-endian, below the group order, nonzero).
