@@ -16,8 +16,9 @@ import SiblingsCrypto
 /// issuance; the token_key_id in clear says which key verifies it.
 public struct Token: Sendable, Hashable {
     /// This project's token type for VOPRF(ristretto255, SHA-512). The Privacy Pass token-type registry
-    /// (RFC 9577 §5.2) has no private-use range; 0xF1A7 is unassigned there and is used only between Pixie's
-    /// own clients and credential-svc. It is never sent to another Privacy Pass issuer.
+    /// (RFC 9577 §5.2) has no private-use range; 0xF1A7 is in an unassigned block there (docs/privacy-pass.md
+    /// says what was checked) and is used only between Pixie's own clients and credential-svc. It is never sent to
+    /// another Privacy Pass issuer.
     public static let tokenType: UInt16 = 0xF1A7
     /// The challenge every Pixie rate-limit token answers unless a caller names another one.
     public static let defaultChallenge = Data("pixie rate-limit token".utf8)
