@@ -149,6 +149,9 @@ func lengthPrefixed(_ bytes: [UInt8]) -> [UInt8] {
 
 /// A secret scalar that is wiped when the last copy of its owner goes away.
 ///
+/// Best effort: the arithmetic works on `[UInt8]` copies (``scalar``), which Swift frees without wiping; only the
+/// long-lived copy held here (a private key, a pending blind) is wiped.
+///
 /// `@unchecked Sendable`: the bytes are written once in `init` and only read afterwards (the wipe in `deinit`
 /// runs when no other reference exists).
 final class SecretScalar: @unchecked Sendable {
@@ -176,6 +179,7 @@ extension VOPRF {
 
         /// A random key from `random` (RandomScalar: 64 bytes reduced modulo the group order, never zero).
         public init(using random: some SecureRandomSource) {
+            Group.readyOrTrap()
             let scalar = Group.randomScalar(using: random)
             // A nonzero scalar times the generator is never the identity.
             self.init(checked: scalar)

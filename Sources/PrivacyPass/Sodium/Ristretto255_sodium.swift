@@ -14,6 +14,12 @@ enum Ristretto255 {
     /// `sodium_init()`, once per process; every entry point that creates group values calls ``ready()``.
     private static let initResult: Int32 = sodium_init()
 
+    /// ``ready()`` for callers that cannot throw: a libsodium that cannot initialize leaves no safe way on, so
+    /// that stops the process (as SiblingsCrypto does when the CSPRNG fails).
+    static func readyOrTrap() {
+        do { try ready() } catch { preconditionFailure("\(error)") }
+    }
+
     static func ready() throws {
         guard initResult >= 0 else {
             throw PrivacyPassError(.underlyingLibrary, "sodium_init() failed (\(initResult)); libsodium is unusable")
