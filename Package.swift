@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "Storage", targets: ["Storage"]),
         .library(name: "WebAuthn", targets: ["WebAuthn"]),
         .library(name: "Transparency", targets: ["Transparency"]),
+        .library(name: "PrivacyPass", targets: ["PrivacyPass"]),
         .executable(name: "bench", targets: ["bench"]),
         .executable(name: "age-swift", targets: ["age-swift"]),
         .executable(name: "sempere", targets: ["sempere"]),
@@ -48,6 +49,11 @@ let package = Package(
             name: "CSQLite",
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
+        ),
+        .systemLibrary(
+            name: "CSodium",
+            pkgConfig: "libsodium",
+            providers: [.apt(["libsodium-dev"])]
         ),
 
         // valgrind client requests for the constant-time check (no-ops outside valgrind).
@@ -86,6 +92,10 @@ let package = Package(
         // docs/transparency.md.
         .target(name: "Transparency", dependencies: ["SiblingsCrypto", "Storage"], swiftSettings: strict),
 
+        // Privacy Pass-style rate-limit tokens (RFC 9578 shape) on the RFC 9497 VOPRF with ristretto255-SHA512
+        // (libsodium's group, SiblingsCrypto's SHA-512), and the served OPRF key list; docs/privacy-pass.md.
+        .target(name: "PrivacyPass", dependencies: ["SiblingsCrypto", "CSodium"], swiftSettings: strict),
+
         // pixie-server's services on the HTTP platform: phone-verify-svc and identity-svc, configuration, keys,
         // logs and metrics (docs/pixie-protocol.md, docs/operations.md).
         .target(
@@ -97,7 +107,10 @@ let package = Package(
         .target(name: "CommandLineKit", swiftSettings: strict),
 
         .executableTarget(
-            name: "bench", dependencies: ["SiblingsCrypto", "CommandLineKit", "Sempere", "Storage", "Transparency"],
+            name: "bench",
+            dependencies: [
+                "SiblingsCrypto", "CommandLineKit", "Sempere", "Storage", "Transparency", "PrivacyPass",
+            ],
             swiftSettings: strict),
 
         // The Pixie backend in one process, or one service alone (README.md, docs/operations.md).
@@ -172,6 +185,11 @@ let package = Package(
         .testTarget(
             name: "WebAuthnTests",
             dependencies: ["WebAuthn", "SiblingsCrypto", "SiblingsTestSupport"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "PrivacyPassTests",
+            dependencies: ["PrivacyPass", "SiblingsCrypto", "SiblingsTestSupport"],
             swiftSettings: strict
         ),
         .testTarget(

@@ -28,6 +28,7 @@ apt_packages=(
     wamerican-small # /usr/share/dict/american-english-small, the source of scripts/make-wordlist.py
     libmicrohttpd-dev # CMicroHTTPD: the HTTP server under the HTTPServer module (pixie-server)
     libsqlite3-dev # CSQLite: the Storage module's embedded database (pixie-server --data-dir)
+    libsodium-dev  # CSodium: the ristretto255 group under the PrivacyPass module (VOPRF tokens)
 )
 
 say() { printf 'setup: %s\n' "$*" >&2; }
