@@ -36,7 +36,9 @@ import Transparency
         let waits = await requested.durations
         #expect(waits.count == 2)
         #expect(waits.first == .zero)
-        #expect(waits.last.map { $0 > .seconds(9) && $0 <= .seconds(10) } == true, "\(waits)")
+        // What remains of the interval: more than nothing, at most all of it. (How much exactly depends on the
+        // real time between the two appends, which a loaded machine stretches; CI once saw 8.x s.)
+        #expect(waits.last.map { $0 > .zero && $0 <= .seconds(10) } == true, "\(waits)")
     }
 
     /// `flush()` integrates what is queued at once (shutdown), without waiting for the interval.
