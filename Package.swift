@@ -100,7 +100,9 @@ let package = Package(
         // logs and metrics (docs/pixie-protocol.md, docs/operations.md).
         .target(
             name: "PixieServer",
-            dependencies: ["HTTPServer", "Storage", "WebAuthn", "PixieWire", "SiblingsCrypto", "Transparency"],
+            dependencies: [
+                "HTTPServer", "Storage", "WebAuthn", "PixieWire", "SiblingsCrypto", "Transparency", "PrivacyPass",
+            ],
             swiftSettings: strict),
 
         // Command-line parsing in swift-argument-parser's shape, shared by sempere, pixie and pixie-server.
@@ -179,7 +181,7 @@ let package = Package(
             name: "PixieServerTests",
             dependencies: [
                 "PixieServer", "PixieWire", "HTTPServer", "Storage", "WebAuthn", "SiblingsCrypto", "CommandLineKit",
-                "Transparency",
+                "Transparency", "PrivacyPass",
             ],
             swiftSettings: strict),
         .testTarget(

@@ -20,6 +20,8 @@ public struct Application: Sendable {
     /// The transparency log, when identity-svc runs here.
     public let log: Sequencer?
     let identity: IdentityService?
+    /// credential-svc, when it runs here; its ``CredentialService/spender`` spends the tokens it issues.
+    public let credential: CredentialService?
 
     /// Opens (or creates) the data directory's store and keys and builds the router.
     public static func open(configuration: PixieConfiguration, logger: Logger) throws(ServerError) -> Application {
@@ -79,17 +81,17 @@ public struct Application: Sendable {
         }
         var log: Sequencer?
         var identity: IdentityService?
-        if services.contains(.identity) {
-            let sequencer: Sequencer
+        if services.contains(.identity) || services.contains(.credential) {
             do {
-                sequencer = try Sequencer(
+                log = try Sequencer(
                     database: database, key: keys.transparencyLog, origin: configuration.logOrigin,
                     interval: configuration.checkpointInterval,
                     now: { UInt64(max(0, clock.now().timeIntervalSince1970 * 1000)) })
             } catch {
                 throw ServerError(.storage, "the transparency log could not be opened: \(error)")
             }
-            log = sequencer
+        }
+        if services.contains(.identity), let sequencer = log {
             var settings = IdentityService.Configuration()
             settings.relyingPartyID = configuration.relyingPartyID
             settings.allowedOrigins = Set(configuration.allowedOrigins)
@@ -104,16 +106,22 @@ public struct Application: Sendable {
             service.addRoutes(to: &router)
             identity = service
         }
+        var credential: CredentialService?
         if services.contains(.credential) {
             var settings = CredentialService.Configuration()
             settings.senderCertLifetime = configuration.senderCertLifetime
-            CredentialService(
-                database: database, keys: keys, configuration: settings, clock: clock, random: random,
-                logger: logger.named("credential"), metrics: metrics
-            ).addRoutes(to: &router)
+            settings.approvalTokensPerHour = configuration.approvalTokensPerHour
+            settings.accountTokensPerHour = configuration.accountTokensPerHour
+            let service = try CredentialService(
+                database: database, keys: keys, pinnedPhoneVerifyKeys: Self.pinnedPhoneVerifyKeys(configuration, keys),
+                configuration: settings, clock: clock, random: random, logger: logger.named("credential"),
+                metrics: metrics)
+            service.addRoutes(to: &router)
+            credential = service
         }
         self.router = router
         self.log = log
+        self.credential = credential
         self.identity = identity
     }
 
@@ -153,7 +161,7 @@ public struct Application: Sendable {
     /// Runs until SIGTERM or SIGINT, then stops taking connections, finishes the requests in flight and
     /// returns.
     public func run() async throws(ServerError) {
-        if identity != nil {
+        if log != nil {
             do {
                 _ = try await reconcileTransparency()
             } catch {
@@ -171,7 +179,10 @@ public struct Application: Sendable {
 
     /// Logs the bindings the store holds that the log does not (a crash between a commit and its append);
     /// ``run()`` does this before listening. Returns the number of accounts repaired.
-    public func reconcileTransparency() async throws -> Int { try await identity?.reconcileTransparency() ?? 0 }
+    public func reconcileTransparency() async throws -> Int {
+        if let credential, let log { try await credential.publishKeyList(to: log) }
+        return try await identity?.reconcileTransparency() ?? 0
+    }
 
     /// The public keys devices pin, with the transparency log's origin.
     public var trustBundle: TrustBundle { keys.trustBundle(logOrigin: configuration.logOrigin) }

@@ -64,6 +64,8 @@ struct Serve: ParsableCommand {
     @OptionalOption(name: .long("session-lifetime"), help: "Seconds.") var sessionLifetime: String?
     @OptionalOption(name: .long("request-timeout"), help: "Seconds.") var requestTimeout: String?
     @OptionalOption(name: .long("sender-cert-lifetime"), help: "Seconds.") var senderCertLifetime: String?
+    @OptionalOption(name: .long("approval-tokens-per-hour"), help: "Per phone_id.") var approvalTokensPerHour: String?
+    @OptionalOption(name: .long("account-tokens-per-hour"), help: "Per account.") var accountTokensPerHour: String?
     @OptionalOption(name: .long("codes-per-number-per-hour"), help: "SMS codes per number per hour.")
     var codesPerNumberPerHour: String?
     @OptionalOption(name: .long("client-requests-per-minute"), help: "Requests per client address per minute.")
@@ -83,6 +85,7 @@ struct Serve: ParsableCommand {
                 ("max_body_bytes", maxBodyBytes), ("phone_cert_lifetime", phoneCertLifetime),
                 ("grant_lifetime", grantLifetime), ("session_lifetime", sessionLifetime),
                 ("request_timeout", requestTimeout), ("sender_cert_lifetime", senderCertLifetime),
+                ("approval_tokens_per_hour", approvalTokensPerHour), ("account_tokens_per_hour", accountTokensPerHour),
                 ("codes_per_number_per_hour", codesPerNumberPerHour),
                 ("client_requests_per_minute", clientRequestsPerMinute), ("log_origin", logOrigin),
                 ("checkpoint_interval_ms", checkpointIntervalMs),

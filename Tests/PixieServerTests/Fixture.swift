@@ -36,11 +36,11 @@ struct Fixture {
     var router: Router { application.router }
 
     init(
-        services: [PixieConfiguration.Service] = PixieConfiguration.Service.allCases, pinned: Bool = true
-    )
-        throws
-    {
+        services: [PixieConfiguration.Service] = PixieConfiguration.Service.allCases, pinned: Bool = true,
+        configure: (inout PixieConfiguration) -> Void = { _ in }
+    ) throws {
         var configuration = PixieConfiguration()
+        configure(&configuration)
         configuration.services = services
         configuration.checkpointInterval = .milliseconds(1)
         if !pinned, services.contains(.phoneVerify) {

@@ -41,6 +41,10 @@ public struct PixieConfiguration: Sendable, Equatable {
     public var sessionLifetime: TimeInterval = 30 * 86_400
     /// A SenderCert's lifetime.
     public var senderCertLifetime: TimeInterval = 3600
+    /// Tokens one phone_id may mint per hour through the pre-session challenge.
+    public var approvalTokensPerHour = 40
+    /// Tokens one account may mint per hour.
+    public var accountTokensPerHour = 600
     /// Seconds a request may take before the client gets 503.
     public var requestTimeout: TimeInterval = 30
     /// SMS codes one number may be sent per hour.
@@ -72,6 +76,8 @@ public struct PixieConfiguration: Sendable, Equatable {
         ("session_lifetime", "session lifetime in seconds (default 2592000)"),
         ("request_timeout", "seconds before a slow request is answered 503 (default 30)"),
         ("sender_cert_lifetime", "SenderCert lifetime in seconds (default 3600)"),
+        ("approval_tokens_per_hour", "tokens one phone_id may mint per hour before a session (default 40)"),
+        ("account_tokens_per_hour", "tokens one account may mint per hour (default 600)"),
         ("codes_per_number_per_hour", "SMS codes one number may be sent per hour (default 5)"),
         ("client_requests_per_minute", "requests per minute per client address on counted endpoints (default 60)"),
         ("log_origin", "the transparency log's origin, in its checkpoints (default pixie.localhost/kt)"),
@@ -138,6 +144,12 @@ public struct PixieConfiguration: Sendable, Equatable {
         case "session_lifetime": sessionLifetime = try seconds()
         case "request_timeout": requestTimeout = try seconds()
         case "sender_cert_lifetime": senderCertLifetime = try seconds()
+        case "approval_tokens_per_hour":
+            guard let number = Int(value), number >= 4 else { throw fail("a whole number, at least 4") }
+            approvalTokensPerHour = number
+        case "account_tokens_per_hour":
+            guard let number = Int(value), number >= 1 else { throw fail("a whole number above 0") }
+            accountTokensPerHour = number
         case "codes_per_number_per_hour":
             guard let number = Int(value), number > 0 else { throw fail("a whole number above 0") }
             codesPerNumberPerHour = number

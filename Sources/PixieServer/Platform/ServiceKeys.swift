@@ -1,5 +1,6 @@
 import Foundation
 import PixieWire
+import PrivacyPass
 import SiblingsCrypto
 
 /// The services' own secrets, generated on first start into `<data-dir>/keys/` and read on every later one.
@@ -8,6 +9,7 @@ import SiblingsCrypto
 /// - `phone-id.key`: the 32-byte HMAC key that turns an E.164 number into a phone_id.
 /// - `transparency-log.seed`: the transparency log's HybridSignature seed (signs checkpoints).
 /// - `sender-cert.seed`: credential-svc's HybridSignature seed (signs SenderCerts).
+/// - `token-oprf.seed`: credential-svc's VOPRF key seed (DeriveKeyPair, RFC 9497 §3.2.1), for rate-limit tokens.
 ///
 /// Each file is 32 bytes, mode 0600, written atomically. A file that exists but cannot be read or has the
 /// wrong length stops the server with an error: a key is never silently replaced, since every device that
@@ -17,15 +19,23 @@ public struct ServiceKeys: Sendable {
     public let phoneIDKey: SymmetricKey
     public let transparencyLog: HybridSignature.PrivateKey
     public let senderCert: HybridSignature.PrivateKey
+    public let tokenOPRF: VOPRF.PrivateKey
 
     public init(
         phoneVerify: HybridSignature.PrivateKey, phoneIDKey: SymmetricKey,
-        transparencyLog: HybridSignature.PrivateKey, senderCert: HybridSignature.PrivateKey
+        transparencyLog: HybridSignature.PrivateKey, senderCert: HybridSignature.PrivateKey,
+        tokenOPRF: VOPRF.PrivateKey
     ) {
         self.phoneVerify = phoneVerify
         self.phoneIDKey = phoneIDKey
         self.transparencyLog = transparencyLog
         self.senderCert = senderCert
+        self.tokenOPRF = tokenOPRF
+    }
+
+    /// The VOPRF key from its 32-byte seed.
+    static func tokenKey(seed: Data) throws -> VOPRF.PrivateKey {
+        try VOPRF.PrivateKey(seed: seed, info: Data("pixie rate-limit tokens v1".utf8), mode: .voprf)
     }
 
     /// Fresh keys from `random`; for tests.
@@ -34,7 +44,8 @@ public struct ServiceKeys: Sendable {
             phoneVerify: HybridSignature.PrivateKey(source: random),
             phoneIDKey: SymmetricKey(data: random.bytes(count: 32)),
             transparencyLog: HybridSignature.PrivateKey(source: random),
-            senderCert: HybridSignature.PrivateKey(source: random))
+            senderCert: HybridSignature.PrivateKey(source: random),
+            tokenOPRF: try! tokenKey(seed: random.bytes(count: 32)))
     }
 
     /// Loads the keys under `directory`, generating each one that does not exist yet.
@@ -89,7 +100,8 @@ public struct ServiceKeys: Sendable {
                 phoneIDKey: SymmetricKey(data: try secret("phone-id.key")),
                 transparencyLog: try HybridSignature.PrivateKey(
                     seedRepresentation: try secret("transparency-log.seed")),
-                senderCert: try HybridSignature.PrivateKey(seedRepresentation: try secret("sender-cert.seed")))
+                senderCert: try HybridSignature.PrivateKey(seedRepresentation: try secret("sender-cert.seed")),
+                tokenOPRF: try tokenKey(seed: try secret("token-oprf.seed")))
         } catch let error as ServerError {
             throw error
         } catch {

@@ -72,7 +72,9 @@ struct ServiceKeysTests {
         let first = try ServiceKeys.loadOrCreate(in: directory, logger: .discard)
         let second = try ServiceKeys.loadOrCreate(in: directory, logger: .discard)
         #expect(first.trustBundle(logOrigin: "o") == second.trustBundle(logOrigin: "o"))
-        for name in ["phone-verify.seed", "phone-id.key", "transparency-log.seed", "sender-cert.seed"] {
+        for name in [
+            "phone-verify.seed", "phone-id.key", "transparency-log.seed", "sender-cert.seed", "token-oprf.seed",
+        ] {
             let path = directory.appendingPathComponent(name).path
             let attributes = try FileManager.default.attributesOfItem(atPath: path)
             #expect((attributes[.posixPermissions] as? Int) == 0o600, "\(name)")

@@ -1,0 +1,241 @@
+import Foundation
+import HTTPServer
+import PixieWire
+import PrivacyPass
+import SiblingsCrypto
+import Storage
+import Transparency
+
+/// credential-svc's rate-limit tokens (000_e422bd9a7c930342.txt): unlinkable, spend-once VOPRF tokens
+/// (docs/privacy-pass.md) under one shared OPRF key whose key list is published in the transparency log
+/// (label `oprf-keys`), so a device can refuse a key that is not the logged shared one (the seed: a per-user
+/// key would tag the device "from birth").
+///
+/// - `GET /v1/tokens/keys`: `{"key_list", "token_key_id"}`: the served key list (its encoding is the logged
+///   value) and the key issuance uses now.
+/// - `POST /v1/approval-tokens/challenge` `{"phone_cert", "token_request"}`: exactly 4 tokens, budgeted
+///   against a bucket derived from the cert's phone_id, never from any account; refused without a pinned
+///   phone-verify key.
+/// - `POST /v1/tokens` (session) `{"token_request"}`: 1 to 16 tokens, budgeted per account.
+///
+/// Budgets are token buckets in the store (so they hold across instances): capacity and refill per hour.
+struct TokenIssuance: Sendable {
+    struct Configuration: Sendable {
+        /// Tokens one phone_id may mint through the challenge endpoint per hour (10 requests of 4).
+        var approvalTokensPerHour = 40
+        /// Tokens one account's sessions may mint per hour.
+        var accountTokensPerHour = 600
+        static let approvalBatchSize = 4
+        static let sessionBatchLimit = 16
+    }
+
+    static let migrations = [
+        Migration(
+            version: 1,
+            sql: """
+                CREATE TABLE token_buckets (
+                    bucket BLOB PRIMARY KEY,
+                    tokens REAL NOT NULL,
+                    updated_at BIGINT NOT NULL
+                );
+                CREATE TABLE spent_tokens (
+                    token_hash BLOB PRIMARY KEY,
+                    token_key_id BLOB NOT NULL,
+                    spent_at BIGINT NOT NULL
+                );
+                """)
+    ]
+
+    let issuer: TokenIssuer
+    let keyList: KeyList
+    let database: any SQLDatabase
+    let certificates: PhoneOwnershipCert.Verifier?
+    let sessions: Sessions
+    let configuration: Configuration
+    let clock: PixieClock
+    let logger: Logger
+    let metrics: Metrics
+
+    /// The key list credential-svc serves: the one shared key, valid from 2020 to 2100 (rotation, with an
+    /// overlap of two keys, is a later change: docs/privacy-pass.md).
+    static func keyList(for key: VOPRF.PublicKey) throws -> KeyList {
+        try KeyList(
+            epoch: 1, entries: [KeyList.Entry(publicKey: key, notBefore: 1_577_836_800, notAfter: 4_102_444_800)])
+    }
+
+    func addRoutes(to router: inout Router) {
+        router.get("/v1/tokens/keys") { _, _ in try keys() }
+        router.post("/v1/approval-tokens/challenge") { request, _ in try challenge(request) }
+        router.post("/v1/tokens") { request, _ in try sessionTokens(request) }
+    }
+
+    /// Logs the served key list under `oprf-keys` unless the log already holds exactly it.
+    func publishKeyList(to log: Sequencer) async throws {
+        let label = try Label(KeyList.logLabel)
+        let (_, proof) = try await log.lookup(label)
+        guard proof.entry?.value != keyList.encoded else { return }
+        _ = try await log.append(label: label, value: keyList.encoded)
+        logger.info("published the OPRF key list", ["token_key_id": issuer.tokenKeyID.base64URLEncodedString()])
+    }
+
+    struct KeysResponse: Encodable {
+        let keyList: Base64URLBytes
+        let tokenKeyID: Base64URLBytes
+        enum CodingKeys: String, CodingKey {
+            case keyList = "key_list"
+            case tokenKeyID = "token_key_id"
+        }
+    }
+
+    func keys() throws -> HTTPResponse {
+        try .json(KeysResponse(keyList: Base64URLBytes(keyList.encoded), tokenKeyID: Base64URLBytes(issuer.tokenKeyID)))
+    }
+
+    struct ChallengeRequest: Decodable {
+        let phoneCert: Base64URLBytes
+        let tokenRequest: Base64URLBytes
+        enum CodingKeys: String, CodingKey {
+            case phoneCert = "phone_cert"
+            case tokenRequest = "token_request"
+        }
+    }
+
+    struct TokenResponse: Encodable {
+        let tokenResponse: Base64URLBytes
+        enum CodingKeys: String, CodingKey { case tokenResponse = "token_response" }
+    }
+
+    /// POST /v1/approval-tokens/challenge: the pre-session mint. Without the pinned phone-verify key it cannot
+    /// check the cert, so the caller's self-claimed phone_id would become the whole authorization, and that
+    /// value budgets the anti-abuse bucket: refusing is the only safe reading of "I cannot verify this".
+    func challenge(_ request: HTTPRequest) throws -> HTTPResponse {
+        let body = try request.decode(as: ChallengeRequest.self)
+        guard let certificates else {
+            throw HTTPError(
+                .serviceUnavailable, .phoneVerifyKeyNotPinned,
+                "this server has no pinned phone-verify key, so it cannot check the cert and refuses to mint; the "
+                    + "operator must configure one")
+        }
+        let cert: PhoneOwnershipCert
+        do {
+            cert = try certificates.verify(body.phoneCert.data, now: clock.now())
+        } catch {
+            throw HTTPError(.unauthorized, .phoneCertInvalid, error.reason)
+        }
+        let count = try Self.batchSize(body.tokenRequest.data)
+        guard count == Configuration.approvalBatchSize else {
+            throw HTTPError(
+                .badRequest, .invalidField,
+                "token_request asks for \(count) tokens; this endpoint mints exactly \(Configuration.approvalBatchSize)"
+            )
+        }
+        let bucket = Data(SHA256.hash(data: Data("pixie/token-bucket/phone/v1".utf8) + cert.phoneID))
+        try spend(count, from: bucket, perHour: configuration.approvalTokensPerHour, what: "this number")
+        return try respond(body.tokenRequest.data, kind: "approval")
+    }
+
+    struct SessionRequest: Decodable {
+        let tokenRequest: Base64URLBytes
+        enum CodingKeys: String, CodingKey { case tokenRequest = "token_request" }
+    }
+
+    /// POST /v1/tokens: an enrolled device's refill, budgeted per account.
+    func sessionTokens(_ request: HTTPRequest) throws -> HTTPResponse {
+        let session = try sessions.authenticate(request)
+        let body = try request.decode(as: SessionRequest.self)
+        let count = try Self.batchSize(body.tokenRequest.data)
+        guard (1...Configuration.sessionBatchLimit).contains(count) else {
+            throw HTTPError(
+                .badRequest, .invalidField, "token_request asks for \(count) tokens; ask for 1 to 16 at a time")
+        }
+        let bucket = Data(SHA256.hash(data: Data("pixie/token-bucket/account/v1\0\(session.accountID)".utf8)))
+        try spend(count, from: bucket, perHour: configuration.accountTokensPerHour, what: "this account")
+        return try respond(body.tokenRequest.data, kind: "session")
+    }
+
+    /// The number of tokens an issuance request asks for (docs/privacy-pass.md), or a 400.
+    static func batchSize(_ request: Data) throws(HTTPError) -> Int {
+        guard request.count >= 36 else {
+            throw HTTPError(.badRequest, .invalidField, "token_request is not an issuance request (too short)")
+        }
+        let bytes = [UInt8](request.prefix(36))
+        return Int(bytes[34]) << 8 | Int(bytes[35])
+    }
+
+    private func respond(_ request: Data, kind: String) throws -> HTTPResponse {
+        do {
+            let response = try issuer.respond(to: request)
+            metrics.increment(
+                "pixie_credential_tokens_minted_total", by: Double(try Self.batchSize(request)), labels: ["kind": kind])
+            return try .json(TokenResponse(tokenResponse: Base64URLBytes(response)))
+        } catch let error as PrivacyPassError {
+            throw HTTPError(.badRequest, .invalidField, "token_request: \(error.reason)")
+        }
+    }
+
+    /// Takes `count` tokens from a bucket of `perHour` capacity refilled continuously, or answers 429.
+    private func spend(_ count: Int, from bucket: Data, perHour: Int, what: String) throws {
+        let now = clock.now()
+        let capacity = Double(perHour)
+        let wait: Double? = try store(logger) {
+            try database.transaction { transaction in
+                let row = try transaction.queryOne(
+                    "SELECT tokens, updated_at FROM token_buckets WHERE bucket = ?", [.blob(bucket)])
+                var tokens = capacity
+                if let row {
+                    let elapsed = max(0, Double(now.unixSeconds - (try row.int64("updated_at"))))
+                    tokens = min(capacity, (try row.double("tokens")) + elapsed * capacity / 3600)
+                }
+                guard tokens >= Double(count) else {
+                    return (Double(count) - tokens) * 3600 / capacity
+                }
+                try transaction.execute(
+                    "INSERT INTO token_buckets (bucket, tokens, updated_at) VALUES (?, ?, ?) "
+                        + "ON CONFLICT (bucket) DO UPDATE SET tokens = excluded.tokens, updated_at = excluded.updated_at",
+                    [.blob(bucket), .real(tokens - Double(count)), .integer(now.unixSeconds)])
+                return nil
+            }
+        }
+        if let wait {
+            metrics.increment("pixie_credential_tokens_refused_total", labels: ["reason": "budget"])
+            throw HTTPError(
+                .tooManyRequests, .rateLimited, "\(what) has minted its tokens for now; wait and try again",
+                headers: ["Retry-After": String(max(1, Int(wait.rounded(.up))))])
+        }
+    }
+}
+
+/// The relay's and blob-svc's ``TokenSpender``: a token verifies when credential-svc's key (found by the
+/// token's token_key_id, which it carries in clear) evaluates its input to its authenticator; it is spent
+/// once, recorded by its SHA-256 in the store (so a double spend is refused across instances and restarts).
+public struct CredentialTokenSpender: TokenSpender {
+    let issuers: [Data: TokenIssuer]
+    let database: any SQLDatabase
+    let clock: PixieClock
+    let logger: Logger
+
+    init(issuers: [TokenIssuer], database: any SQLDatabase, clock: PixieClock, logger: Logger) {
+        self.issuers = Dictionary(uniqueKeysWithValues: issuers.map { ($0.tokenKeyID, $0) })
+        self.database = database
+        self.clock = clock
+        self.logger = logger
+    }
+
+    public func spend(_ raw: Data) async throws(HTTPError) {
+        guard let token = try? Token(rawRepresentation: raw), let issuer = issuers[token.tokenKeyID],
+            issuer.verify(token)
+        else {
+            throw HTTPError(.unauthorized, .tokenInvalid, "the token does not verify; mint another")
+        }
+        do {
+            try database.execute(
+                "INSERT INTO spent_tokens (token_hash, token_key_id, spent_at) VALUES (?, ?, ?)",
+                [.blob(Data(SHA256.hash(data: raw))), .blob(token.tokenKeyID), .integer(clock.now().unixSeconds)])
+        } catch let error as StorageError where error.code == .constraint {
+            throw HTTPError(.conflict, .tokenSpent, "this token was already spent; mint another")
+        } catch {
+            logger.error("a token could not be recorded as spent", ["error": "\(error)"])
+            throw HTTPError(.serviceUnavailable, .storage, "the server's store is unavailable; try again shortly")
+        }
+    }
+}

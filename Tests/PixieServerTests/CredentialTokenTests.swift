@@ -1,0 +1,163 @@
+import Foundation
+import HTTPServer
+import PixieServer
+import PixieWire
+import PrivacyPass
+import SiblingsCrypto
+import Testing
+import Transparency
+
+extension Fixture {
+    /// What a new device does before asking for tokens: fetch the served key list, check it against the
+    /// transparency log (label oprf-keys), and build a client only for a key in the logged list.
+    func tokenClient() async throws -> TokenClient {
+        _ = try await application.reconcileTransparency()
+        let served = await get("/v1/tokens/keys")
+        let list = try #require((served.json["key_list"] as? String).flatMap(Data.init(base64URLEncoded:)))
+        let keyID = try #require((served.json["token_key_id"] as? String).flatMap(Data.init(base64URLEncoded:)))
+        var verifier = TransparencyVerifier(logKey: logKey)
+        let logged = try #require(try await verifiedLookup(KeyList.logLabel, &verifier))
+        guard logged.value == list else { throw FixtureError("the served key list is not the logged one") }
+        let keyList = try KeyList(encoded: logged.value)
+        let entry = try #require(keyList.entries.first { $0.tokenKeyID == keyID })
+        return try TokenClient(publicKey: entry.publicKey, keyList: keyList, now: clock.now)
+    }
+
+    /// Mints `count` tokens through the pre-session challenge with `cert`.
+    func approvalTokens(_ client: TokenClient, cert: Data, count: Int = 4) async throws -> (HTTPResponse, [Token]) {
+        let (request, pending) = try client.begin(count: count)
+        let response = await post(
+            "/v1/approval-tokens/challenge",
+            object: ["phone_cert": cert.base64URLEncodedString(), "token_request": request.base64URLEncodedString()])
+        guard response.status == .ok else { return (response, []) }
+        let bytes = try #require((response.json["token_response"] as? String).flatMap(Data.init(base64URLEncoded:)))
+        return (response, try client.finish(bytes, pending: pending))
+    }
+}
+
+@Suite("credential-svc rate-limit tokens")
+struct CredentialTokenTests {
+    @Test func aNewDeviceMintsFourTokensWithItsCertAndSpendsEachOnce() async throws {
+        let fixture = try Fixture()
+        let client = try await fixture.tokenClient()
+        let cert = try await fixture.phoneCert()
+        let (response, tokens) = try await fixture.approvalTokens(client, cert: cert)
+        #expect(response.status == .ok, "\(response.bodyText)")
+        #expect(tokens.count == 4)
+        let spender = try #require(fixture.application.credential?.spender)
+        for token in tokens { try await spender.spend(token.rawRepresentation) }
+        // A double spend, a forged token and garbage are refused.
+        await #expect(throws: HTTPError.self) { try await spender.spend(tokens[0].rawRepresentation) }
+        do {
+            try await spender.spend(tokens[1].rawRepresentation)
+        } catch {
+            #expect(error.code == .tokenSpent)
+        }
+        var forged = tokens[2].rawRepresentation
+        forged[forged.count - 1] ^= 1
+        do {
+            try await spender.spend(forged)
+            Issue.record("a forged token was accepted")
+        } catch {
+            #expect(error.code == .tokenInvalid)
+        }
+        do {
+            try await spender.spend(Data(count: 10))
+            Issue.record("garbage was accepted")
+        } catch {
+            #expect(error.code == .tokenInvalid)
+        }
+    }
+
+    @Test func theBucketIsThePhoneIDsAndRefills() async throws {
+        let fixture = try Fixture { $0.approvalTokensPerHour = 8 }
+        let client = try await fixture.tokenClient()
+        let cert = try await fixture.phoneCert()
+        #expect(try await fixture.approvalTokens(client, cert: cert).0.status == .ok)
+        #expect(try await fixture.approvalTokens(client, cert: cert).0.status == .ok)
+        let exhausted = try await fixture.approvalTokens(client, cert: cert).0
+        #expect(exhausted.status == .tooManyRequests)
+        #expect(exhausted.headers["Retry-After"] != nil)
+        // Another number has its own bucket; a new cert for the same number does not reset it.
+        let other = try await fixture.phoneCert(for: "+442079460958")
+        #expect(try await fixture.approvalTokens(client, cert: other).0.status == .ok)
+        let again = try await fixture.phoneCert()
+        #expect(try await fixture.approvalTokens(client, cert: again).0.status == .tooManyRequests)
+        fixture.clock.advance(by: 1800)  // half an hour refills half the bucket: one more batch of 4
+        #expect(try await fixture.approvalTokens(client, cert: cert).0.status == .ok)
+        #expect(try await fixture.approvalTokens(client, cert: cert).0.status == .tooManyRequests)
+    }
+
+    @Test func withoutAPinnedKeyThePreSessionMintRefuses() async throws {
+        let fixture = try Fixture(services: [.credential], pinned: false)
+        let keys = await fixture.get("/v1/tokens/keys")
+        let list = try KeyList(
+            encoded: try #require((keys.json["key_list"] as? String).flatMap(Data.init(base64URLEncoded:))))
+        let client = try TokenClient(publicKey: list.entries[0].publicKey, keyList: list, now: fixture.clock.now)
+        let cert = try PhoneOwnershipCert(
+            phoneID: Data(count: 32), issuedAt: fixture.clock.now, expiresAt: fixture.clock.now + 60,
+            signedBy: fixture.keys.phoneVerify)
+        let (response, tokens) = try await fixture.approvalTokens(client, cert: cert.rawRepresentation)
+        #expect(response.status == .serviceUnavailable)
+        #expect(response.errorCode == "phone_verify_key_not_pinned")
+        #expect(tokens.isEmpty)
+    }
+
+    @Test func aPerUserKeyIsCaughtAgainstTheLog() async throws {
+        let fixture = try Fixture()
+        _ = try await fixture.tokenClient()  // the shared key's list is logged
+        var verifier = TransparencyVerifier(logKey: fixture.logKey)
+        let logged = try KeyList(
+            encoded: try #require(try await fixture.verifiedLookup(KeyList.logLabel, &verifier)).value)
+        // A misbehaving credential-svc hands this device a key of its own (and a list naming it).
+        let rogue = VOPRF.PrivateKey()
+        let rogueList = try KeyList(
+            epoch: 1, entries: [KeyList.Entry(publicKey: rogue.publicKey, notBefore: 0, notAfter: 4_102_444_800)])
+        #expect(rogueList.encoded != logged.encoded)
+        #expect(throws: PrivacyPassError.self) {
+            try TokenClient(publicKey: rogue.publicKey, keyList: logged, now: fixture.clock.now)
+        }
+    }
+
+    @Test func enrolledDevicesMintWithTheirSessionWithinTheAccountsBudget() async throws {
+        let fixture = try Fixture { $0.accountTokensPerHour = 20 }
+        var phone = TestDevice(name: "phone")
+        _ = try await fixture.createAccount(&phone)
+        let client = try await fixture.tokenClient()
+        func mint(_ count: Int, token: String?) async throws -> HTTPResponse {
+            let (request, _) = try client.begin(count: count)
+            return await fixture.post(
+                "/v1/tokens", object: ["token_request": request.base64URLEncodedString()], token: token)
+        }
+        #expect(try await mint(16, token: phone.session).status == .ok)
+        #expect(try await mint(4, token: phone.session).status == .ok)
+        #expect(try await mint(1, token: phone.session).status == .tooManyRequests)
+        #expect(try await mint(1, token: nil).status == .unauthorized)
+        #expect(try await mint(17, token: phone.session).status == .badRequest)
+    }
+
+    @Test func malformedRequestsAreClear400s() async throws {
+        let fixture = try Fixture()
+        let client = try await fixture.tokenClient()
+        let cert = try await fixture.phoneCert().base64URLEncodedString()
+        let (three, _) = try client.begin(count: 3)
+        var wrongKey = try client.begin(count: 4).request
+        wrongKey[5] ^= 1
+        for body: [String: Any] in [
+            [:], ["phone_cert": cert], ["phone_cert": cert, "token_request": "AAAA"],
+            ["phone_cert": cert, "token_request": three.base64URLEncodedString()],
+            ["phone_cert": cert, "token_request": wrongKey.base64URLEncodedString()],
+            ["phone_cert": 1, "token_request": three.base64URLEncodedString()],
+        ] {
+            let response = await fixture.post("/v1/approval-tokens/challenge", object: body)
+            #expect(response.status == .badRequest, "\(body): \(response.bodyText)")
+        }
+        let badCert = await fixture.post(
+            "/v1/approval-tokens/challenge",
+            object: [
+                "phone_cert": Data(count: 3430).base64URLEncodedString(),
+                "token_request": three.base64URLEncodedString(),
+            ])
+        #expect(badCert.status == .unauthorized)
+    }
+}
