@@ -36,11 +36,13 @@ struct Fixture {
     var router: Router { application.router }
 
     init(
-        services: [PixieConfiguration.Service] = PixieConfiguration.Service.allCases, pinned: Bool = true
+        services: [PixieConfiguration.Service] = PixieConfiguration.Service.allCases, pinned: Bool = true,
+        tokens: any TokenSpender = InMemoryTokenSpender(), configure: (inout PixieConfiguration) -> Void = { _ in }
     )
         throws
     {
         var configuration = PixieConfiguration()
+        configure(&configuration)
         configuration.services = services
         configuration.checkpointInterval = .milliseconds(1)
         if !pinned, services.contains(.phoneVerify) {
@@ -52,7 +54,7 @@ struct Fixture {
         database = try SQLiteDatabase.inMemory()
         application = try Application(
             configuration: configuration, keys: keys, database: database, sms: sms, clock: clock.clock,
-            logger: .discard)
+            logger: .discard, tokens: tokens)
     }
 
     func post(_ path: String, _ json: String, token: String? = nil) async -> HTTPResponse {
