@@ -330,6 +330,8 @@ public struct BlobService: Sendable {
                 try file.write(chunk)
             }
             try await file.synchronizeAndClose()
+            // A request answered 503 for taking too long (request_timeout) while fsync ran must store nothing.
+            try Task.checkCancellation()
         } catch {
             file.close()
             unlink(temporaryPath)
