@@ -12,10 +12,10 @@ import Testing
 @Suite("blob-svc, run as a process", .serialized)
 struct BlobProcessTests {
     /// Runs curl and returns its standard output (curl must succeed).
-    static func curl(_ arguments: [String]) throws -> String {
+    static func curl(_ arguments: [String], failOnHTTPError: Bool = true) throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-        process.arguments = ["-sS", "--fail-with-body"] + arguments
+        process.arguments = ["-sS"] + (failOnHTTPError ? ["--fail-with-body"] : []) + arguments
         let out = Pipe()
         process.standardOutput = out
         try process.run()
@@ -141,6 +141,32 @@ struct BlobProcessTests {
         let stored = try FileManager.default.contentsOfDirectory(atPath: data.appendingPathComponent("blobs").path)
         #expect(stored == ["tmp"])
         #expect(server.terminate() == 0)
+        let store = try SQLiteDatabase(path: data.appendingPathComponent("pixie.sqlite").path)
+        #expect(try store.queryOne("SELECT COUNT(*) AS n FROM blobs", [])?.int64("n") == 0)
+    }
+
+    @Test func aChunkedBodyPastItsCapIsRefusedOverTheSocketAndLeavesNothing() async throws {
+        let directory = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let data = directory.appendingPathComponent("data")
+        let server = try ServerProcess(
+            dataDirectory: data,
+            extraArguments: ["blob", "--blob-allow-anonymous-uploads", "true", "--blob-max-bytes", "1048576"])
+        let source = directory.appendingPathComponent("source.bin")
+        try SecureRandom.bytes(count: (1 << 20) + 1).write(to: source)
+        let url = server.address.appendingPathComponent("v1/blobs").absoluteString
+        for framing in ["Transfer-Encoding: chunked", "X-Declared: yes"] {
+            let status = try Self.curl(
+                [
+                    "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "-T", source.path, "-H", "Expect:", "-H",
+                    framing, "-H", "Content-Type: application/octet-stream", url,
+                ], failOnHTTPError: false)
+            #expect(status == "413", "\(framing)")
+        }
+        #expect(server.terminate() == 0)
+        let blobs = data.appendingPathComponent("blobs")
+        let left = (try? FileManager.default.subpathsOfDirectory(atPath: blobs.path)) ?? []
+        #expect(left.filter { $0 != "tmp" }.isEmpty, "\(left)")
         let store = try SQLiteDatabase(path: data.appendingPathComponent("pixie.sqlite").path)
         #expect(try store.queryOne("SELECT COUNT(*) AS n FROM blobs", [])?.int64("n") == 0)
     }
