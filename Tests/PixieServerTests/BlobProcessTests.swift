@@ -170,4 +170,39 @@ struct BlobProcessTests {
         let store = try SQLiteDatabase(path: data.appendingPathComponent("pixie.sqlite").path)
         #expect(try store.queryOne("SELECT COUNT(*) AS n FROM blobs", [])?.int64("n") == 0)
     }
+
+    @Test func manyUploadsAtOnceOverTheSocket() async throws {
+        let directory = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let server = try ServerProcess(
+            dataDirectory: directory.appendingPathComponent("data"),
+            extraArguments: ["blob", "--blob-allow-anonymous-uploads", "true"])
+        let url = server.address.appendingPathComponent("v1/blobs").absoluteString
+        let sources = try (0..<12).map { index in
+            let source = directory.appendingPathComponent("source-\(index).bin")
+            try SecureRandom.bytes(count: (3 << 20) + index).write(to: source)
+            return source
+        }
+        let answers = try await withThrowingTaskGroup(of: (Int, String).self) { group in
+            for (index, source) in sources.enumerated() {
+                group.addTask {
+                    let body = try Self.curl([
+                        "-X", "POST", "-T", source.path, "-H", "Expect:", "-H",
+                        "Content-Type: application/x-pixie-sync", url,
+                    ])
+                    return (index, body)
+                }
+            }
+            var answers = [Int: String]()
+            for try await (index, body) in group { answers[index] = body }
+            return answers.mapValues { Data($0.utf8).jsonObject }
+        }
+        for (index, source) in sources.enumerated() {
+            let object = try #require(answers[index])
+            #expect(object["size_bytes"] as? Int == (3 << 20) + index)
+            #expect(object["sha256"] as? String == (try Self.sha256(of: source)).base64URLEncodedString())
+        }
+        #expect(Set(answers.values.compactMap { $0["blob_id"] as? String }).count == sources.count)
+        #expect(server.terminate() == 0)
+    }
 }
