@@ -307,4 +307,27 @@ struct BlobServiceTests {
         #expect(text.contains(#"route="/v1/blobs/:blob_id",status="200""#))
         #expect(!text.contains(blobID))
     }
+
+    @Test func theBlobSettingsParseFromEverySource() throws {
+        var configuration = PixieConfiguration()
+        #expect(configuration.services.contains(.blob))
+        try configuration.apply(environment: ["PIXIE_BLOB_TTL": "600", "PIXIE_SYNC_MAX_BLOB_BYTES": "1024"])
+        try configuration.set("blob_max_bytes", "2048", source: "--blob-max-bytes")
+        try configuration.set("blob_sweep_interval", "5", source: "--blob-sweep-interval")
+        try configuration.set("blob_uploads_per_hour", "7", source: "--blob-uploads-per-hour")
+        try configuration.set("blob_bytes_per_hour", "4096", source: "--blob-bytes-per-hour")
+        try configuration.set("services", "blob", source: "--services")
+        #expect(configuration.blobTTL == 600)
+        #expect(configuration.syncMaxBlobBytes == 1024)
+        #expect(configuration.blobMaxBytes == 2048)
+        #expect(configuration.blobSweepInterval == .seconds(5))
+        #expect(configuration.blobUploadsPerHour == 7)
+        #expect(configuration.blobBytesPerHour == 4096)
+        #expect(configuration.services == [.blob])
+        #expect(!configuration.blobAllowAnonymousUploads)
+        for (name, value) in [("blob_ttl", "0"), ("blob_max_bytes", "-1"), ("blob_allow_anonymous_uploads", "yes")] {
+            #expect(throws: ServerError.self) { try configuration.set(name, value, source: "test") }
+        }
+        #expect(PixieConfiguration.settings.contains { $0.name == "blob_sweep_interval" })
+    }
 }
