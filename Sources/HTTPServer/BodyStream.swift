@@ -65,7 +65,9 @@ public final class HTTPBodyStream: AsyncSequence, Sendable {
 /// async consumer. `put` blocks while the queued cost is at `capacity`: that is the back-pressure.
 final class HandoffQueue<Element: Sendable>: Sendable {
     private struct State {
-        var items: [Element] = []
+        /// Queued items from `head` on; slots before `head` were taken and are emptied, so a queue the
+        /// consumer never fully drains does not keep what it already consumed alive.
+        var items: [Element?] = []
         var head = 0
         var queuedCost = 0
         var end: Result<Void, any Error>?
@@ -164,11 +166,15 @@ final class HandoffQueue<Element: Sendable>: Sendable {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Element?, any Error>) in
                 let step = state.withLock { state -> NextStep in
                     if state.head < state.items.count {
-                        let item = state.items[state.head]
+                        let item = state.items[state.head]!
+                        state.items[state.head] = nil
                         state.head += 1
                         state.queuedCost -= cost(item)
                         if state.head == state.items.count {
                             state.items = []
+                            state.head = 0
+                        } else if state.head >= 1024, state.head * 2 >= state.items.count {
+                            state.items.removeFirst(state.head)
                             state.head = 0
                         }
                         defer { state.producerWaiting = false }

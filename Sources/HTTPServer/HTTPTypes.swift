@@ -68,6 +68,10 @@ public struct HTTPRequest: Sendable {
     public var remoteAddress: String?
     /// The body as it arrives, on a route whose ``HTTPBodyPolicy`` is `.stream`; `nil` elsewhere.
     public var bodyStream: HTTPBodyStream?
+    /// The pattern of the ``Router`` route that answers this request (`/v1/blobs/:blob_id`), set by the router
+    /// before its middleware run; `nil` when no route matches (a 404 or 405) or outside a router. Label metrics
+    /// with this, never with ``path``, which can carry identifiers.
+    public var route: String?
 
     public init(
         method: HTTPMethod, path: String, queryItems: [(name: String, value: String)] = [],

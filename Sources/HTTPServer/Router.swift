@@ -31,6 +31,7 @@ public struct Router: HTTPResponder {
         }
 
         let method: HTTPMethod
+        let pattern: String
         let segments: [Segment]
         let body: HTTPBodyPolicy
         let handler: Handler
@@ -69,7 +70,7 @@ public struct Router: HTTPResponder {
         let segments = Self.segments(of: pattern).map { part -> Route.Segment in
             part.hasPrefix(":") ? .parameter(String(part.dropFirst())) : .literal(String(part))
         }
-        routes.append(Route(method: method, segments: segments, body: body, handler: handler))
+        routes.append(Route(method: method, pattern: pattern, segments: segments, body: body, handler: handler))
     }
 
     public mutating func get(_ pattern: String, use handler: @escaping Handler) { on(.get, pattern, use: handler) }
@@ -110,7 +111,12 @@ public struct Router: HTTPResponder {
         Self.choose(head, routes: routes)?.route.body ?? .collect
     }
 
+    /// Runs the middleware and the route. Before the middleware run, ``HTTPRequest/route`` is set to the pattern of
+    /// the route the request will be dispatched to (`nil` for a 404 or 405), so middleware can label by
+    /// `/v1/blobs/:blob_id` rather than by a path that carries an identifier.
     public func respond(to request: HTTPRequest) async throws -> HTTPResponse {
+        var request = request
+        request.route = Self.choose(request, routes: routes)?.route.pattern
         let dispatch: @Sendable (HTTPRequest) async throws -> HTTPResponse = { [routes] request in
             try await Self.dispatch(request, routes: routes)
         }

@@ -9,7 +9,8 @@ import Transparency
 /// The `pixie-server` process: the configured services on one router, one store and one HTTP listener,
 /// plus `/healthz` and `/metrics`.
 ///
-/// Everything a test needs to replace is injected: the store, the clock, the randomness and the SMS sender.
+/// Everything a test needs to replace is injected: the store, the clock, the randomness, the SMS sender and the
+/// rate-limit token spender.
 public struct Application: Sendable {
     public let configuration: PixieConfiguration
     public let keys: ServiceKeys
@@ -22,6 +23,8 @@ public struct Application: Sendable {
     let identity: IdentityService?
     /// credential-svc, when it runs here; its ``CredentialService/spender`` spends the tokens it issues.
     public let credential: CredentialService?
+    /// blob-svc, when it runs here (its sweeper runs with ``run()``).
+    public let blob: BlobService?
 
     /// Opens (or creates) the data directory's store and keys and builds the router.
     public static func open(configuration: PixieConfiguration, logger: Logger) throws(ServerError) -> Application {
@@ -45,7 +48,7 @@ public struct Application: Sendable {
     public init(
         configuration: PixieConfiguration, keys: ServiceKeys, database: any SQLDatabase, sms: any SMSSender,
         clock: PixieClock = .system, random: any SecureRandomSource = SystemRandom(), logger: Logger,
-        metrics: Metrics = Metrics()
+        metrics: Metrics = Metrics(), tokens: (any TokenSpender)? = nil
     ) throws(ServerError) {
         self.configuration = configuration
         self.keys = keys
@@ -119,10 +122,53 @@ public struct Application: Sendable {
             service.addRoutes(to: &router)
             credential = service
         }
+        // The tokens blob-svc (and the relay) spend: credential-svc's own spender when it runs here, else one
+        // built from the same keys and store (every instance of a deployment shares both); tests inject theirs.
+        let spender: any TokenSpender
+        if let tokens {
+            spender = tokens
+        } else if let credential {
+            spender = credential.spender
+        } else {
+            spender = try CredentialTokenSpender(keys: keys, database: database, clock: clock, logger: logger)
+        }
+        var blob: BlobService?
+        if services.contains(.blob) {
+            var settings = BlobService.Configuration(
+                directory: URL(fileURLWithPath: configuration.dataDirectory, isDirectory: true)
+                    .appendingPathComponent("blobs", isDirectory: true))
+            settings.maxBlobBytes = configuration.blobMaxBytes
+            settings.syncMaxBlobBytes = configuration.syncMaxBlobBytes
+            settings.ttl = configuration.blobTTL
+            settings.sweepInterval = configuration.blobSweepInterval
+            settings.uploadsPerAccountPerHour = configuration.blobUploadsPerHour
+            settings.bytesPerAccountPerHour = configuration.blobBytesPerHour
+            settings.allowAnonymousUploads = configuration.blobAllowAnonymousUploads
+            if settings.allowAnonymousUploads {
+                logger.warning("blob uploads need no credential (blob_allow_anonymous_uploads): benchmarks only")
+            }
+            // Sessions are identity-svc's, read from the shared store: usable when identity runs here or has
+            // migrated this store; otherwise uploads take rate-limit tokens only.
+            let migrated = try? database.queryOne(
+                "SELECT version FROM schema_migrations WHERE component = ?", [.text(IdentityService.component)])
+            let sessions = Sessions(
+                database: database, clock: clock, random: random, lifetime: configuration.sessionLifetime,
+                logger: logger.named("blob"))
+            var authenticate: (@Sendable (HTTPRequest) throws -> Session)?
+            if identity != nil || migrated != nil {
+                authenticate = { request in try sessions.authenticate(request) }
+            }
+            let service = try BlobService(
+                database: database, tokens: spender, authenticateSession: authenticate,
+                configuration: settings, clock: clock, random: random, logger: logger.named("blob"), metrics: metrics)
+            service.addRoutes(to: &router)
+            blob = service
+        }
         self.router = router
         self.log = log
         self.credential = credential
         self.identity = identity
+        self.blob = blob
     }
 
     /// The phone-verify keys cert-checking services pin: the configured one, else the local one when
@@ -169,8 +215,10 @@ public struct Application: Sendable {
             }
         }
         let server = try start()
+        let sweeper = blob.map { blob in Task { await blob.runSweeper() } }
         let signal = await Self.waitForTermination()
         logger.info("shutting down", ["signal": signal])
+        sweeper?.cancel()
         await server.shutdown()
         // Bindings still waiting for the next checkpoint are logged now rather than lost.
         await log?.flush()

@@ -8,9 +8,9 @@ import Transparency
 struct PixieServerCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pixie-server",
-        abstract: "The Pixie backend: phone-verify, identity (with key transparency) and credential services.",
+        abstract: "The Pixie backend: phone-verify, identity (with key transparency), credential and blob services.",
         discussion: """
-            `pixie-server` runs every service; `pixie-server phone-verify` or `pixie-server identity` runs one. \
+            `pixie-server` runs every service; `pixie-server phone-verify`, `pixie-server identity` or `pixie-server blob` runs one. \
             Settings come from (later wins) defaults, --config <file.json>, PIXIE_<SETTING> variables and flags; \
             `pixie-server serve --help` lists them. `pixie-server trust-bundle` prints the public keys devices pin.
             """,
@@ -38,7 +38,7 @@ func loadConfiguration(file: String?, flags: [(String, String?)]) throws -> Pixi
 struct Serve: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
-        abstract: "Run services (all of them unless some are named: phone-verify, identity, credential).",
+        abstract: "Run services (all unless some are named: phone-verify, identity, credential, blob).",
         discussion: "Settings:\n"
             + PixieConfiguration.settings.map { "  \($0.name.replacingOccurrences(of: "_", with: "-")): \($0.help)" }
             .joined(separator: "\n"))
@@ -73,6 +73,17 @@ struct Serve: ParsableCommand {
     @OptionalOption(name: .long("log-origin"), help: "The transparency log's origin.") var logOrigin: String?
     @OptionalOption(name: .long("checkpoint-interval-ms"), help: "Least milliseconds between checkpoints.")
     var checkpointIntervalMs: String?
+    @OptionalOption(name: .long("blob-max-bytes"), help: "Largest blob of other mime types.") var blobMaxBytes: String?
+    @OptionalOption(name: .long("sync-max-blob-bytes"), help: "Largest application/x-pixie-sync blob.")
+    var syncMaxBlobBytes: String?
+    @OptionalOption(name: .long("blob-ttl"), help: "Seconds a blob lives.") var blobTtl: String?
+    @OptionalOption(name: .long("blob-sweep-interval"), help: "Seconds between sweeps.") var blobSweepInterval: String?
+    @OptionalOption(name: .long("blob-uploads-per-hour"), help: "Uploads per account per hour.")
+    var blobUploadsPerHour: String?
+    @OptionalOption(name: .long("blob-bytes-per-hour"), help: "Bytes per account per hour.")
+    var blobBytesPerHour: String?
+    @OptionalOption(name: .long("blob-allow-anonymous-uploads"), help: "true for benchmarks only.")
+    var blobAllowAnonymousUploads: String?
 
     func run() async throws {
         let configuration = try loadConfiguration(
@@ -88,7 +99,10 @@ struct Serve: ParsableCommand {
                 ("approval_tokens_per_hour", approvalTokensPerHour), ("account_tokens_per_hour", accountTokensPerHour),
                 ("codes_per_number_per_hour", codesPerNumberPerHour),
                 ("client_requests_per_minute", clientRequestsPerMinute), ("log_origin", logOrigin),
-                ("checkpoint_interval_ms", checkpointIntervalMs),
+                ("checkpoint_interval_ms", checkpointIntervalMs), ("blob_max_bytes", blobMaxBytes),
+                ("sync_max_blob_bytes", syncMaxBlobBytes), ("blob_ttl", blobTtl),
+                ("blob_sweep_interval", blobSweepInterval), ("blob_uploads_per_hour", blobUploadsPerHour),
+                ("blob_bytes_per_hour", blobBytesPerHour), ("blob_allow_anonymous_uploads", blobAllowAnonymousUploads),
             ])
         let logger = Logger.standardError(service: "pixie-server", minimumLevel: configuration.logLevel)
         do {

@@ -37,7 +37,7 @@ struct Fixture {
 
     init(
         services: [PixieConfiguration.Service] = PixieConfiguration.Service.allCases, pinned: Bool = true,
-        configure: (inout PixieConfiguration) -> Void = { _ in }
+        tokens: (any TokenSpender)? = nil, configure: (inout PixieConfiguration) -> Void = { _ in }
     ) throws {
         var configuration = PixieConfiguration()
         configure(&configuration)
@@ -52,7 +52,7 @@ struct Fixture {
         database = try SQLiteDatabase.inMemory()
         application = try Application(
             configuration: configuration, keys: keys, database: database, sms: sms, clock: clock.clock,
-            logger: .discard)
+            logger: .discard, tokens: tokens)
     }
 
     func post(_ path: String, _ json: String, token: String? = nil) async -> HTTPResponse {

@@ -64,9 +64,11 @@ struct SchemathesisTests {
             "--max-examples", "30", "--suppress-health-check", "all", "--generation-database", "none",
             "--no-color", "--header", "Authorization: Bearer \(token)",
         ]
-        // Revoking ends the session, so that operation runs last, alone.
+        // Revoking ends the session, so that operation runs last, alone: without the stateful phase, which has
+        // no links to follow inside one operation (schemathesis counts that as an error).
         for selection in [
-            ["--exclude-path", "/v1/auth/sessions/revoke"], ["--include-path", "/v1/auth/sessions/revoke"],
+            ["--exclude-path", "/v1/auth/sessions/revoke"],
+            ["--include-path", "/v1/auth/sessions/revoke", "--phases", "examples,coverage,fuzzing"],
         ] {
             let run = try Self.run(schemathesis, common + selection, in: directory)
             if run.status != 0 {

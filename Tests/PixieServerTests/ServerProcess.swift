@@ -95,6 +95,9 @@ final class ServerProcess: Sendable {
         if process.isRunning { process.terminate() }
     }
 
+    /// The server's process id (for /proc/<pid>/status).
+    var processIdentifier: Int32 { process.processIdentifier }
+
     /// Everything the server wrote to standard error so far.
     var logText: String { log.text }
 

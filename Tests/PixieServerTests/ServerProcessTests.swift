@@ -69,7 +69,8 @@ struct ServerProcessTests {
         let server = try ServerProcess(dataDirectory: directory, extraArguments: ["--checkpoint-interval-ms", "5"])
         defer { _ = server.terminate() }
 
-        // A first device creates an account over real HTTP: three bindings reach the log.
+        // A first device creates an account over real HTTP: three bindings reach the log, after the OPRF key
+        // list credential-svc logged at start.
         let number = "+14155550123"
         let started = try await server.request("POST", "/v1/phone/verifications", json: ["phone_number": number])
         let verificationID = try #require(started.body.jsonObject["verification_id"] as? String)
@@ -105,7 +106,7 @@ struct ServerProcessTests {
         #expect(audit.status == 0, "\(audit.err)")
         let result = try #require(try JSONSerialization.jsonObject(with: Data(audit.out.utf8)) as? [String: Any])
         #expect(result["ok"] as? Bool == true)
-        #expect(result["entries"] as? Int == 3)
+        #expect(result["entries"] as? Int == 4)  // the OPRF key list (logged at start) and the account's three
 
         // Another server's bundle: the checkpoints do not verify, and the audit says so.
         let otherDirectory = try ServerProcess.temporaryDirectory()

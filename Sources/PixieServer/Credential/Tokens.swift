@@ -221,6 +221,18 @@ public struct CredentialTokenSpender: TokenSpender {
         self.logger = logger
     }
 
+    /// The spender of a process that does not run credential-svc itself (the relay or blob-svc alone): the
+    /// same OPRF key from the shared key directory, the same spent set in the shared store.
+    public init(keys: ServiceKeys, database: any SQLDatabase, clock: PixieClock, logger: Logger) throws(ServerError) {
+        do {
+            try database.migrate(component: "credential", migrations: TokenIssuance.migrations)
+        } catch {
+            throw ServerError(.storage, "credential's tables could not be migrated: \(error)")
+        }
+        self.init(
+            issuers: [TokenIssuer(privateKey: keys.tokenOPRF)], database: database, clock: clock, logger: logger)
+    }
+
     public func spend(_ raw: Data) async throws(HTTPError) {
         guard let token = try? Token(rawRepresentation: raw), let issuer = issuers[token.tokenKeyID],
             issuer.verify(token)

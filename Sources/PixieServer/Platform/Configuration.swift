@@ -13,6 +13,7 @@ public struct PixieConfiguration: Sendable, Equatable {
         case phoneVerify = "phone-verify"
         case identity
         case credential
+        case blob
 
         public static func < (lhs: Service, rhs: Service) -> Bool {
             allCases.firstIndex(of: lhs)! < allCases.firstIndex(of: rhs)!
@@ -55,6 +56,21 @@ public struct PixieConfiguration: Sendable, Equatable {
     public var logOrigin = "pixie.localhost/kt"
     /// The least time between two checkpoints; a binding waits up to this long to be logged.
     public var checkpointInterval: Duration = .seconds(1)
+    /// blob-svc: the cap for uploads of any mime type but `application/x-pixie-sync`.
+    public var blobMaxBytes = 16 << 20
+    /// blob-svc: the cap for `application/x-pixie-sync` (a sealed whole-device snapshot).
+    public var syncMaxBlobBytes = 4 << 30
+    /// blob-svc: how long a blob lives after its upload.
+    public var blobTTL: TimeInterval = 86_400
+    /// blob-svc: how often expired blobs are deleted.
+    public var blobSweepInterval: Duration = .seconds(60)
+    /// blob-svc: uploads one account may make per hour with a session.
+    public var blobUploadsPerHour = 60
+    /// blob-svc: bytes one account may upload per hour with a session.
+    public var blobBytesPerHour: Int64 = 16 << 30
+    /// blob-svc: take uploads with no credential at all. For benchmarks and local development only, until
+    /// credential-svc issues rate-limit tokens; the server logs a warning when it is on.
+    public var blobAllowAnonymousUploads = false
 
     public init() {}
 
@@ -62,7 +78,7 @@ public struct PixieConfiguration: Sendable, Equatable {
     public static let settings: [(name: String, help: String)] = [
         ("data_dir", "directory for the store, the keys and the development SMS outbox (default pixie-data)"),
         ("port", "TCP port on 127.0.0.1 (default 8080; 0 picks a free one)"),
-        ("services", "comma-separated services to run: phone-verify,identity,credential (default all)"),
+        ("services", "comma-separated services to run: phone-verify,identity,credential,blob (default all)"),
         ("phone_verify_key", "pinned phone-verify public key, base64url (default: the local one, if it runs here)"),
         ("sms_webhook_url", "SMS gateway webhook URL (default: the development outbox file)"),
         ("sms_webhook_secret", "bearer secret sent to the SMS webhook"),
@@ -82,6 +98,16 @@ public struct PixieConfiguration: Sendable, Equatable {
         ("client_requests_per_minute", "requests per minute per client address on counted endpoints (default 60)"),
         ("log_origin", "the transparency log's origin, in its checkpoints (default pixie.localhost/kt)"),
         ("checkpoint_interval_ms", "least milliseconds between transparency checkpoints (default 1000)"),
+        ("blob_max_bytes", "largest blob of any mime type but the sync one, in bytes (default 16777216)"),
+        ("sync_max_blob_bytes", "largest application/x-pixie-sync blob, in bytes (default 4294967296)"),
+        ("blob_ttl", "seconds a blob lives after its upload (default 86400)"),
+        ("blob_sweep_interval", "seconds between sweeps of expired blobs (default 60)"),
+        ("blob_uploads_per_hour", "blob uploads per account per hour with a session (default 60)"),
+        ("blob_bytes_per_hour", "blob bytes per account per hour with a session (default 17179869184)"),
+        (
+            "blob_allow_anonymous_uploads",
+            "true to take blob uploads with no credential: benchmarks only (default false)"
+        ),
     ]
 
     /// Sets one setting from text; `source` names where it came from in the error.
@@ -161,6 +187,25 @@ public struct PixieConfiguration: Sendable, Equatable {
         case "checkpoint_interval_ms":
             guard let number = Int(value), (1...60_000).contains(number) else { throw fail("1 to 60000") }
             checkpointInterval = .milliseconds(number)
+        case "blob_max_bytes":
+            guard let number = Int(value), number >= 0 else { throw fail("a number of bytes, 0 or more") }
+            blobMaxBytes = number
+        case "sync_max_blob_bytes":
+            guard let number = Int(value), number >= 0 else { throw fail("a number of bytes, 0 or more") }
+            syncMaxBlobBytes = number
+        case "blob_ttl": blobTTL = try seconds()
+        case "blob_sweep_interval":
+            guard let number = Int(value), number > 0 else { throw fail("a number of seconds above 0") }
+            blobSweepInterval = .seconds(number)
+        case "blob_uploads_per_hour":
+            guard let number = Int(value), number > 0 else { throw fail("a whole number above 0") }
+            blobUploadsPerHour = number
+        case "blob_bytes_per_hour":
+            guard let number = Int64(value), number > 0 else { throw fail("a number of bytes above 0") }
+            blobBytesPerHour = number
+        case "blob_allow_anonymous_uploads":
+            guard let flag = Bool(value.lowercased()) else { throw fail("true or false") }
+            blobAllowAnonymousUploads = flag
         case "client_requests_per_minute":
             guard let number = Int(value), number > 0 else { throw fail("a whole number above 0") }
             clientRequestsPerMinute = number

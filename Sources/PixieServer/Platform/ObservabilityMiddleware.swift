@@ -2,8 +2,10 @@ import Foundation
 import HTTPServer
 
 /// Logs every request as one JSON line and counts it in `/metrics`: requests by route and status, and a
-/// latency histogram. A 5xx is logged at error level. The route label is the path for answered requests and
-/// `unmatched` for 404/405, so a scan of random paths cannot grow the metrics without bound.
+/// latency histogram. A 5xx is logged at error level. The route label is the matched route's pattern
+/// (``HTTPServer/HTTPRequest/route``, `/v1/blobs/:blob_id`), never the path, and `unmatched` where no route
+/// matches (404/405), so neither a scan of random paths nor identifiers in paths can grow the metrics without
+/// bound.
 struct ObservabilityMiddleware: HTTPMiddleware {
     let logger: Logger
     let metrics: Metrics
@@ -33,7 +35,7 @@ struct ObservabilityMiddleware: HTTPMiddleware {
         }
         let elapsed = start.duration(to: .now)
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        let route = [404, 405].contains(response.status.code) ? "unmatched" : request.path
+        let route = request.route ?? "unmatched"
         metrics.increment(
             "pixie_http_requests_total",
             labels: ["method": request.method.rawValue, "route": route, "status": String(response.status.code)])
