@@ -161,3 +161,24 @@ struct CredentialTokenTests {
         #expect(badCert.status == .unauthorized)
     }
 }
+
+@Suite("credential-svc tokens spent by blob-svc")
+struct TokenSpendingTests {
+    @Test func aBlobUploadSpendsARealTokenOnce() async throws {
+        let fixture = try Fixture()
+        let client = try await fixture.tokenClient()
+        let (_, tokens) = try await fixture.approvalTokens(client, cert: try await fixture.phoneCert())
+        let token = try #require(tokens.first).rawRepresentation.base64URLEncodedString()
+        func upload() async -> HTTPResponse {
+            await fixture.router.test(
+                .post, "/v1/blobs",
+                headers: ["Content-Type": "application/x-pixie-sync", "Authorization": "PrivateToken token=\(token)"],
+                body: Data("sealed snapshot".utf8))
+        }
+        let first = await upload()
+        #expect(first.status == .created, "\(first.bodyText)")
+        let second = await upload()
+        #expect(second.status == .conflict)
+        #expect(second.errorCode == "token_spent")
+    }
+}
