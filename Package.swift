@@ -166,7 +166,7 @@ let package = Package(
             name: "PixieServerTests",
             dependencies: [
                 "PixieServer", "PixieWire", "HTTPServer", "Storage", "WebAuthn", "SiblingsCrypto", "CommandLineKit",
-                "Transparency",
+                "Transparency", "SiblingsTestSupport",
             ],
             swiftSettings: strict),
         .testTarget(

@@ -37,12 +37,21 @@ public struct Application: Sendable {
             }
             ?? DevelopmentSMSSink(
                 outbox: root.appendingPathComponent("sms-outbox.jsonl"), logger: logger.named("phone-verify"))
-        return try Application(configuration: configuration, keys: keys, database: database, sms: sms, logger: logger)
+        let push: any PushGateway =
+            configuration.relayPushWebhookURL.map {
+                WebhookPushGateway(url: $0, bearerSecret: configuration.relayPushWebhookSecret)
+            } ?? RecordingPushGateway(logger: logger.named("relay"))
+        return try Application(
+            configuration: configuration, keys: keys, database: database, sms: sms, tokens: nil, push: push,
+            logger: logger)
     }
 
+    /// `tokens` is the relay's ``TokenSpender``; nil means the one `relay_tokens` names (refuse every SEND, or
+    /// the development-only spender). `push` is the relay's ``PushGateway`` (default: record and log).
     public init(
         configuration: PixieConfiguration, keys: ServiceKeys, database: any SQLDatabase, sms: any SMSSender,
-        clock: PixieClock = .system, random: any SecureRandomSource = SystemRandom(), logger: Logger,
+        tokens: (any TokenSpender)? = nil, push: (any PushGateway)? = nil, clock: PixieClock = .system,
+        random: any SecureRandomSource = SystemRandom(), logger: Logger,
         metrics: Metrics = Metrics()
     ) throws(ServerError) {
         self.configuration = configuration
@@ -104,6 +113,34 @@ public struct Application: Sendable {
             service.addRoutes(to: &router)
             identity = service
         }
+        if services.contains(.relay) {
+            let relayLogger = logger.named("relay")
+            let spender: any TokenSpender
+            if let tokens {
+                spender = tokens
+            } else {
+                switch configuration.relayTokens {
+                case .none:
+                    spender = RefusingTokenSpender()
+                    relayLogger.warning(
+                        "no token verifier: the relay refuses every SEND until credential-svc provides one",
+                        ["relay_tokens": "none"])
+                case .insecureDev:
+                    spender = InsecureDevelopmentTokenSpender()
+                    relayLogger.warning(
+                        "DEVELOPMENT ONLY: relay_tokens=insecure-dev accepts ANY token once; never run this in production",
+                        ["relay_tokens": "insecure-dev"])
+                }
+            }
+            var settings = RelayService.Configuration()
+            settings.maximumSubjects = configuration.relayMaximumSubjects
+            settings.maximumPayloadBytes = configuration.relayMaximumPayloadBytes
+            settings.maximumQueuedFrames = configuration.relayMaximumQueuedFrames
+            RelayService(
+                configuration: settings, tokens: spender, push: push ?? RecordingPushGateway(logger: relayLogger),
+                logger: relayLogger, metrics: metrics
+            ).addRoutes(to: &router)
+        }
         self.router = router
         self.log = log
         self.identity = identity
@@ -128,7 +165,7 @@ public struct Application: Sendable {
                 responder: router,
                 configuration: HTTPServer.Configuration(
                     port: configuration.port, maximumBodySize: configuration.maximumBodyBytes,
-                    connectionLimit: 256, responderTimeout: .seconds(configuration.requestTimeout)))
+                    connectionLimit: 1024, responderTimeout: .seconds(configuration.requestTimeout)))
         } catch {
             throw ServerError(.listen, error.reason)
         }

@@ -8,9 +8,9 @@ import Transparency
 struct PixieServerCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pixie-server",
-        abstract: "The Pixie backend: phone-verify and identity services over HTTP on 127.0.0.1.",
+        abstract: "The Pixie backend: phone-verify, identity and relay services over HTTP on 127.0.0.1.",
         discussion: """
-            `pixie-server` runs every service; `pixie-server phone-verify` or `pixie-server identity` runs one. \
+            `pixie-server` runs every service; `pixie-server phone-verify`, `pixie-server identity` or `pixie-server relay` runs one. \
             Settings come from (later wins) defaults, --config <file.json>, PIXIE_<SETTING> variables and flags; \
             `pixie-server serve --help` lists them. `pixie-server trust-bundle` prints the public keys devices pin.
             """,
@@ -38,7 +38,7 @@ func loadConfiguration(file: String?, flags: [(String, String?)]) throws -> Pixi
 struct Serve: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
-        abstract: "Run services (all of them unless some are named: phone-verify, identity).",
+        abstract: "Run services (all of them unless some are named: phone-verify, identity, relay).",
         discussion: "Settings:\n"
             + PixieConfiguration.settings.map { "  \($0.name.replacingOccurrences(of: "_", with: "-")): \($0.help)" }
             .joined(separator: "\n"))
@@ -70,6 +70,18 @@ struct Serve: ParsableCommand {
     @OptionalOption(name: .long("log-origin"), help: "The transparency log's origin.") var logOrigin: String?
     @OptionalOption(name: .long("checkpoint-interval-ms"), help: "Least milliseconds between checkpoints.")
     var checkpointIntervalMs: String?
+    @OptionalOption(name: .long("relay-max-subjects"), help: "Subjects per relay connection.")
+    var relayMaxSubjects: String?
+    @OptionalOption(name: .long("relay-max-payload-bytes"), help: "Longest relay SEND payload.")
+    var relayMaxPayloadBytes: String?
+    @OptionalOption(name: .long("relay-max-queued-frames"), help: "Frames queued per relay connection.")
+    var relayMaxQueuedFrames: String?
+    @OptionalOption(name: .long("relay-tokens"), help: "none, or insecure-dev (DEVELOPMENT ONLY).")
+    var relayTokens: String?
+    @OptionalOption(name: .long("relay-push-webhook-url"), help: "Push provider webhook URL.")
+    var relayPushWebhookUrl: String?
+    @OptionalOption(name: .long("relay-push-webhook-secret"), help: "Bearer secret for the push webhook.")
+    var relayPushWebhookSecret: String?
 
     func run() async throws {
         let configuration = try loadConfiguration(
@@ -83,7 +95,10 @@ struct Serve: ParsableCommand {
                 ("grant_lifetime", grantLifetime), ("session_lifetime", sessionLifetime),
                 ("request_timeout", requestTimeout), ("codes_per_number_per_hour", codesPerNumberPerHour),
                 ("client_requests_per_minute", clientRequestsPerMinute), ("log_origin", logOrigin),
-                ("checkpoint_interval_ms", checkpointIntervalMs),
+                ("checkpoint_interval_ms", checkpointIntervalMs), ("relay_max_subjects", relayMaxSubjects),
+                ("relay_max_payload_bytes", relayMaxPayloadBytes), ("relay_max_queued_frames", relayMaxQueuedFrames),
+                ("relay_tokens", relayTokens), ("relay_push_webhook_url", relayPushWebhookUrl),
+                ("relay_push_webhook_secret", relayPushWebhookSecret),
             ])
         let logger = Logger.standardError(service: "pixie-server", minimumLevel: configuration.logLevel)
         do {

@@ -12,6 +12,7 @@ public struct PixieConfiguration: Sendable, Equatable {
     public enum Service: String, Sendable, CaseIterable, Comparable {
         case phoneVerify = "phone-verify"
         case identity
+        case relay
 
         public static func < (lhs: Service, rhs: Service) -> Bool {
             allCases.firstIndex(of: lhs)! < allCases.firstIndex(of: rhs)!
@@ -48,6 +49,25 @@ public struct PixieConfiguration: Sendable, Equatable {
     public var logOrigin = "pixie.localhost/kt"
     /// The least time between two checkpoints; a binding waits up to this long to be logged.
     public var checkpointInterval: Duration = .seconds(1)
+    /// Subjects one relay connection may hold at once.
+    public var relayMaximumSubjects = 16
+    /// The longest payload one relay SEND may carry, in bytes.
+    public var relayMaximumPayloadBytes = 64 << 10
+    /// Frames waiting for one relay connection before it is closed as a slow consumer.
+    public var relayMaximumQueuedFrames = 256
+    /// How the relay checks SEND tokens.
+    public var relayTokens: RelayTokens = .none
+    /// The push provider's webhook; when nil, wakes are only logged (development).
+    public var relayPushWebhookURL: URL?
+    public var relayPushWebhookSecret: String?
+
+    /// How the relay checks the rate-limit token on every SEND.
+    public enum RelayTokens: String, Sendable, Equatable {
+        /// No verifier (the default until credential-svc provides one): every SEND is refused, fail closed.
+        case none
+        /// DEVELOPMENT ONLY: any non-empty token is accepted once. Logged as a warning at start.
+        case insecureDev = "insecure-dev"
+    }
 
     public init() {}
 
@@ -55,7 +75,7 @@ public struct PixieConfiguration: Sendable, Equatable {
     public static let settings: [(name: String, help: String)] = [
         ("data_dir", "directory for the store, the keys and the development SMS outbox (default pixie-data)"),
         ("port", "TCP port on 127.0.0.1 (default 8080; 0 picks a free one)"),
-        ("services", "comma-separated services to run: phone-verify,identity (default all)"),
+        ("services", "comma-separated services to run: phone-verify,identity,relay (default all)"),
         ("phone_verify_key", "pinned phone-verify public key, base64url (default: the local one, if it runs here)"),
         ("sms_webhook_url", "SMS gateway webhook URL (default: the development outbox file)"),
         ("sms_webhook_secret", "bearer secret sent to the SMS webhook"),
@@ -72,6 +92,15 @@ public struct PixieConfiguration: Sendable, Equatable {
         ("client_requests_per_minute", "requests per minute per client address on counted endpoints (default 60)"),
         ("log_origin", "the transparency log's origin, in its checkpoints (default pixie.localhost/kt)"),
         ("checkpoint_interval_ms", "least milliseconds between transparency checkpoints (default 1000)"),
+        ("relay_max_subjects", "subjects one relay connection may hold (default 16)"),
+        ("relay_max_payload_bytes", "longest relay SEND payload in bytes (default 65536)"),
+        ("relay_max_queued_frames", "frames queued for one relay connection before it is closed (default 256)"),
+        (
+            "relay_tokens",
+            "none (refuse every SEND until a verifier exists) or insecure-dev (DEVELOPMENT ONLY: any token once)"
+        ),
+        ("relay_push_webhook_url", "push provider webhook URL (default: wakes are only logged)"),
+        ("relay_push_webhook_secret", "bearer secret sent to the push webhook"),
     ]
 
     /// Sets one setting from text; `source` names where it came from in the error.
@@ -144,6 +173,27 @@ public struct PixieConfiguration: Sendable, Equatable {
         case "checkpoint_interval_ms":
             guard let number = Int(value), (1...60_000).contains(number) else { throw fail("1 to 60000") }
             checkpointInterval = .milliseconds(number)
+        case "relay_max_subjects":
+            guard let number = Int(value), (1...1024).contains(number) else { throw fail("1 to 1024") }
+            relayMaximumSubjects = number
+        case "relay_max_payload_bytes":
+            guard let number = Int(value), (1024...(16 << 20)).contains(number) else {
+                throw fail("a number of bytes from 1024 to 16777216")
+            }
+            relayMaximumPayloadBytes = number
+        case "relay_max_queued_frames":
+            guard let number = Int(value), (1...65_536).contains(number) else { throw fail("1 to 65536") }
+            relayMaximumQueuedFrames = number
+        case "relay_tokens":
+            guard let mode = RelayTokens(rawValue: value) else { throw fail("none or insecure-dev") }
+            relayTokens = mode
+        case "relay_push_webhook_url":
+            guard let url = URL(string: value), ["http", "https"].contains(url.scheme ?? ""), url.host != nil else {
+                throw fail("an http or https URL")
+            }
+            relayPushWebhookURL = url
+        case "relay_push_webhook_secret":
+            relayPushWebhookSecret = value
         case "client_requests_per_minute":
             guard let number = Int(value), number > 0 else { throw fail("a whole number above 0") }
             clientRequestsPerMinute = number

@@ -1,0 +1,146 @@
+import Foundation
+import HTTPServer
+import PixieServer
+import PixieWire
+import SiblingsTestSupport
+import Storage
+import Testing
+
+@Suite("Relay: malformed frames, limits, and an outside client")
+struct RelayProtocolTests {
+    /// Sends `bytes` and expects an ERROR with `code`, then the close `closeCode` (nil: the connection stays).
+    func expectRefusal(
+        _ bytes: Data, code: RelayErrorCode, closeCode: WebSocketCloseCode?, relay: RelayHarness
+    ) async throws {
+        let client = try await relay.connect()
+        try await client.socket.send(binary: bytes)
+        let answer = try await client.next()
+        guard case .error(_, let got, let reason) = answer else {
+            Issue.record("\(bytes.prefix(8).map { String($0, radix: 16) }) was answered \(answer), not an ERROR")
+            return
+        }
+        #expect(got == code, "the ERROR was \(got): \(reason)")
+        #expect(!reason.isEmpty)
+        if let closeCode {
+            #expect(try await client.socket.receive() == nil)
+            #expect(client.socket.closeCode == closeCode)
+        } else {
+            #expect(try await client.request { .ping(requestID: $0) } == .ok(requestID: 1))
+            await client.close()
+        }
+    }
+
+    @Test("malformed frames get an ERROR and a close 1002; text gets 1003; too long gets 1009")
+    func malformed() async throws {
+        let relay = try RelayHarness(maximumPayloadBytes: 2048)
+        let subject = randomSubject().rawRepresentation
+        let id = Data([0, 0, 0, 5])
+        let cases: [(Data, RelayErrorCode)] = [
+            (Data(), .malformed),
+            (Data([0x01, 0, 0]), .malformed),
+            (Data([0x09]) + id, .unknownType),
+            (Data([0x81]) + id + subject, .unknownType),
+            (Data([0x01]) + id + subject.prefix(31), .malformed),
+            (Data([0x01]) + id + subject + Data([0, 0, 0xff]), .malformed),
+            (Data([0x01]) + id + subject + Data([0x02, 0x01]), .malformed),
+            (Data([0x02]) + id + subject + Data([0]), .malformed),
+            (Data([0x03]) + id + subject + Data([7, 0, 1, 1]), .malformed),
+            (Data([0x03]) + id + subject + Data([0, 0, 0]), .malformed),
+            (Data([0x03]) + id + subject + Data([0, 0, 9, 1]), .malformed),
+            (Data([0x04]) + id + Data([0]), .malformed),
+        ]
+        for (bytes, code) in cases {
+            try await expectRefusal(bytes, code: code, closeCode: .protocolError, relay: relay)
+        }
+        // A text message is not a relay frame.
+        let text = try await relay.connect()
+        try await text.socket.send(text: "SUBSCRIBE")
+        #expect(try await text.socket.receive() == nil)
+        #expect(text.socket.closeCode == .unsupportedData)
+        // A message past the frame limit closes with 1009 before it is read.
+        let big = try await relay.connect()
+        try await big.socket.send(binary: Data(repeating: 0, count: 2048 + 1025))
+        _ = try? await big.socket.receive()
+        #expect(big.socket.closeCode == .messageTooBig)
+        #expect(relay.metrics.counter("pixie_relay_frames_dropped_total", labels: ["reason": "malformed"]) == 10)
+        #expect(relay.metrics.counter("pixie_relay_frames_dropped_total", labels: ["reason": "unknown_type"]) == 2)
+        try await relay.waitForNoConnections()
+        await relay.server.shutdown()
+    }
+
+    @Test("limits: too many subjects, a payload too large, unsubscribing a stranger's subject")
+    func limits() async throws {
+        let relay = try RelayHarness(maximumSubjects: 2, maximumPayloadBytes: 2048)
+        let client = try await relay.connect()
+        try await client.subscribe(randomSubject())
+        try await client.subscribe(randomSubject())
+        guard case .error(3, .tooManySubjects, _) = try await client.subscribe(randomSubject()) else {
+            Issue.record("a third subject was accepted")
+            return
+        }
+        let token = relay.token()
+        guard
+            case .error(4, .frameTooLarge, _) = try await client.send(
+                Data(count: 2049), to: randomSubject(), token: token)
+        else {
+            Issue.record("a payload past the limit was accepted")
+            return
+        }
+        guard
+            case .error(5, .notSubscribed, _) = try await client.request({
+                .unsubscribe(requestID: $0, subject: randomSubject())
+            })
+        else {
+            Issue.record("unsubscribing an unknown subject was accepted")
+            return
+        }
+        // The refused SEND did not spend its token.
+        #expect(try await client.send(Data(count: 2048), to: randomSubject(), token: token) == .ok(requestID: 6))
+        await client.close()
+        await relay.server.shutdown()
+    }
+
+    @Test("without a token verifier every SEND is refused (fail closed)")
+    func noVerifier() async throws {
+        var configuration = PixieConfiguration()
+        configuration.services = [.relay]
+        let application = try Application(
+            configuration: configuration, keys: ServiceKeys.generate(), database: try SQLiteDatabase.inMemory(),
+            sms: RecordingSMSSender(), logger: .discard)
+        let server = try HTTPServer(responder: application.router)
+        let client = RelayTestClient(socket: try await WebSocketClient.connect(port: server.port, path: "/v1/relay"))
+        guard case .error(1, .unavailable, _) = try await client.send(Data(), to: randomSubject(), token: Data([1]))
+        else {
+            Issue.record("a SEND went through without a verifier")
+            return
+        }
+        await client.close()
+        await server.shutdown()
+    }
+
+    @Test("Python websockets, framing by the spec: subscribe, send, deliver, spent token, ping")
+    func pythonClient() async throws {
+        let relay = try RelayHarness()
+        let first = relay.token()
+        let second = relay.token()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try ReferenceOracle.python())
+        process.arguments = [
+            Vectors.packageRoot.appendingPathComponent("Tests/Reference/relay_interop.py").path, String(relay.port),
+            first.map { String(format: "%02x", $0) }.joined(), second.map { String(format: "%02x", $0) }.joined(),
+        ]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let text = await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                let data = output.fileHandleForReading.readDataToEndOfFile()
+                process.waitUntilExit()
+                continuation.resume(returning: String(decoding: data, as: UTF8.self))
+            }
+        }
+        #expect(process.terminationStatus == 0, "relay_interop.py failed; its error output says why")
+        #expect(text.contains(#""ok": true"#))
+        await relay.server.shutdown()
+    }
+}
