@@ -21,6 +21,7 @@ let package = Package(
         .executable(name: "age-swift", targets: ["age-swift"]),
         .executable(name: "sempere", targets: ["sempere"]),
         .executable(name: "pixie-server", targets: ["pixie-server"]),
+        .executable(name: "relay-bench", targets: ["relay-bench"]),
     ],
     targets: [
         // C libraries from Debian, one `.systemLibrary` each (../shared/STYLE.md, "Wrapping C").
@@ -48,6 +49,12 @@ let package = Package(
             name: "CSQLite",
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
+        ),
+        // The NATS C client: raw pub/sub beside the relay in relay-bench (the relay's bus may move to NATS).
+        .systemLibrary(
+            name: "CNATS",
+            pkgConfig: "libnats",
+            providers: [.apt(["libnats-dev"])]
         ),
 
         // valgrind client requests for the constant-time check (no-ops outside valgrind).
@@ -103,6 +110,11 @@ let package = Package(
         // The Pixie backend in one process, or one service alone (README.md, docs/operations.md).
         .executableTarget(
             name: "pixie-server", dependencies: ["PixieServer", "CommandLineKit", "Transparency"],
+            swiftSettings: strict),
+
+        // Token-gated relay sends beside raw NATS pub/sub, 1 KiB frames, p50/p99 (scripts/bench-relay.sh).
+        .executableTarget(
+            name: "relay-bench", dependencies: ["HTTPServer", "PixieWire", "CNATS", "CommandLineKit"],
             swiftSettings: strict),
 
         // The Sempere command-line program (README.md, "Sempere from the terminal").

@@ -28,6 +28,8 @@ apt_packages=(
     wamerican-small # /usr/share/dict/american-english-small, the source of scripts/make-wordlist.py
     libmicrohttpd-dev # CMicroHTTPD: the HTTP server under the HTTPServer module (pixie-server)
     libsqlite3-dev # CSQLite: the Storage module's embedded database (pixie-server --data-dir)
+    libnats-dev    # CNATS: the NATS C client, raw pub/sub beside the relay in relay-bench
+    nats-server    # the NATS server scripts/bench-relay.sh runs the relay beside
 )
 
 say() { printf 'setup: %s\n' "$*" >&2; }
