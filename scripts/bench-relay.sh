@@ -3,11 +3,13 @@
 #
 # Starts nats-server and pixie-server (relay only, relay_tokens=insecure-dev: DEVELOPMENT ONLY, so tokens
 # are free to make) on free ports, then runs relay-bench: the same driver for both, one publisher and one
-# subscriber connection, COUNT messages of SIZE bytes with at most WINDOW in flight; messages/s and p50/p99
-# delivery latency, as a Markdown table. The issue's target is relay >= 50% of raw NATS.
+# subscriber connection, COUNT messages of SIZE bytes with at most WINDOW in flight (each of WINDOWS in turn:
+# 64 is throughput under pipelining, 1 is one message at a time, the unloaded latency); messages/s and
+# p50/p99 delivery latency, as Markdown tables. The issue's target is relay >= 50% of raw NATS.
 #
 # Environment: CONFIG (debug or release, default release), COUNT (default 20000), SIZE (default 1024),
-# WINDOW (default 64). Needs nats-server and libnats-dev (./scripts/setup.sh). Under a minute after the build.
+# WINDOWS (default "64 1"). Needs nats-server and libnats-dev (./scripts/setup.sh). Under a minute after the
+# build.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -49,5 +51,10 @@ for _ in $(seq 50); do
 done
 grep -q "insecure-dev" "$work/server.log" && say "pixie-server warned: $(grep -o 'DEVELOPMENT ONLY[^"]*' "$work/server.log" | head -1)"
 say "nats-server on $nats_port, pixie-server relay on $relay_port"
-"$bin/relay-bench" --relay-port "$relay_port" --nats-port "$nats_port" --count "${COUNT:-20000}" \
-    --size "${SIZE:-1024}" --window "${WINDOW:-64}"
+for window in ${WINDOWS:-64 1}; do
+    echo
+    echo "window $window:"
+    echo
+    "$bin/relay-bench" --relay-port "$relay_port" --nats-port "$nats_port" --count "${COUNT:-20000}" \
+        --size "${SIZE:-1024}" --window "$window"
+done

@@ -201,8 +201,14 @@ final class NATSLink: @unchecked Sendable {
         self.subject = subject
         self.recorder = recorder
         let url = "nats://127.0.0.1:\(port)"
-        try check(natsConnection_ConnectTo(&publisher, url), "connect the publisher to \(url)")
-        try check(natsConnection_ConnectTo(&subscriber, url), "connect the subscriber to \(url)")
+        // Each publish is written at once (no batching by libnats' flusher), as the relay client writes each frame.
+        var options: OpaquePointer?
+        try check(natsOptions_Create(&options), "create options")
+        defer { natsOptions_Destroy(options) }
+        try check(natsOptions_SetURL(options, url), "set the URL \(url)")
+        try check(natsOptions_SetSendAsap(options, true), "set SendAsap")
+        try check(natsConnection_Connect(&publisher, options), "connect the publisher to \(url)")
+        try check(natsConnection_Connect(&subscriber, options), "connect the subscriber to \(url)")
         try check(
             natsConnection_Subscribe(
                 &subscription, subscriber, subject,
