@@ -144,3 +144,57 @@ struct RelayProtocolTests {
         await relay.server.shutdown()
     }
 }
+
+@Suite("Relay: settings and pixie-server relay alone")
+struct RelayProcessTests {
+    @Test("relay settings parse, and refuse what does not")
+    func settings() throws {
+        var configuration = PixieConfiguration()
+        #expect(configuration.services.contains(.relay))
+        #expect(configuration.relayTokens == .none)
+        try configuration.set("services", "relay", source: "test")
+        try configuration.set("relay_tokens", "insecure-dev", source: "test")
+        try configuration.set("relay_max_subjects", "4", source: "test")
+        try configuration.set("relay_max_queued_frames", "32", source: "test")
+        try configuration.set("relay_max_payload_bytes", "4096", source: "test")
+        try configuration.set("relay_push_webhook_url", "https://push.example/wake", source: "test")
+        #expect(configuration.services == [.relay])
+        #expect(configuration.relayTokens == .insecureDev)
+        #expect(configuration.relayMaximumSubjects == 4)
+        #expect(configuration.relayMaximumQueuedFrames == 32)
+        #expect(configuration.relayMaximumPayloadBytes == 4096)
+        for (name, value) in [
+            ("relay_tokens", "any"), ("relay_max_subjects", "0"), ("relay_max_payload_bytes", "10"),
+            ("relay_push_webhook_url", "ftp://x"),
+        ] {
+            #expect(throws: ServerError.self) { try configuration.set(name, value, source: "test") }
+        }
+    }
+
+    @Test("pixie-server relay alone serves /v1/relay and warns loudly about insecure-dev tokens")
+    func relayAlone() async throws {
+        let directory = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let server = try ServerProcess(
+            dataDirectory: directory, extraArguments: ["relay", "--relay-tokens", "insecure-dev"])
+        #expect(server.logText.contains("DEVELOPMENT ONLY"))
+        #expect(server.logText.contains(#""services":"relay""#))
+        let port = UInt16(server.address.port!)
+        let listener = RelayTestClient(socket: try await WebSocketClient.connect(port: port, path: "/v1/relay"))
+        let sender = RelayTestClient(socket: try await WebSocketClient.connect(port: port, path: "/v1/relay"))
+        let subject = randomSubject()
+        #expect(try await listener.subscribe(subject) == .ok(requestID: 1))
+        #expect(try await sender.send(Data("hi".utf8), to: subject, token: Data("t1".utf8)) == .ok(requestID: 1))
+        #expect(try await listener.next() == .deliver(subject: subject, wake: .silent, payload: Data("hi".utf8)))
+        guard case .error(2, .tokenSpent, _) = try await sender.send(Data(), to: subject, token: Data("t1".utf8))
+        else {
+            Issue.record("insecure-dev accepted a token twice")
+            return
+        }
+        // Only the relay runs: identity's routes are absent.
+        #expect(try await server.request("GET", "/v1/sync/siblings").status == 404)
+        await listener.close()
+        await sender.close()
+        #expect(server.terminate() == 0)
+    }
+}

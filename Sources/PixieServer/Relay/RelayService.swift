@@ -85,7 +85,11 @@ public final class RelayService: Sendable {
     /// Runs one connection until the peer leaves or breaks the protocol.
     func serve(_ socket: WebSocket) async {
         metrics.increment("pixie_relay_connections")
-        defer { metrics.increment("pixie_relay_connections", by: -1) }
+        logger.debug("relay connection opened")
+        defer {
+            metrics.increment("pixie_relay_connections", by: -1)
+            logger.debug("relay connection closed", ["close_code": socket.closeCode.map { "\($0)" } ?? "none"])
+        }
         let connection = RelayConnection(configuration: configuration) { [metrics, logger, configuration] reason in
             metrics.increment("pixie_relay_slow_consumers_total")
             logger.warning(
