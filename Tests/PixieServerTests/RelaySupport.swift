@@ -18,7 +18,10 @@ struct RelayHarness {
     let application: Application
     let server: HTTPServer
 
-    init(maximumQueuedFrames: Int = 256, maximumSubjects: Int = 16, maximumPayloadBytes: Int = 64 << 10) throws {
+    init(
+        maximumQueuedFrames: Int = 256, maximumSubjects: Int = 16, maximumPayloadBytes: Int = 64 << 10,
+        connectionTimeout: Int = 30
+    ) throws {
         var configuration = PixieConfiguration()
         configuration.services = [.relay]
         configuration.relayMaximumQueuedFrames = maximumQueuedFrames
@@ -29,7 +32,8 @@ struct RelayHarness {
             sms: RecordingSMSSender(), tokens: tokens, push: push, logger: .discard, metrics: metrics)
         server = try HTTPServer(
             responder: application.router,
-            configuration: HTTPServer.Configuration(port: 0, connectionLimit: 1024, responderTimeout: nil))
+            configuration: HTTPServer.Configuration(
+                port: 0, connectionLimit: 1024, connectionTimeout: connectionTimeout, responderTimeout: nil))
     }
 
     var port: UInt16 { server.port }

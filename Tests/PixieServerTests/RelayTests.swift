@@ -186,6 +186,21 @@ struct RelayTests {
         await relay.server.shutdown()
     }
 
+    @Test("an idle relay connection outlives the listener's idle timeout for HTTP")
+    func idleConnectionStays() async throws {
+        let relay = try RelayHarness(connectionTimeout: 1)
+        let idle = try await relay.connect()
+        let inbox = randomSubject()
+        try await idle.subscribe(inbox)
+        try await Task.sleep(for: .milliseconds(2500))
+        let sender = try await relay.connect()
+        try await sender.send(Data("later".utf8), to: inbox, token: relay.token())
+        #expect(try await idle.next() == .deliver(subject: inbox, wake: .silent, payload: Data("later".utf8)))
+        await idle.close()
+        await sender.close()
+        await relay.server.shutdown()
+    }
+
     @Test("a slow consumer is closed with 1008 and nobody else waits for it")
     func slowConsumer() async throws {
         let relay = try RelayHarness(maximumQueuedFrames: 8)
