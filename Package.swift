@@ -22,6 +22,7 @@ let package = Package(
         .executable(name: "age-swift", targets: ["age-swift"]),
         .executable(name: "sempere", targets: ["sempere"]),
         .executable(name: "pixie-server", targets: ["pixie-server"]),
+        .executable(name: "relay-bench", targets: ["relay-bench"]),
     ],
     targets: [
         // C libraries from Debian, one `.systemLibrary` each (../shared/STYLE.md, "Wrapping C").
@@ -54,6 +55,12 @@ let package = Package(
             name: "CSodium",
             pkgConfig: "libsodium",
             providers: [.apt(["libsodium-dev"])]
+        ),
+        // The NATS C client: raw pub/sub beside the relay in relay-bench (the relay's bus may move to NATS).
+        .systemLibrary(
+            name: "CNATS",
+            pkgConfig: "libnats",
+            providers: [.apt(["libnats-dev"])]
         ),
 
         // valgrind client requests for the constant-time check (no-ops outside valgrind).
@@ -120,6 +127,11 @@ let package = Package(
             name: "pixie-server", dependencies: ["PixieServer", "CommandLineKit", "Transparency"],
             swiftSettings: strict),
 
+        // Token-gated relay sends beside raw NATS pub/sub, 1 KiB frames, p50/p99 (scripts/bench-relay.sh).
+        .executableTarget(
+            name: "relay-bench", dependencies: ["HTTPServer", "PixieWire", "CNATS", "CommandLineKit"],
+            swiftSettings: strict),
+
         // The Sempere command-line program (README.md, "Sempere from the terminal").
         .executableTarget(name: "sempere", dependencies: ["Sempere", "CommandLineKit"], swiftSettings: strict),
 
@@ -181,7 +193,7 @@ let package = Package(
             name: "PixieServerTests",
             dependencies: [
                 "PixieServer", "PixieWire", "HTTPServer", "Storage", "WebAuthn", "SiblingsCrypto", "CommandLineKit",
-                "Transparency", "PrivacyPass",
+                "Transparency", "PrivacyPass", "SiblingsTestSupport",
             ],
             swiftSettings: strict),
         .testTarget(

@@ -29,6 +29,8 @@ apt_packages=(
     libmicrohttpd-dev # CMicroHTTPD: the HTTP server under the HTTPServer module (pixie-server)
     libsqlite3-dev # CSQLite: the Storage module's embedded database (pixie-server --data-dir)
     libsodium-dev  # CSodium: the ristretto255 group under the PrivacyPass module (VOPRF tokens)
+    libnats-dev    # CNATS: the NATS C client, raw pub/sub beside the relay in relay-bench
+    nats-server    # the NATS server scripts/bench-relay.sh runs the relay beside
 )
 
 say() { printf 'setup: %s\n' "$*" >&2; }

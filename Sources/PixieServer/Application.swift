@@ -42,13 +42,21 @@ public struct Application: Sendable {
             }
             ?? DevelopmentSMSSink(
                 outbox: root.appendingPathComponent("sms-outbox.jsonl"), logger: logger.named("phone-verify"))
-        return try Application(configuration: configuration, keys: keys, database: database, sms: sms, logger: logger)
+        let push: any PushGateway =
+            configuration.relayPushWebhookURL.map {
+                WebhookPushGateway(url: $0, bearerSecret: configuration.relayPushWebhookSecret)
+            } ?? RecordingPushGateway(logger: logger.named("relay"))
+        return try Application(
+            configuration: configuration, keys: keys, database: database, sms: sms, logger: logger, push: push)
     }
 
+    /// `tokens` is the ``TokenSpender`` of blob-svc and the relay; nil means credential-svc's (or, for the relay,
+    /// the development-only one when `relay_tokens=insecure-dev`). `push` is the relay's ``PushGateway``
+    /// (default: record and log).
     public init(
         configuration: PixieConfiguration, keys: ServiceKeys, database: any SQLDatabase, sms: any SMSSender,
         clock: PixieClock = .system, random: any SecureRandomSource = SystemRandom(), logger: Logger,
-        metrics: Metrics = Metrics(), tokens: (any TokenSpender)? = nil
+        metrics: Metrics = Metrics(), tokens: (any TokenSpender)? = nil, push: (any PushGateway)? = nil
     ) throws(ServerError) {
         self.configuration = configuration
         self.keys = keys
@@ -164,6 +172,26 @@ public struct Application: Sendable {
             service.addRoutes(to: &router)
             blob = service
         }
+        if services.contains(.relay) {
+            let relayLogger = logger.named("relay")
+            let relaySpender: any TokenSpender
+            if tokens == nil, configuration.relayTokens == .insecureDev {
+                relaySpender = InsecureDevelopmentTokenSpender()
+                relayLogger.warning(
+                    "DEVELOPMENT ONLY: relay_tokens=insecure-dev accepts ANY token once; never run this in production",
+                    ["relay_tokens": "insecure-dev"])
+            } else {
+                relaySpender = spender
+            }
+            var settings = RelayService.Configuration()
+            settings.maximumSubjects = configuration.relayMaximumSubjects
+            settings.maximumPayloadBytes = configuration.relayMaximumPayloadBytes
+            settings.maximumQueuedFrames = configuration.relayMaximumQueuedFrames
+            RelayService(
+                configuration: settings, tokens: relaySpender, push: push ?? RecordingPushGateway(logger: relayLogger),
+                logger: relayLogger, metrics: metrics
+            ).addRoutes(to: &router)
+        }
         self.router = router
         self.log = log
         self.credential = credential
@@ -190,7 +218,7 @@ public struct Application: Sendable {
                 responder: router,
                 configuration: HTTPServer.Configuration(
                     port: configuration.port, maximumBodySize: configuration.maximumBodyBytes,
-                    connectionLimit: 256, responderTimeout: .seconds(configuration.requestTimeout)))
+                    connectionLimit: 1024, responderTimeout: .seconds(configuration.requestTimeout)))
         } catch {
             throw ServerError(.listen, error.reason)
         }

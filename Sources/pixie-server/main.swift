@@ -8,9 +8,9 @@ import Transparency
 struct PixieServerCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pixie-server",
-        abstract: "The Pixie backend: phone-verify, identity (with key transparency), credential and blob services.",
+        abstract: "The Pixie backend: phone-verify, identity (with key transparency), credential, blob and relay.",
         discussion: """
-            `pixie-server` runs every service; `pixie-server phone-verify`, `pixie-server identity` or `pixie-server blob` runs one. \
+            `pixie-server` runs every service; `pixie-server <service>` (phone-verify, identity, credential, blob, relay) runs one. \
             Settings come from (later wins) defaults, --config <file.json>, PIXIE_<SETTING> variables and flags; \
             `pixie-server serve --help` lists them. `pixie-server trust-bundle` prints the public keys devices pin.
             """,
@@ -38,7 +38,7 @@ func loadConfiguration(file: String?, flags: [(String, String?)]) throws -> Pixi
 struct Serve: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
-        abstract: "Run services (all unless some are named: phone-verify, identity, credential, blob).",
+        abstract: "Run services (all unless some are named: phone-verify, identity, credential, blob, relay).",
         discussion: "Settings:\n"
             + PixieConfiguration.settings.map { "  \($0.name.replacingOccurrences(of: "_", with: "-")): \($0.help)" }
             .joined(separator: "\n"))
@@ -84,6 +84,18 @@ struct Serve: ParsableCommand {
     var blobBytesPerHour: String?
     @OptionalOption(name: .long("blob-allow-anonymous-uploads"), help: "true for benchmarks only.")
     var blobAllowAnonymousUploads: String?
+    @OptionalOption(name: .long("relay-max-subjects"), help: "Subjects per relay connection.")
+    var relayMaxSubjects: String?
+    @OptionalOption(name: .long("relay-max-payload-bytes"), help: "Longest relay SEND payload.")
+    var relayMaxPayloadBytes: String?
+    @OptionalOption(name: .long("relay-max-queued-frames"), help: "Frames queued per relay connection.")
+    var relayMaxQueuedFrames: String?
+    @OptionalOption(name: .long("relay-tokens"), help: "credential (default), or insecure-dev (DEVELOPMENT ONLY).")
+    var relayTokens: String?
+    @OptionalOption(name: .long("relay-push-webhook-url"), help: "Push provider webhook URL.")
+    var relayPushWebhookUrl: String?
+    @OptionalOption(name: .long("relay-push-webhook-secret"), help: "Bearer secret for the push webhook.")
+    var relayPushWebhookSecret: String?
 
     func run() async throws {
         let configuration = try loadConfiguration(
@@ -103,6 +115,10 @@ struct Serve: ParsableCommand {
                 ("sync_max_blob_bytes", syncMaxBlobBytes), ("blob_ttl", blobTtl),
                 ("blob_sweep_interval", blobSweepInterval), ("blob_uploads_per_hour", blobUploadsPerHour),
                 ("blob_bytes_per_hour", blobBytesPerHour), ("blob_allow_anonymous_uploads", blobAllowAnonymousUploads),
+                ("relay_max_subjects", relayMaxSubjects),
+                ("relay_max_payload_bytes", relayMaxPayloadBytes), ("relay_max_queued_frames", relayMaxQueuedFrames),
+                ("relay_tokens", relayTokens), ("relay_push_webhook_url", relayPushWebhookUrl),
+                ("relay_push_webhook_secret", relayPushWebhookSecret),
             ])
         let logger = Logger.standardError(service: "pixie-server", minimumLevel: configuration.logLevel)
         do {

@@ -14,6 +14,7 @@ public struct PixieConfiguration: Sendable, Equatable {
         case identity
         case credential
         case blob
+        case relay
 
         public static func < (lhs: Service, rhs: Service) -> Bool {
             allCases.firstIndex(of: lhs)! < allCases.firstIndex(of: rhs)!
@@ -71,6 +72,25 @@ public struct PixieConfiguration: Sendable, Equatable {
     /// blob-svc: take uploads with no credential at all. For benchmarks and local development only, until
     /// credential-svc issues rate-limit tokens; the server logs a warning when it is on.
     public var blobAllowAnonymousUploads = false
+    /// Subjects one relay connection may hold at once.
+    public var relayMaximumSubjects = 16
+    /// The longest payload one relay SEND may carry, in bytes.
+    public var relayMaximumPayloadBytes = 64 << 10
+    /// Frames waiting for one relay connection before it is closed as a slow consumer.
+    public var relayMaximumQueuedFrames = 256
+    /// How the relay checks SEND tokens.
+    public var relayTokens: RelayTokens = .credential
+    /// The push provider's webhook; when nil, wakes are only logged (development).
+    public var relayPushWebhookURL: URL?
+    public var relayPushWebhookSecret: String?
+
+    /// How the relay checks the rate-limit token on every SEND.
+    public enum RelayTokens: String, Sendable, Equatable {
+        /// credential-svc's tokens, verified with its key and spent once in the shared store (the default).
+        case credential
+        /// DEVELOPMENT ONLY: any non-empty token is accepted once. Logged as a warning at start.
+        case insecureDev = "insecure-dev"
+    }
 
     public init() {}
 
@@ -78,7 +98,7 @@ public struct PixieConfiguration: Sendable, Equatable {
     public static let settings: [(name: String, help: String)] = [
         ("data_dir", "directory for the store, the keys and the development SMS outbox (default pixie-data)"),
         ("port", "TCP port on 127.0.0.1 (default 8080; 0 picks a free one)"),
-        ("services", "comma-separated services to run: phone-verify,identity,credential,blob (default all)"),
+        ("services", "comma-separated services to run: phone-verify,identity,credential,blob,relay (default all)"),
         ("phone_verify_key", "pinned phone-verify public key, base64url (default: the local one, if it runs here)"),
         ("sms_webhook_url", "SMS gateway webhook URL (default: the development outbox file)"),
         ("sms_webhook_secret", "bearer secret sent to the SMS webhook"),
@@ -108,6 +128,15 @@ public struct PixieConfiguration: Sendable, Equatable {
             "blob_allow_anonymous_uploads",
             "true to take blob uploads with no credential: benchmarks only (default false)"
         ),
+        ("relay_max_subjects", "subjects one relay connection may hold (default 16)"),
+        ("relay_max_payload_bytes", "longest relay SEND payload in bytes (default 65536)"),
+        ("relay_max_queued_frames", "frames queued for one relay connection before it is closed (default 256)"),
+        (
+            "relay_tokens",
+            "credential (default: credential-svc's tokens) or insecure-dev (DEVELOPMENT ONLY: any token once)"
+        ),
+        ("relay_push_webhook_url", "push provider webhook URL (default: wakes are only logged)"),
+        ("relay_push_webhook_secret", "bearer secret sent to the push webhook"),
     ]
 
     /// Sets one setting from text; `source` names where it came from in the error.
@@ -206,6 +235,27 @@ public struct PixieConfiguration: Sendable, Equatable {
         case "blob_allow_anonymous_uploads":
             guard let flag = Bool(value.lowercased()) else { throw fail("true or false") }
             blobAllowAnonymousUploads = flag
+        case "relay_max_subjects":
+            guard let number = Int(value), (1...1024).contains(number) else { throw fail("1 to 1024") }
+            relayMaximumSubjects = number
+        case "relay_max_payload_bytes":
+            guard let number = Int(value), (1024...(16 << 20)).contains(number) else {
+                throw fail("a number of bytes from 1024 to 16777216")
+            }
+            relayMaximumPayloadBytes = number
+        case "relay_max_queued_frames":
+            guard let number = Int(value), (1...65_536).contains(number) else { throw fail("1 to 65536") }
+            relayMaximumQueuedFrames = number
+        case "relay_tokens":
+            guard let mode = RelayTokens(rawValue: value) else { throw fail("credential or insecure-dev") }
+            relayTokens = mode
+        case "relay_push_webhook_url":
+            guard let url = URL(string: value), ["http", "https"].contains(url.scheme ?? ""), url.host != nil else {
+                throw fail("an http or https URL")
+            }
+            relayPushWebhookURL = url
+        case "relay_push_webhook_secret":
+            relayPushWebhookSecret = value
         case "client_requests_per_minute":
             guard let number = Int(value), number > 0 else { throw fail("a whole number above 0") }
             clientRequestsPerMinute = number

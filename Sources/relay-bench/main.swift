@@ -1,0 +1,255 @@
+internal import CNATS
+import CommandLineKit
+import Foundation
+import HTTPServer
+import PixieWire
+import Synchronization
+
+/// `relay-bench`: token-gated relay sends between two connected clients beside raw NATS pub/sub, the same
+/// driver for both: one publisher, one subscriber, 1 KiB messages, at most `--window` in flight, each
+/// message carrying its send time so the subscriber measures delivery latency. scripts/bench-relay.sh starts
+/// nats-server and pixie-server (`relay_tokens=insecure-dev`) and runs this; docs/benchmarks.md records a run.
+struct RelayBench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "relay-bench",
+        abstract: "Relay SEND→DELIVER beside raw NATS pub/sub: messages/s, p50 and p99 latency.")
+
+    @Option(name: .long("relay-port"), help: "pixie-server's port (relay running with relay_tokens=insecure-dev).")
+    var relayPort: Int
+    @Option(name: .long("nats-port"), help: "nats-server's port.") var natsPort: Int
+    @Option(name: .long("count"), help: "Messages per measured run (default 20000).") var count: Int = 20_000
+    @Option(name: .long("size"), help: "Payload bytes (default 1024).") var size: Int = 1024
+    @Option(name: .long("window"), help: "Messages in flight at most (default 64).") var window: Int = 64
+
+    func validate() throws {
+        guard (1...65_535).contains(relayPort), (1...65_535).contains(natsPort) else {
+            throw ValidationError("--relay-port and --nats-port must be ports")
+        }
+        guard count >= 100, size >= 8, window >= 1 else {
+            throw ValidationError("--count must be at least 100, --size at least 8, --window at least 1")
+        }
+    }
+
+    func run() async throws {
+        var rows: [(String, Result)] = []
+        for (name, transport) in [("raw NATS pub/sub (libnats)", Transport.nats), ("relay, token-gated", .relay)] {
+            _ = try await measure(transport, count: min(count, 2000))  // warm-up
+            rows.append((name, try await measure(transport, count: count)))
+        }
+        say("| transport | messages/s | p50 latency | p99 latency |")
+        say("|---|---:|---:|---:|")
+        for (name, result) in rows {
+            say(
+                "| \(name) | \(Int(result.rate)) | \(String(format: "%.0f µs", result.p50)) | "
+                    + "\(String(format: "%.0f µs", result.p99)) |")
+        }
+        say(
+            "\nrelay / NATS throughput: \(String(format: "%.2f", rows[1].1.rate / rows[0].1.rate)) "
+                + "(\(count) messages of \(size) bytes, window \(window))")
+    }
+
+    enum Transport { case nats, relay }
+
+    struct Result {
+        let rate: Double
+        let p50: Double
+        let p99: Double
+    }
+
+    func measure(_ transport: Transport, count: Int) async throws -> Result {
+        let recorder = Recorder(count: count, window: window)
+        let publish: @Sendable (Data) async throws -> Void
+        let finish: @Sendable () async -> Void
+        switch transport {
+        case .nats:
+            let link = try NATSLink(port: natsPort, subject: "bench.\(UUID().uuidString)", recorder: recorder)
+            publish = { try link.publish($0) }
+            finish = { link.close() }
+        case .relay:
+            let subject = try RelaySubject(rawRepresentation: (0..<32).map { _ in UInt8.random(in: 0...255) })
+            let receiver = try await WebSocketClient.connect(port: UInt16(relayPort), path: "/v1/relay")
+            let sender = try await WebSocketClient.connect(port: UInt16(relayPort), path: "/v1/relay")
+            try await receiver.send(
+                binary: RelayClientFrame.subscribe(requestID: 0, subject: subject, pushToken: Data()).encoded())
+            guard case .binary(let answer)? = try await receiver.receive(),
+                try RelayServerFrame(decoding: answer) == .ok(requestID: 0)
+            else { throw BenchError("the relay did not accept SUBSCRIBE") }
+            let receiving = Task {
+                while case .binary(let bytes)? = try await receiver.receive() {
+                    guard case .deliver(_, _, let payload) = try RelayServerFrame(decoding: bytes) else { continue }
+                    recorder.received(payload)
+                }
+            }
+            let acknowledging = Task {
+                while case .binary(let bytes)? = try await sender.receive() {
+                    if case .error(_, let code, let reason) = try RelayServerFrame(decoding: bytes) {
+                        throw BenchError("the relay refused a SEND: \(code): \(reason)")
+                    }
+                }
+            }
+            let counter = Atomic<UInt32>(0)
+            publish = { payload in
+                let id = counter.add(1, ordering: .relaxed).newValue
+                // insecure-dev accepts any fresh token once: 16 random bytes.
+                let token = Data((0..<16).map { _ in UInt8.random(in: 0...255) })
+                try await sender.send(
+                    binary: RelayClientFrame.send(
+                        requestID: id, subject: subject, wake: .silent, token: token, payload: payload
+                    ).encoded())
+            }
+            finish = {
+                await sender.close()
+                await receiver.close()
+                receiving.cancel()
+                acknowledging.cancel()
+            }
+        }
+        var payload = Data(count: size)
+        let start = DispatchTime.now().uptimeNanoseconds
+        for _ in 0..<count {
+            await recorder.acquire()
+            let now = DispatchTime.now().uptimeNanoseconds
+            withUnsafeBytes(of: now) { payload.replaceSubrange(0..<8, with: $0) }
+            try await publish(payload)
+        }
+        await recorder.done()
+        let elapsed = Double(recorder.lastArrival - start) / 1e9
+        await finish()
+        let latencies = recorder.latencies.sorted()
+        return Result(
+            rate: Double(count) / elapsed, p50: latencies[count / 2] / 1000,
+            p99: latencies[min(count - 1, count * 99 / 100)] / 1000)
+    }
+}
+
+/// Counts arrivals, records latencies, and bounds the messages in flight.
+final class Recorder: Sendable {
+    private struct State {
+        var permits: Int
+        var waiter: CheckedContinuation<Void, Never>?
+        var latencies: [Double] = []
+        var lastArrival: UInt64 = 0
+        var finished: CheckedContinuation<Void, Never>?
+    }
+
+    private let state: Mutex<State>
+    private let count: Int
+
+    init(count: Int, window: Int) {
+        self.count = count
+        state = Mutex(State(permits: window))
+        state.withLock { $0.latencies.reserveCapacity(count) }
+    }
+
+    /// Waits for a free place in the window.
+    func acquire() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let go = state.withLock { state -> Bool in
+                if state.permits > 0 {
+                    state.permits -= 1
+                    return true
+                }
+                state.waiter = continuation
+                return false
+            }
+            if go { continuation.resume() }
+        }
+    }
+
+    func received(_ payload: Data) {
+        let now = DispatchTime.now().uptimeNanoseconds
+        var sent: UInt64 = 0
+        withUnsafeMutableBytes(of: &sent) { $0.copyBytes(from: payload.prefix(8)) }
+        let (waiter, finished) = state.withLock { state in
+            state.latencies.append(Double(now &- sent))
+            state.lastArrival = now
+            let finished = state.latencies.count == count ? state.finished.take() : nil
+            if let waiter = state.waiter.take() { return (Optional(waiter), finished) }
+            state.permits += 1
+            return (nil, finished)
+        }
+        waiter?.resume()
+        finished?.resume()
+    }
+
+    /// Returns once every message has arrived.
+    func done() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let already = state.withLock { state -> Bool in
+                if state.latencies.count >= count { return true }
+                state.finished = continuation
+                return false
+            }
+            if already { continuation.resume() }
+        }
+    }
+
+    var latencies: [Double] { state.withLock { $0.latencies } }
+    var lastArrival: UInt64 { state.withLock { $0.lastArrival } }
+}
+
+/// A publisher and a subscriber connection to nats-server (libnats), each owning its handles.
+final class NATSLink: @unchecked Sendable {
+    // @unchecked: the handles are used by one publishing task at a time; libnats is thread-safe.
+    private var publisher: OpaquePointer?
+    private var subscriber: OpaquePointer?
+    private var subscription: OpaquePointer?
+    private let subject: String
+    private let recorder: Recorder
+
+    init(port: Int, subject: String, recorder: Recorder) throws {
+        self.subject = subject
+        self.recorder = recorder
+        let url = "nats://127.0.0.1:\(port)"
+        // Each publish is written at once (no batching by libnats' flusher), as the relay client writes each frame.
+        var options: OpaquePointer?
+        try check(natsOptions_Create(&options), "create options")
+        defer { natsOptions_Destroy(options) }
+        try check(natsOptions_SetURL(options, url), "set the URL \(url)")
+        try check(natsOptions_SetSendAsap(options, true), "set SendAsap")
+        try check(natsConnection_Connect(&publisher, options), "connect the publisher to \(url)")
+        try check(natsConnection_Connect(&subscriber, options), "connect the subscriber to \(url)")
+        try check(
+            natsConnection_Subscribe(
+                &subscription, subscriber, subject,
+                { _, _, message, closure in
+                    let link = Unmanaged<NATSLink>.fromOpaque(closure!).takeUnretainedValue()
+                    let data = Data(
+                        bytes: natsMsg_GetData(message), count: Int(natsMsg_GetDataLength(message)))
+                    natsMsg_Destroy(message)
+                    link.recorder.received(data)
+                }, Unmanaged.passUnretained(self).toOpaque()),
+            "subscribe")
+        try check(natsConnection_Flush(subscriber), "flush the subscription")
+    }
+
+    func publish(_ payload: Data) throws {
+        let status = payload.withUnsafeBytes {
+            natsConnection_Publish(publisher, subject, $0.baseAddress, Int32($0.count))
+        }
+        try check(status, "publish")
+    }
+
+    func close() {
+        natsSubscription_Unsubscribe(subscription)
+        natsSubscription_Destroy(subscription)
+        natsConnection_Destroy(subscriber)
+        natsConnection_Destroy(publisher)
+        subscription = nil
+    }
+
+    private func check(_ status: natsStatus, _ what: String) throws {
+        guard status == NATS_OK else {
+            throw BenchError("libnats could not \(what): \(String(cString: natsStatus_GetText(status)))")
+        }
+    }
+}
+
+struct BenchError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
+
+await RelayBench.main()

@@ -1,0 +1,243 @@
+import Foundation
+import HTTPServer
+import PixieServer
+import PixieWire
+import Testing
+
+@Suite("Relay: subscribe, send, deliver over a real HTTPServer")
+struct RelayTests {
+    @Test("a SEND with a fresh token reaches every connection holding the subject, and only those")
+    func sendAndDeliver() async throws {
+        let relay = try RelayHarness()
+        let alice = try await relay.connect()
+        let bob = try await relay.connect()
+        let carol = try await relay.connect()
+        let inbox = randomSubject()
+        #expect(try await alice.subscribe(inbox) == .ok(requestID: 1))
+        #expect(try await bob.subscribe(inbox) == .ok(requestID: 1))
+        #expect(try await carol.subscribe(randomSubject()) == .ok(requestID: 1))
+
+        let payload = Data("opaque ciphertext".utf8)
+        #expect(try await carol.send(payload, to: inbox, token: relay.token()) == .ok(requestID: 2))
+        #expect(try await alice.next() == .deliver(subject: inbox, wake: .silent, payload: payload))
+        #expect(try await bob.next() == .deliver(subject: inbox, wake: .silent, payload: payload))
+
+        // PING answers OK; UNSUBSCRIBE stops delivery to that connection.
+        #expect(try await alice.request { .ping(requestID: $0) } == .ok(requestID: 2))
+        #expect(try await bob.request { .unsubscribe(requestID: $0, subject: inbox) } == .ok(requestID: 2))
+        #expect(try await carol.send(Data([1]), to: inbox, token: relay.token()) == .ok(requestID: 3))
+        #expect(try await alice.next() == .deliver(subject: inbox, wake: .silent, payload: Data([1])))
+        #expect(try await bob.request { .ping(requestID: $0) } == .ok(requestID: 3))
+        #expect(relay.metrics.counter("pixie_relay_frames_forwarded_total") == 2)
+        #expect(relay.metrics.counter("pixie_relay_connections") == 3)
+        for client in [alice, bob, carol] { await client.close() }
+        try await relay.waitForNoConnections()
+        await relay.server.shutdown()
+    }
+
+    @Test("no anonymous traffic: an unknown token, a token spent twice, are dropped with an ERROR")
+    func tokensGateEverySend() async throws {
+        let relay = try RelayHarness()
+        let listener = try await relay.connect()
+        let sender = try await relay.connect()
+        let inbox = randomSubject()
+        try await listener.subscribe(inbox)
+
+        let bogus = try await sender.send(Data("x".utf8), to: inbox, token: Data(repeating: 7, count: 32))
+        guard case .error(1, .tokenInvalid, _) = bogus else {
+            Issue.record("an unknown token was answered \(bogus)")
+            return
+        }
+        let token = relay.token()
+        #expect(try await sender.send(Data("first".utf8), to: inbox, token: token) == .ok(requestID: 2))
+        let again = try await sender.send(Data("second".utf8), to: inbox, token: token)
+        guard case .error(3, .tokenSpent, _) = again else {
+            Issue.record("a token spent twice was answered \(again)")
+            return
+        }
+        // Only the frame with a good token arrived.
+        #expect(try await listener.next() == .deliver(subject: inbox, wake: .silent, payload: Data("first".utf8)))
+        #expect(try await listener.request { .ping(requestID: $0) } == .ok(requestID: 2))
+        #expect(relay.metrics.counter("pixie_relay_frames_dropped_total", labels: ["reason": "token_invalid"]) == 1)
+        #expect(relay.metrics.counter("pixie_relay_frames_dropped_total", labels: ["reason": "token_spent"]) == 1)
+        #expect(relay.metrics.counter("pixie_relay_frames_forwarded_total") == 1)
+        await listener.close()
+        await sender.close()
+        await relay.server.shutdown()
+    }
+
+    @Test("a sleeping device gets exactly one push per wake episode; Silent never pushes")
+    func pushOncePerEpisode() async throws {
+        let relay = try RelayHarness()
+        let inbox = randomSubject()
+        let pushToken = Data("apns-device-token".utf8)
+        let sender = try await relay.connect()
+
+        // The device registers its push target with SUBSCRIBE, then goes to sleep.
+        let device = try await relay.connect()
+        try await device.subscribe(inbox, pushToken: pushToken)
+        // While it is connected, a Sync frame is delivered and pushes nothing.
+        try await sender.send(Data("live".utf8), to: inbox, wake: .sync, token: relay.token())
+        #expect(try await device.next() == .deliver(subject: inbox, wake: .sync, payload: Data("live".utf8)))
+        await device.close()
+        try await relay.waitForConnections(1)
+
+        // Silent frames to a sleeping device never push.
+        try await sender.send(Data("silent".utf8), to: inbox, wake: .silent, token: relay.token())
+        // Two Sync frames: one push.
+        try await sender.send(Data("sync 1".utf8), to: inbox, wake: .sync, token: relay.token())
+        try await sender.send(Data("sync 2".utf8), to: inbox, wake: .sync, token: relay.token())
+        try await eventually("no push was sent") { relay.push.wakes.count == 1 }
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(relay.push.wakes.count == 1)
+        #expect(relay.push.wakes.first?.subject == inbox)
+        #expect(relay.push.wakes.first?.pushToken == pushToken)
+        #expect(relay.metrics.counter("pixie_relay_pushes_total", labels: ["outcome": "deduplicated"]) == 1)
+
+        // The device reconnects (subscribes again, no token needed) and sleeps again: the next Sync pushes.
+        let again = try await relay.connect()
+        try await again.subscribe(inbox)
+        await again.close()
+        try await relay.waitForConnections(1)
+        try await sender.send(Data("silent".utf8), to: inbox, wake: .silent, token: relay.token())
+        try await sender.send(Data("sync 3".utf8), to: inbox, wake: .sync, token: relay.token())
+        try await eventually("the second episode did not push") { relay.push.wakes.count == 2 }
+        try await sender.send(Data("sync 4".utf8), to: inbox, wake: .sync, token: relay.token())
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(relay.push.wakes.count == 2)
+
+        // A subject nobody registered is never pushed.
+        try await sender.send(Data("x".utf8), to: randomSubject(), wake: .sync, token: relay.token())
+        #expect(relay.metrics.counter("pixie_relay_pushes_total", labels: ["outcome": "unregistered"]) == 1)
+        #expect(relay.metrics.counter("pixie_relay_pushes_total", labels: ["outcome": "sent"]) == 2)
+        await sender.close()
+        await relay.server.shutdown()
+    }
+
+    @Test("a client vanishing mid-frame disturbs no one")
+    func vanishingMidFrame() async throws {
+        let relay = try RelayHarness()
+        let alice = try await relay.connect()
+        let bob = try await relay.connect()
+        let inbox = randomSubject()
+        try await alice.subscribe(inbox)
+
+        for _ in 0..<3 {
+            let raw = try RawSocket(port: relay.port)
+            raw.write(
+                Data(
+                    ("GET /v1/relay HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                        + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").utf8))
+            #expect(raw.readHead().hasPrefix("HTTP/1.1 101"))
+            // A masked binary frame announcing 1000 bytes, then 10 of them, then gone.
+            raw.write(Data([0x82, 0x80 | 126, 0x03, 0xE8, 1, 2, 3, 4]) + Data(repeating: 0x03, count: 10))
+            try await bob.send(Data("during".utf8), to: inbox, token: relay.token())
+            raw.close()
+            #expect(try await alice.next() == .deliver(subject: inbox, wake: .silent, payload: Data("during".utf8)))
+        }
+        try await relay.waitForConnections(2)
+        try await bob.send(Data("after".utf8), to: inbox, token: relay.token())
+        #expect(try await alice.next() == .deliver(subject: inbox, wake: .silent, payload: Data("after".utf8)))
+        await alice.close()
+        await bob.close()
+        await relay.server.shutdown()
+    }
+
+    @Test("300 concurrent connections each subscribe and receive their frame")
+    func hundredsOfConnections() async throws {
+        let relay = try RelayHarness()
+        let count = 300
+        let subjects = (0..<count).map { _ in randomSubject() }
+        let clients = try await withThrowingTaskGroup(of: (Int, RelayTestClient).self) { group in
+            for index in 0..<count {
+                group.addTask {
+                    let client = try await relay.connect()
+                    try await client.subscribe(subjects[index])
+                    return (index, client)
+                }
+            }
+            var clients = [RelayTestClient?](repeating: nil, count: count)
+            for try await (index, client) in group { clients[index] = client }
+            return clients.map { $0! }
+        }
+        #expect(relay.metrics.counter("pixie_relay_connections") == Double(count))
+        let sender = try await relay.connect()
+        for (index, subject) in subjects.enumerated() {
+            let frame = RelayClientFrame.send(
+                requestID: UInt32(index), subject: subject, wake: .silent, token: relay.token(),
+                payload: Data("frame \(index)".utf8))
+            try await sender.socket.send(binary: frame.encoded())
+        }
+        let received = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for (index, client) in clients.enumerated() {
+                group.addTask {
+                    try await client.next()
+                        == .deliver(subject: subjects[index], wake: .silent, payload: Data("frame \(index)".utf8))
+                }
+            }
+            return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(received == count)
+        for _ in 0..<count { _ = try await sender.next() }
+        await withTaskGroup(of: Void.self) { group in
+            for client in clients + [sender] { group.addTask { await client.close() } }
+        }
+        try await relay.waitForNoConnections()
+        await relay.server.shutdown()
+    }
+
+    @Test("an idle relay connection outlives the listener's idle timeout for HTTP")
+    func idleConnectionStays() async throws {
+        let relay = try RelayHarness(connectionTimeout: 1)
+        let idle = try await relay.connect()
+        let inbox = randomSubject()
+        try await idle.subscribe(inbox)
+        try await Task.sleep(for: .milliseconds(2500))
+        let sender = try await relay.connect()
+        try await sender.send(Data("later".utf8), to: inbox, token: relay.token())
+        #expect(try await idle.next() == .deliver(subject: inbox, wake: .silent, payload: Data("later".utf8)))
+        await idle.close()
+        await sender.close()
+        await relay.server.shutdown()
+    }
+
+    @Test("a slow consumer is closed with 1008 and nobody else waits for it")
+    func slowConsumer() async throws {
+        let relay = try RelayHarness(maximumQueuedFrames: 8)
+        let slow = try await relay.connect()
+        let fast = try await relay.connect()
+        let sender = try await relay.connect()
+        let busy = randomSubject()
+        let other = randomSubject()
+        try await slow.subscribe(busy)
+        try await fast.subscribe(other)
+        // The slow client never reads: its socket buffers fill, then its queue of 8 overflows.
+        let payload = Data(repeating: 0xAB, count: 60_000)
+        for round in 0..<400 {
+            try await sender.send(payload, to: busy, token: relay.token())
+            if relay.metrics.counter("pixie_relay_slow_consumers_total") == 1 {
+                break
+            }
+            if round % 50 == 49 { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        try await eventually("the slow consumer was not detected") {
+            relay.metrics.counter("pixie_relay_slow_consumers_total") == 1
+        }
+        // Everyone else carries on.
+        try await sender.send(Data("still here".utf8), to: other, token: relay.token())
+        #expect(try await fast.next() == .deliver(subject: other, wake: .silent, payload: Data("still here".utf8)))
+        await slow.close()
+        await fast.close()
+        await sender.close()
+        try await relay.waitForNoConnections()
+        await relay.server.shutdown()
+    }
+}
+
+extension RelayHarness {
+    func waitForConnections(_ count: Int) async throws {
+        try await eventually("the relay does not have \(count) connections") {
+            metrics.counter("pixie_relay_connections") == Double(count)
+        }
+    }
+}

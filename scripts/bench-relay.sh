@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The relay beside raw NATS (docs/benchmarks.md, "The relay beside NATS").
+#
+# Starts nats-server and pixie-server (relay only, relay_tokens=insecure-dev: DEVELOPMENT ONLY, so tokens
+# are free to make) on free ports, then runs relay-bench: the same driver for both, one publisher and one
+# subscriber connection, COUNT messages of SIZE bytes with at most WINDOW in flight (each of WINDOWS in turn:
+# 64 is throughput under pipelining, 1 is one message at a time, the unloaded latency); messages/s and
+# p50/p99 delivery latency, as Markdown tables. The issue's target is relay >= 50% of raw NATS.
+#
+# Environment: CONFIG (debug or release, default release), COUNT (default 20000), SIZE (default 1024),
+# WINDOWS (default "64 1"). Needs nats-server and libnats-dev (./scripts/setup.sh). Under a minute after the
+# build.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+config="${CONFIG:-release}"
+say() { printf 'bench-relay: %s\n' "$*" >&2; }
+command -v nats-server >/dev/null 2>&1 || { say "nats-server is not installed: run ./scripts/setup.sh"; exit 1; }
+
+say "building pixie-server and relay-bench ($config)"
+swift build -c "$config" --product pixie-server >&2
+swift build -c "$config" --product relay-bench >&2
+bin="$(swift build -c "$config" --show-bin-path)"
+
+work="$(mktemp -d)"
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+nats_port="$(free_port)"
+nats-server -a 127.0.0.1 -p "$nats_port" 2>"$work/nats.log" &
+pids+=($!)
+
+"$bin/pixie-server" relay --data-dir "$work/data" --port 0 --relay-tokens insecure-dev 2>"$work/server.log" &
+pids+=($!)
+relay_port=""
+for _ in $(seq 100); do
+    relay_port="$(sed -n 's/.*"address":"http:\/\/127.0.0.1:\([0-9]*\)".*"msg":"listening".*/\1/p' "$work/server.log" | head -1)"
+    [ -n "$relay_port" ] && break
+    sleep 0.1
+done
+[ -n "$relay_port" ] || { cat "$work/server.log" >&2; say "pixie-server did not report its address"; exit 1; }
+for _ in $(seq 50); do
+    grep -q "Server is ready" "$work/nats.log" && break
+    sleep 0.1
+done
+grep -q "insecure-dev" "$work/server.log" && say "pixie-server warned: $(grep -o 'DEVELOPMENT ONLY[^"]*' "$work/server.log" | head -1)"
+say "nats-server on $nats_port, pixie-server relay on $relay_port"
+for window in ${WINDOWS:-64 1}; do
+    echo
+    echo "window $window:"
+    echo
+    "$bin/relay-bench" --relay-port "$relay_port" --nats-port "$nats_port" --count "${COUNT:-20000}" \
+        --size "${SIZE:-1024}" --window "$window"
+done
