@@ -133,6 +133,20 @@ public final class WebSocket: AsyncSequence, Sendable {
     /// Sends a binary message in one frame.
     public func send(binary: Data) async throws { try sendFrame(opcode: Opcode.binary, payload: binary) }
 
+    /// Sends several binary messages with one write to the socket (in order; for a writer that drains a
+    /// queue). Nothing is sent when the socket is closing.
+    public func send(binaries: [Data]) async throws {
+        guard !binaries.isEmpty else { return }
+        if state.withLock({ $0.closeSent }) {
+            throw WebSocketError("the WebSocket is closing; open a new connection to send more", closeCode: closeCode)
+        }
+        var bytes = Data()
+        for payload in binaries {
+            bytes.append(Self.frame(opcode: Opcode.binary, payload: payload, masked: role == .client))
+        }
+        try write(bytes)
+    }
+
     /// Sends a ping (at most 125 bytes of payload); the peer's pong is consumed by the reader.
     public func ping(_ payload: Data = Data()) async throws {
         guard payload.count <= 125 else {

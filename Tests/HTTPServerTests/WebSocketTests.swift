@@ -150,6 +150,10 @@ struct WebSocketTests {
             try await socket.send(text: "bye")
         }
         router.webSocket("/fail") { _, _ in throw HTTPError(.badRequest, .badRequest, "nope") }
+        router.webSocket("/batch") { _, socket in
+            try await socket.send(binaries: [Data([1]), Data(repeating: 2, count: 300), Data(), Data([3])])
+            try await socket.send(binaries: [])
+        }
         return router
     }
 
@@ -233,6 +237,19 @@ struct WebSocketTests {
         try await closing.send(text: "close 4000")
         #expect(try await closing.receive() == nil)
         #expect(closing.closeCode == WebSocketCloseCode(4000))
+        await server.shutdown()
+    }
+
+    @Test("several binary messages sent with one write arrive as separate messages, in order")
+    func batchedSend() async throws {
+        let server = try Self.start()
+        let socket = try await WebSocketClient.connect(port: server.port, path: "/batch")
+        #expect(try await socket.receive() == .binary(Data([1])))
+        #expect(try await socket.receive() == .binary(Data(repeating: 2, count: 300)))
+        #expect(try await socket.receive() == .binary(Data()))
+        #expect(try await socket.receive() == .binary(Data([3])))
+        #expect(try await socket.receive() == nil)
+        #expect(socket.closeCode == .normalClosure)
         await server.shutdown()
     }
 

@@ -97,25 +97,35 @@ public final class RelayService: Sendable {
         }
         let executor = ThreadExecutor(name: "relay-writer")
         let writer = Task(executorPreference: executor) { [logger] in
-            for await item in connection.outbound {
+            // Each wake-up takes every frame queued meanwhile and writes them with one send (a burst of
+            // deliveries or OKs costs one system call, not one each); a close ends the batch and the connection.
+            while true {
+                let batch = await connection.next()
                 if let reason = connection.killedReason {
                     await socket.close(code: .policyViolation, reason: reason)
                     return
                 }
-                switch item {
-                case .frame(let bytes):
-                    do {
-                        try await socket.send(binary: bytes)
-                    } catch {
-                        logger.debug("relay connection dropped while sending", ["error": "\(error)"])
-                        return
+                guard !batch.isEmpty else { return }
+                var frames: [Data] = []
+                var closing: (WebSocketCloseCode, String)?
+                for item in batch {
+                    switch item {
+                    case .frame(let bytes): frames.append(bytes)
+                    case .close(let code, let reason): closing = (code, reason)
                     }
-                case .close(let code, let reason):
+                    if closing != nil { break }
+                }
+                do {
+                    try await socket.send(binaries: frames)
+                } catch {
+                    logger.debug("relay connection dropped while sending", ["error": "\(error)"])
+                    return
+                }
+                if let (code, reason) = closing {
                     await socket.close(code: code, reason: reason)
                     return
                 }
             }
-            if let reason = connection.killedReason { await socket.close(code: .policyViolation, reason: reason) }
         }
         do {
             loop: for try await message in socket {
@@ -291,21 +301,21 @@ final class RelayConnection: Sendable {
     private struct State {
         var subscriptions: [RelaySubject: (RelayBusSubscription, Task<Void, Never>)] = [:]
         var killedReason: String?
-        var queued = 0
+        /// Frames waiting for the writer, oldest first.
+        var queued: [RelayService.Outbound] = []
+        /// The writer, when it waits for the next frame.
+        var waiter: CheckedContinuation<[RelayService.Outbound], Never>?
+        var finished = false
     }
 
-    let outbound: AsyncStream<RelayService.Outbound>
+    /// Frames allowed to wait; two more places so an ERROR and the close after it always fit.
     private let capacity: Int
-    private let continuation: AsyncStream<RelayService.Outbound>.Continuation
     private let state = Mutex(State())
     private let onKill: @Sendable (String) -> Void
 
     init(configuration: RelayService.Configuration, onKill: @escaping @Sendable (String) -> Void) {
         self.onKill = onKill
-        // Two places past the limit so an ERROR and the close after it always fit.
         capacity = configuration.maximumQueuedFrames
-        (outbound, continuation) = AsyncStream.makeStream(
-            bufferingPolicy: .bufferingOldest(configuration.maximumQueuedFrames + 2))
     }
 
     var killedReason: String? { state.withLock { $0.killedReason } }
@@ -330,8 +340,34 @@ final class RelayConnection: Sendable {
 
     /// Queues an item for the writer; a full queue makes this a slow consumer.
     func enqueue(_ item: RelayService.Outbound) {
-        if case .dropped = continuation.yield(item) {
-            kill("slow consumer: more than \(capacity) frames waiting")
+        enum Outcome { case queued, overflow, gone }
+        let (outcome, waiter, batch) = state.withLock {
+            state -> (Outcome, CheckedContinuation<[RelayService.Outbound], Never>?, [RelayService.Outbound]) in
+            guard !state.finished else { return (.gone, nil, []) }
+            guard state.queued.count < capacity + 2 else { return (.overflow, nil, []) }
+            state.queued.append(item)
+            guard let waiter = state.waiter else { return (.queued, nil, []) }
+            state.waiter = nil
+            defer { state.queued = [] }
+            return (.queued, waiter, state.queued)
+        }
+        waiter?.resume(returning: batch)
+        if outcome == .overflow { kill("slow consumer: more than \(capacity) frames waiting") }
+    }
+
+    /// Every frame queued since the last call, waiting for one if there is none; empty once finished.
+    func next() async -> [RelayService.Outbound] {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> [RelayService.Outbound]? in
+                if !state.queued.isEmpty {
+                    defer { state.queued = [] }
+                    return state.queued
+                }
+                if state.finished { return [] }
+                state.waiter = continuation
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
         }
     }
 
@@ -343,10 +379,18 @@ final class RelayConnection: Sendable {
             return true
         }
         if first {
-            continuation.finish()
+            finish()
             onKill(reason)
         }
     }
 
-    func finish() { continuation.finish() }
+    /// No more frames: the writer takes what is queued, then stops.
+    func finish() {
+        let waiter = state.withLock { state -> CheckedContinuation<[RelayService.Outbound], Never>? in
+            state.finished = true
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(returning: [])
+    }
 }
