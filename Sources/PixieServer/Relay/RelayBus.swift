@@ -12,52 +12,35 @@ public protocol RelayBus: Sendable {
     @discardableResult
     func publish(_ frame: Data, to subject: RelaySubject) async -> Int
 
-    /// A new subscription of `subject` whose stream buffers at most `bufferLimit` frames; a frame that finds
-    /// the buffer full is dropped and the subscription marked ``RelayBusSubscription/overflowed``.
-    func subscribe(_ subject: RelaySubject, bufferLimit: Int) async -> RelayBusSubscription
+    /// A new subscription of `subject`: each frame published to it is passed to `deliver` on the publisher's
+    /// thread, which must not block (the relay's connections only queue it for their writer, whose bounded
+    /// queue is what cuts a slow consumer).
+    func subscribe(_ subject: RelaySubject, deliver: @escaping @Sendable (Data) -> Void) async -> RelayBusSubscription
 
     /// Whether any live connection holds `subject` (the push rule's "no live connection").
     func hasSubscribers(_ subject: RelaySubject) async -> Bool
 }
 
-/// One subscription: its frames as an `AsyncSequence`, ended by ``cancel()``.
-public final class RelayBusSubscription: AsyncSequence, Sendable {
-    public typealias Element = Data
-
+/// One subscription, ended by ``cancel()``.
+public final class RelayBusSubscription: Sendable {
     public let subject: RelaySubject
-    private let stream: AsyncStream<Data>
     private let onCancel: @Sendable () -> Void
-    private let overflow = Atomic<Bool>(false)
 
-    public init(subject: RelaySubject, stream: AsyncStream<Data>, onCancel: @escaping @Sendable () -> Void) {
+    public init(subject: RelaySubject, onCancel: @escaping @Sendable () -> Void) {
         self.subject = subject
-        self.stream = stream
         self.onCancel = onCancel
     }
 
-    /// True once a frame was dropped because the buffer was full (the consumer is too slow).
-    public var overflowed: Bool { overflow.load(ordering: .relaxed) }
-
-    /// Marks the subscription overflowed (for bus implementations).
-    public func markOverflowed() { overflow.store(true, ordering: .relaxed) }
-
-    /// Ends the stream and removes the subscription from the bus; idempotent.
+    /// Removes the subscription from the bus: no frame is delivered after this returns; idempotent.
     public func cancel() { onCancel() }
-
-    public func makeAsyncIterator() -> AsyncStream<Data>.AsyncIterator { stream.makeAsyncIterator() }
 }
 
-/// The embedded bus: a table of subject → subscriptions behind one mutex; publishing yields the frame into
-/// each subscription's bounded stream and never waits on a consumer.
+/// The embedded bus: a table of subject → delivery callbacks behind one mutex; publishing calls each one and
+/// never waits on a consumer.
 public final class InProcessRelayBus: RelayBus {
-    private struct Entry {
-        let subscription: RelayBusSubscription
-        let continuation: AsyncStream<Data>.Continuation
-    }
-
     private struct State {
         var next = 0
-        var subjects: [RelaySubject: [Int: Entry]] = [:]
+        var subjects: [RelaySubject: [Int: @Sendable (Data) -> Void]] = [:]
     }
 
     private let state = Mutex(State())
@@ -66,36 +49,20 @@ public final class InProcessRelayBus: RelayBus {
 
     @discardableResult
     public func publish(_ frame: Data, to subject: RelaySubject) async -> Int {
-        let entries = state.withLock { state in state.subjects[subject].map { Array($0.values) } ?? [] }
-        var delivered = 0
-        for entry in entries {
-            switch entry.continuation.yield(frame) {
-            case .enqueued: delivered += 1
-            case .dropped:
-                entry.subscription.markOverflowed()
-                entry.continuation.finish()
-            case .terminated: break
-            @unknown default: break
-            }
-        }
-        return delivered
+        let deliveries = state.withLock { state in state.subjects[subject].map { Array($0.values) } ?? [] }
+        for deliver in deliveries { deliver(frame) }
+        return deliveries.count
     }
 
-    public func subscribe(_ subject: RelaySubject, bufferLimit: Int) async -> RelayBusSubscription {
-        let (stream, continuation) = AsyncStream<Data>.makeStream(
-            bufferingPolicy: .bufferingOldest(max(1, bufferLimit)))
+    public func subscribe(
+        _ subject: RelaySubject, deliver: @escaping @Sendable (Data) -> Void
+    ) async -> RelayBusSubscription {
         let key = state.withLock { state -> Int in
             state.next += 1
+            state.subjects[subject, default: [:]][state.next] = deliver
             return state.next
         }
-        let subscription = RelayBusSubscription(subject: subject, stream: stream) { [weak self] in
-            continuation.finish()
-            self?.remove(subject, key)
-        }
-        state.withLock {
-            $0.subjects[subject, default: [:]][key] = Entry(subscription: subscription, continuation: continuation)
-        }
-        return subscription
+        return RelayBusSubscription(subject: subject) { [weak self] in self?.remove(subject, key) }
     }
 
     public func hasSubscribers(_ subject: RelaySubject) async -> Bool {

@@ -13,7 +13,8 @@ import Synchronization
 /// - A ``WakeClass/sync`` frame to a subject no connection holds wakes its registered device with one push
 ///   through ``PushGateway``; further Sync frames for it are deduplicated until a connection subscribes the
 ///   subject again. Silent frames never push. A device registers its push token with SUBSCRIBE.
-/// - Fan-out goes through ``RelayBus``. Each connection's frames wait in a bounded queue and are written by a
+/// - Fan-out goes through ``RelayBus``, which hands each frame to the subscribing connections' queues.
+///   Each connection's frames wait in a bounded queue and are written by a
 ///   thread of the connection's own, so a slow or vanished peer stalls nobody else; a connection whose queue
 ///   overflows is closed with 1008.
 public final class RelayService: Sendable {
@@ -175,15 +176,9 @@ public final class RelayService: Sendable {
                     on: connection)
                 return
             }
-            let subscription = await bus.subscribe(subject, bufferLimit: configuration.maximumQueuedFrames)
-            connection.add(
-                subscription,
-                forwarding: Task { [self] in
-                    for await deliver in subscription { connection.enqueue(.frame(deliver)) }
-                    if subscription.overflowed {
-                        connection.kill("slow consumer: more than \(configuration.maximumQueuedFrames) frames waiting")
-                    }
-                })
+            // Frames go straight from the publisher to this connection's bounded queue (no task in between).
+            let subscription = await bus.subscribe(subject) { deliver in connection.enqueue(.frame(deliver)) }
+            connection.add(subscription)
             // A connection holds the subject again: its device is awake, so the next Sync may push again.
             waker.register(subject, pushToken: pushToken)
             waker.reconnected(subject)
@@ -299,7 +294,7 @@ final class PushWaker: Sendable {
 /// One connection's subscriptions and its bounded queue of outgoing frames.
 final class RelayConnection: Sendable {
     private struct State {
-        var subscriptions: [RelaySubject: (RelayBusSubscription, Task<Void, Never>)] = [:]
+        var subscriptions: [RelaySubject: RelayBusSubscription] = [:]
         var killedReason: String?
         /// Frames waiting for the writer, oldest first.
         var queued: [RelayService.Outbound] = []
@@ -323,18 +318,18 @@ final class RelayConnection: Sendable {
 
     func holds(_ subject: RelaySubject) -> Bool { state.withLock { $0.subscriptions[subject] != nil } }
 
-    func add(_ subscription: RelayBusSubscription, forwarding task: Task<Void, Never>) {
-        state.withLock { $0.subscriptions[subscription.subject] = (subscription, task) }
+    func add(_ subscription: RelayBusSubscription) {
+        state.withLock { $0.subscriptions[subscription.subject] = subscription }
     }
 
     func remove(_ subject: RelaySubject) -> RelayBusSubscription? {
-        state.withLock { $0.subscriptions.removeValue(forKey: subject)?.0 }
+        state.withLock { $0.subscriptions.removeValue(forKey: subject) }
     }
 
     func removeAll() -> [RelayBusSubscription] {
         state.withLock { state in
             defer { state.subscriptions = [:] }
-            return state.subscriptions.values.map(\.0)
+            return Array(state.subscriptions.values)
         }
     }
 
