@@ -55,7 +55,9 @@ struct RegistrationFixture {
         ]
         if let crossOrigin { object["crossOrigin"] = crossOrigin }
         if let topOrigin { object["topOrigin"] = topOrigin }
-        return try! JSONSerialization.data(withJSONObject: object)
+        // Sorted keys: two Swift dictionaries with the same keys may iterate in different orders (per-instance
+        // hash seeds), and the signature must cover the same bytes the verifier is given.
+        return try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
     }
 
     var authenticatorData: AuthenticatorData {
@@ -90,7 +92,9 @@ struct AssertionFixture {
             "type": type, "challenge": Data(challenge).base64URLEncodedString(), "origin": origin,
         ]
         if let crossOrigin { object["crossOrigin"] = crossOrigin }
-        return try! JSONSerialization.data(withJSONObject: object)
+        // Sorted keys: two Swift dictionaries with the same keys may iterate in different orders (per-instance
+        // hash seeds), and the signature must cover the same bytes the verifier is given.
+        return try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
     }
 
     var authenticatorData: Data {
