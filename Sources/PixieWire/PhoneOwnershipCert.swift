@@ -112,26 +112,12 @@ public struct PhoneOwnershipCert: Sendable, Equatable {
                         + "phone-verify public key (pixie-server trust-bundle prints it)")
             }
             let cert = try PhoneOwnershipCert(unverifiedRepresentation: raw)
-            guard let key = pinnedKeys.first(where: { PhoneOwnershipCert.keyID(of: $0) == cert.signerKeyID }) else {
-                throw PixieWireError(
-                    .unknownSigner,
-                    "the PhoneOwnershipCert was signed by a phone-verify key this service does not pin; verify the "
-                        + "number again")
-            }
-            let signed = cert.rawRepresentation.prefix(PhoneOwnershipCert.signedByteCount)
-            let signatureBytes = cert.rawRepresentation.suffix(HybridSignature.signatureByteCount)
-            guard let signature = try? HybridSignature.Signature(rawRepresentation: signatureBytes),
-                key.isValidSignature(signature, for: signed, context: PhoneOwnershipCert.signatureContext)
-            else {
-                throw PixieWireError(.badSignature, "the PhoneOwnershipCert's signature does not verify")
-            }
-            guard cert.issuedAt.timeIntervalSince(now) <= allowedClockSkew else {
-                throw PixieWireError(
-                    .notYetValid, "the PhoneOwnershipCert is issued in the future; check this machine's clock")
-            }
-            guard now < cert.expiresAt else {
-                throw PixieWireError(.expired, "the PhoneOwnershipCert has expired; verify the number again")
-            }
+            try SignedCredential.verify(
+                SignedCredential.Fields(
+                    name: "PhoneOwnershipCert", remedy: "verify the number again", raw: cert.rawRepresentation,
+                    signedByteCount: PhoneOwnershipCert.signedByteCount, signerKeyID: cert.signerKeyID,
+                    issuedAt: cert.issuedAt, expiresAt: cert.expiresAt, context: PhoneOwnershipCert.signatureContext),
+                pinnedKeys: pinnedKeys, allowedClockSkew: allowedClockSkew, now: now)
             return cert
         }
     }

@@ -99,30 +99,14 @@ public struct SenderCert: Sendable, Equatable {
         }
 
         public func verify(_ raw: some DataProtocol, now: Date) throws(PixieWireError) -> SenderCert {
-            guard !pinnedKeys.isEmpty else {
-                throw PixieWireError(
-                    .noPinnedKey,
-                    "no sender-cert key is pinned, so no SenderCert can be checked; pin the trust bundle's")
-            }
             let cert = try SenderCert(unverifiedRepresentation: raw)
-            guard let key = pinnedKeys.first(where: { PhoneOwnershipCert.keyID(of: $0) == cert.signerKeyID }) else {
-                throw PixieWireError(.unknownSigner, "the SenderCert was signed by a key this device does not pin")
-            }
-            let signedCount = cert.rawRepresentation.count - HybridSignature.signatureByteCount
-            guard
-                let signature = try? HybridSignature.Signature(
-                    rawRepresentation: cert.rawRepresentation.suffix(HybridSignature.signatureByteCount)),
-                key.isValidSignature(
-                    signature, for: cert.rawRepresentation.prefix(signedCount), context: SenderCert.signatureContext)
-            else {
-                throw PixieWireError(.badSignature, "the SenderCert's signature does not verify")
-            }
-            guard cert.issuedAt.timeIntervalSince(now) <= allowedClockSkew else {
-                throw PixieWireError(.notYetValid, "the SenderCert is issued in the future; check the clock")
-            }
-            guard now < cert.expiresAt else {
-                throw PixieWireError(.expired, "the SenderCert has expired; the sender must fetch a new one")
-            }
+            try SignedCredential.verify(
+                SignedCredential.Fields(
+                    name: "SenderCert", remedy: "the sender must fetch a new one", raw: cert.rawRepresentation,
+                    signedByteCount: cert.rawRepresentation.count - HybridSignature.signatureByteCount,
+                    signerKeyID: cert.signerKeyID, issuedAt: cert.issuedAt, expiresAt: cert.expiresAt,
+                    context: SenderCert.signatureContext),
+                pinnedKeys: pinnedKeys, allowedClockSkew: allowedClockSkew, now: now)
             return cert
         }
     }

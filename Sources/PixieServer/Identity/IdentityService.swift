@@ -146,7 +146,7 @@ public struct IdentityService: Sendable {
         router.post("/v1/auth/devices/register") { request, _ in try await registerWithGrant(request) }
         router.post("/v1/auth/passkey/login") { request, _ in try passkeyLogin(request) }
         router.post("/v1/auth/sessions/revoke") { request, _ in
-            try limitClient(request)
+            try clientLimiter.admit(request)
             try sessions.revoke(request)
             return HTTPResponse(status: .noContent)
         }
@@ -181,7 +181,7 @@ public struct IdentityService: Sendable {
         guard ["register", "login"].contains(body.purpose) else {
             throw HTTPError(.badRequest, .badRequest, "purpose must be \"register\" or \"login\"")
         }
-        try limitClient(request)
+        try clientLimiter.admit(request)
         let challengeID = random.bytes(count: 16).base64URLEncodedString()
         let challenge = random.bytes(count: 32)
         let expiresAt = clock.now().unixSeconds + Int64(configuration.challengeLifetime)
@@ -278,7 +278,7 @@ public struct IdentityService: Sendable {
 
     func createAccount(_ request: HTTPRequest) async throws -> HTTPResponse {
         let body = try request.decode(as: CreateAccountRequest.self)
-        try limitClient(request)
+        try clientLimiter.admit(request)
         let cert = try verify(body.phoneCert)
         guard body.discoveryInbox.data.count == 32 else {
             throw HTTPError(.badRequest, .invalidField, "discovery_inbox is a 32-byte relay subject")
@@ -465,7 +465,7 @@ public struct IdentityService: Sendable {
     /// sign-in path) removes every other device and ends their sessions.
     func registerWithGrant(_ request: HTTPRequest) async throws -> HTTPResponse {
         let body = try request.decode(as: RegisterRequest.self)
-        try limitClient(request)
+        try clientLimiter.admit(request)
         try validate(body.device)
         let lookup: (hash: Data, accountID: String?)
         switch (body.grant, body.code, body.phoneCert) {
@@ -585,7 +585,7 @@ public struct IdentityService: Sendable {
 
     func passkeyLogin(_ request: HTTPRequest) throws -> HTTPResponse {
         let body = try request.decode(as: LoginRequest.self)
-        try limitClient(request)
+        try clientLimiter.admit(request)
         let challenge = try consumeChallenge(body.challengeID, purpose: "login")
         let response = try store(logger) {
             try database.transaction { transaction in
@@ -735,14 +735,6 @@ public struct IdentityService: Sendable {
             _ = try transaction.execute(sql, parameters)
         } catch let error as StorageError where error.code == .constraint {
             throw HTTPError(.conflict, .conflict, conflict)
-        }
-    }
-
-    func limitClient(_ request: HTTPRequest) throws(HTTPError) {
-        if let wait = clientLimiter.acquire(request.clientKey) {
-            throw HTTPError(
-                .tooManyRequests, .rateLimited, "too many requests from this address; wait and try again",
-                headers: ["Retry-After": String(Int(wait.rounded(.up)))])
         }
     }
 

@@ -120,7 +120,7 @@ public struct PhoneVerifyService: Sendable {
         } catch {
             throw HTTPError(.badRequest, .invalidPhoneNumber, error.reason)
         }
-        try limitClient(request)
+        try clientLimiter.admit(request)
         let phoneID = Self.phoneID(of: number, key: keys.phoneIDKey)
         let now = clock.now()
         let verificationID = random.bytes(count: 16).base64URLEncodedString()
@@ -205,7 +205,7 @@ public struct PhoneVerifyService: Sendable {
         guard !body.verificationID.isEmpty, body.verificationID.count <= 64 else {
             throw HTTPError(.badRequest, .badRequest, "verification_id is the value the start request returned")
         }
-        try limitClient(request)
+        try clientLimiter.admit(request)
         let now = clock.now()
         let mac = codeMAC(body.verificationID, body.code)
         let outcome = try store(logger) { () throws -> CheckOutcome in
@@ -263,14 +263,6 @@ public struct PhoneVerifyService: Sendable {
     }
 
     // MARK: - Pieces
-
-    private func limitClient(_ request: HTTPRequest) throws(HTTPError) {
-        if let wait = clientLimiter.acquire(request.clientKey) {
-            throw HTTPError(
-                .tooManyRequests, .rateLimited, "too many requests from this address; wait and try again",
-                headers: ["Retry-After": String(Int(wait.rounded(.up)))])
-        }
-    }
 
     /// HMAC-SHA-256 under the phone-id key of "pixie/otp/v1" ‖ verification_id ‖ 0x00 ‖ code: the stored
     /// form of a code, useless without the key.

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPServer
 import Synchronization
 
 /// Token buckets by key (a client address, a phone_id): `capacity` requests at once, refilled at
@@ -33,6 +34,16 @@ public final class RateLimiter: Sendable {
             guard bucket.tokens >= 1 else { return (1 - bucket.tokens) / refillPerSecond }
             bucket.tokens -= 1
             return nil
+        }
+    }
+
+    /// Takes one token for the request's client address, or throws the 429 (`rate_limited`, `Retry-After`)
+    /// every service answers when a client is over its limit.
+    func admit(_ request: HTTPRequest) throws(HTTPError) {
+        if let wait = acquire(request.clientKey) {
+            throw HTTPError(
+                .tooManyRequests, .rateLimited, "too many requests from this address; wait and try again",
+                headers: ["Retry-After": String(Int(wait.rounded(.up)))])
         }
     }
 
