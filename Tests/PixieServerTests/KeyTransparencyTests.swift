@@ -100,11 +100,15 @@ struct KeyTransparencyTests {
         var phone = TestDevice(name: "phone")
         let created = try await fixture.createAccount(&phone)
         let handle = try #require(created.json["kt_handle"] as? String)
-        // A roster change the log never heard of (as if the process died right after the commit).
+        // A roster change the log never heard of (as if the process died right after the commit, which
+        // marks the account dirty in the same transaction).
         let other = SecureRandom.bytes(count: 40)
-        try fixture.database.execute(
-            "INSERT INTO devices (device_id, account_id, pubkey, name, created_at) "
-                + "SELECT 'ghost', account_id, ?, 'ghost', 0 FROM accounts", [.blob(other)])
+        try fixture.database.transaction { transaction in
+            try transaction.execute(
+                "INSERT INTO devices (device_id, account_id, pubkey, name, created_at) "
+                    + "SELECT 'ghost', account_id, ?, 'ghost', 0 FROM accounts", [.blob(other)])
+            try transaction.execute("UPDATE accounts SET kt_dirty = kt_dirty + 1", [])
+        }
         var verifier = TransparencyVerifier(logKey: fixture.logKey)
         let before = try #require(try await fixture.verifiedLookup("devices/" + handle, &verifier))
         #expect(before.value == KeyTransparencyCommitment.roster([phone.pubkey]))

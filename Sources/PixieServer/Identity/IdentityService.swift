@@ -42,6 +42,7 @@ public struct IdentityService: Sendable {
                     account_id TEXT PRIMARY KEY,
                     phone_id BLOB NOT NULL UNIQUE,
                     kt_handle TEXT NOT NULL UNIQUE,
+                    kt_dirty BIGINT NOT NULL DEFAULT 1,
                     account_signing_pubkey BLOB NOT NULL,
                     created_at BIGINT NOT NULL
                 );
@@ -526,6 +527,9 @@ public struct IdentityService: Sendable {
                 let credential = try verifyRegistration(body.passkey.credential, challenge: challenge)
                 _ = try transaction.execute(
                     "UPDATE recovery_grants SET used_at = ? WHERE grant_hash = ?", [.integer(now), .blob(lookup.hash)])
+                // The roster changes in this transaction: its binding is owed to the log until published.
+                _ = try transaction.execute(
+                    "UPDATE accounts SET kt_dirty = kt_dirty + 1 WHERE account_id = ?", [.text(accountID)])
                 if body.revokeOthers {
                     _ = try transaction.execute(
                         "UPDATE sessions SET revoked_at = ? WHERE account_id = ? AND revoked_at IS NULL",
