@@ -9,6 +9,8 @@ public struct Session: Sendable, Equatable {
     public let accountID: String
     public let deviceID: String
     public let expiresAt: Date
+    /// SHA-256 of the bearer token: the row's key, for revoking this session.
+    let tokenHash: Data
 }
 
 /// Bearer sessions: 32 random bytes handed to the device once, stored only as SHA-256, with an expiry and a
@@ -58,21 +60,23 @@ struct Sessions: Sendable {
             throw Self.unauthorized("the Authorization header must be Bearer and a session token")
         }
         let now = clock.now()
-        let row = try store(logger) {
-            try database.queryOne(
-                "SELECT s.account_id, s.device_id, s.expires_at, s.revoked_at, d.removed_at FROM sessions s "
-                    + "JOIN devices d ON d.device_id = s.device_id WHERE s.token_hash = ?", [.blob(Self.hash(token))])
-        }
-        guard let row else { throw Self.unauthorized("the session token is not known; sign in again") }
-        let session = try store(logger) {
-            Session(
+        let tokenHash = Self.hash(token)
+        let found = try store(logger) { () throws -> (Session, revoked: Bool, removed: Bool)? in
+            guard
+                let row = try database.queryOne(
+                    "SELECT s.account_id, s.device_id, s.expires_at, s.revoked_at, d.removed_at FROM sessions s "
+                        + "JOIN devices d ON d.device_id = s.device_id WHERE s.token_hash = ?", [.blob(tokenHash)])
+            else { return nil }
+            let session = Session(
                 accountID: try row.string("account_id"), deviceID: try row.string("device_id"),
-                expiresAt: Date(timeIntervalSince1970: TimeInterval(try row.int64("expires_at"))))
+                expiresAt: Date(timeIntervalSince1970: TimeInterval(try row.int64("expires_at"))), tokenHash: tokenHash)
+            return (session, try row.optionalInt64("revoked_at") != nil, try row.optionalInt64("removed_at") != nil)
         }
-        let revoked = try store(logger) { try row.optionalInt64("revoked_at") }
-        let removed = try store(logger) { try row.optionalInt64("removed_at") }
-        guard revoked == nil else { throw Self.unauthorized("the session was revoked; sign in again") }
-        guard removed == nil else {
+        guard let (session, revoked, removed) = found else {
+            throw Self.unauthorized("the session token is not known; sign in again")
+        }
+        guard !revoked else { throw Self.unauthorized("the session was revoked; sign in again") }
+        guard !removed else {
             throw Self.unauthorized("this device was removed from the account; it cannot sign in again")
         }
         guard now < session.expiresAt else { throw Self.unauthorized("the session has expired; sign in again") }
@@ -81,12 +85,11 @@ struct Sessions: Sendable {
 
     /// Revokes the session behind `request`'s token.
     func revoke(_ request: HTTPRequest) throws {
-        _ = try authenticate(request)
-        let token = Data(base64URLEncoded: request.headers["Authorization"]!.split(separator: " ")[1])!
+        let session = try authenticate(request)
         _ = try store(logger) {
             try database.execute(
                 "UPDATE sessions SET revoked_at = ? WHERE token_hash = ? AND revoked_at IS NULL",
-                [.integer(clock.now().unixSeconds), .blob(Self.hash(token))])
+                [.integer(clock.now().unixSeconds), .blob(session.tokenHash)])
         }
     }
 
