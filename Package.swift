@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "WebAuthn", targets: ["WebAuthn"]),
         .library(name: "Transparency", targets: ["Transparency"]),
         .library(name: "PrivacyPass", targets: ["PrivacyPass"]),
+        .library(name: "PixieDevice", targets: ["PixieDevice"]),
         .executable(name: "bench", targets: ["bench"]),
         .executable(name: "age-swift", targets: ["age-swift"]),
         .executable(name: "sempere", targets: ["sempere"]),
@@ -102,6 +103,10 @@ let package = Package(
         // Privacy Pass-style rate-limit tokens (RFC 9578 shape) on the RFC 9497 VOPRF with ristretto255-SHA512
         // (libsodium's group, SiblingsCrypto's SHA-512), and the served OPRF key list; docs/privacy-pass.md.
         .target(name: "PrivacyPass", dependencies: ["SiblingsCrypto", "CSodium"], swiftSettings: strict),
+
+        // The Pixie device SDK (ARCHITECTURE.md, PixieDevice): so far the checks a device runs on what the servers
+        // serve before it relies on it, starting with the token mint's verifier for the logged OPRF key list.
+        .target(name: "PixieDevice", dependencies: ["PrivacyPass", "Transparency"], swiftSettings: strict),
 
         // pixie-server's services on the HTTP platform: phone-verify-svc and identity-svc, configuration, keys,
         // logs and metrics (docs/pixie-protocol.md, docs/operations.md).
@@ -193,7 +198,7 @@ let package = Package(
             name: "PixieServerTests",
             dependencies: [
                 "PixieServer", "PixieWire", "HTTPServer", "Storage", "WebAuthn", "SiblingsCrypto", "CommandLineKit",
-                "Transparency", "PrivacyPass", "SiblingsTestSupport",
+                "Transparency", "PrivacyPass", "PixieDevice", "SiblingsTestSupport",
             ],
             swiftSettings: strict),
         .testTarget(
@@ -204,6 +209,11 @@ let package = Package(
         .testTarget(
             name: "PrivacyPassTests",
             dependencies: ["PrivacyPass", "SiblingsCrypto", "SiblingsTestSupport"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "PixieDeviceTests",
+            dependencies: ["PixieDevice", "PrivacyPass", "Transparency", "Storage", "SiblingsCrypto"],
             swiftSettings: strict
         ),
         .testTarget(

@@ -2,9 +2,9 @@
 # blob-svc through pixie-server on loopback (docs/benchmarks.md, "blob-svc on loopback").
 #
 # Builds pixie-server (BUILD_CONFIG, default release), starts `pixie-server blob` on a fresh data directory
-# with blob_allow_anonymous_uploads (no credential-svc yet), and beside it an anchor: Python's http.server
-# (ThreadingHTTPServer) serving the same file for GET and writing POST bodies to disk with an fsync, as
-# blob-svc does. Then, RUNS times each, with curl:
+# with blob_allow_anonymous_uploads (so curl needs no session or rate-limit token), and beside it an anchor:
+# Python's http.server (ThreadingHTTPServer) serving the same file for GET and writing POST bodies to disk
+# with an fsync, as blob-svc does. Then, RUNS times each, with curl:
 #   upload    curl -T FILE -X POST          (streams the file; -T rather than --data-binary @FILE, which
 #                                           would load the whole file into curl's memory first)
 #   download  curl -o /dev/null

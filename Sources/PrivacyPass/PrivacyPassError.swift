@@ -47,7 +47,8 @@ public struct PrivacyPassError: Error, Sendable, CustomStringConvertible {
     public let file: String
     public let line: UInt
 
-    init(_ code: Code, _ reason: String, file: String = #fileID, line: UInt = #line) {
+    /// Public so that a ``KeyListVerifier`` written in another module can refuse with ``Code/keyNotInList``.
+    public init(_ code: Code, _ reason: String, file: String = #fileID, line: UInt = #line) {
         self.code = code
         self.reason = reason
         self.file = file

@@ -101,8 +101,9 @@ public struct TokenClient: Sendable {
     public let tokenKeyID: Data
     let client: VOPRF.Client
 
-    /// A client for the issuer key `publicKey`, which must be in `keyList` (the served OPRF key list, logged in
-    /// the transparency log as the value of label ``KeyList/logLabel``) and valid at `now`. Throws
+    /// A client for the issuer key `publicKey`, which must be in `keyList` and valid at `now`. `keyList` must be
+    /// one already checked against the transparency log (label ``KeyList/logLabel``); a device that has only
+    /// what credential-svc served uses ``init(tokenKeyID:servedKeyList:verifier:now:)``, which checks it. Throws
     /// ``PrivacyPassError/Code/keyNotInList`` otherwise: a key outside the logged list could be one made for
     /// this client alone, which would link its tokens.
     public init(publicKey: VOPRF.PublicKey, keyList: KeyList, now: Date = Date()) throws {
@@ -121,6 +122,24 @@ public struct TokenClient: Sendable {
         self.publicKey = publicKey
         tokenKeyID = publicKey.tokenKeyID
         client = try VOPRF.Client(mode: .voprf, publicKey: publicKey)
+    }
+
+    /// A client for the issuer key named `tokenKeyID` in the key list credential-svc served, after `verifier`
+    /// has proven that list is the one in the transparency log: the device's mint call (000 seed,
+    /// SignInApprovalRequester: "The token mint takes a verifier for the served OPRF key list"). Throws what
+    /// the verifier throws, and ``PrivacyPassError/Code/keyNotInList`` for a key the logged list does not name
+    /// or not valid at `now`.
+    public init(
+        tokenKeyID: Data, servedKeyList: Data, verifier: some KeyListVerifier, now: Date = Date()
+    ) async throws {
+        let logged = try await verifier.loggedKeyList(matching: servedKeyList)
+        guard let entry = logged.entries.first(where: { $0.tokenKeyID == tokenKeyID }) else {
+            throw PrivacyPassError(
+                .keyNotInList,
+                "the issuer's key \(tokenKeyID.hexString.prefix(16))… is not in the logged OPRF key list "
+                    + "(epoch \(logged.epoch)); refuse to mint with it and fetch the list again")
+        }
+        try self.init(publicKey: entry.publicKey, keyList: logged, now: now)
     }
 
     /// What ``finish(_:pending:)`` needs; it holds the blinds, so it stays on the client.

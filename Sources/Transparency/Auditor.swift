@@ -1,7 +1,7 @@
 import Foundation
 
-/// Where an auditor reads a log: the prover API, over HTTP or (in tests and `pixie-server audit` on the same
-/// machine) the ``Sequencer`` itself.
+/// Where an auditor reads a log: the prover API, over HTTP (`PixieServer.HTTPLogSource`, which
+/// `pixie-server audit` uses) or, in tests, the ``Sequencer`` itself.
 public protocol LogSource: Sendable {
     func checkpointSizes(after size: UInt64, limit: Int) async throws -> [UInt64]
     func checkpoint(size: UInt64) async throws -> Checkpoint

@@ -9,7 +9,7 @@ public struct LogKey: Sendable, Equatable {
 
     /// The signed-note signature type for HybridSignature (Ed25519 ‖ ML-DSA-65): 0xFF, which signed-note
     /// reserves for types it assigns no byte to, followed (as it recommends) by a longer identifier
-    /// (docs/transparency.md, "Checkpoint").
+    /// (docs/pixie-protocol.md, "Checkpoints").
     public static let signatureType: UInt8 = 0xFF
     /// The identifier that follows 0xFF in the key ID input.
     public static let signatureTypeIdentifier = Data("pixie/hybrid-ed25519-mldsa65/v1".utf8)
@@ -35,7 +35,7 @@ public struct LogKey: Sendable, Equatable {
 }
 
 /// A signed checkpoint in C2SP tlog-checkpoint form with one extension line, signed as a C2SP signed note
-/// (docs/transparency.md, "Checkpoint"):
+/// (docs/pixie-protocol.md, "Checkpoints"):
 /// ```
 /// <origin>\n<size>\n<base64 log root>\nmap <base64 map root>\n\n— <origin> <base64(key ID ‖ signature)>\n
 /// ```

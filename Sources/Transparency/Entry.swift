@@ -3,7 +3,7 @@ import SiblingsCrypto
 
 /// One key-binding update: `label` is bound to `value` at `version` (1, 2, 3, ... per label, no gaps).
 ///
-/// The log's leaves are ``encoded`` entries (docs/transparency.md, "Entry"):
+/// The log's leaves are ``encoded`` entries (docs/pixie-protocol.md, "Key transparency", "Entry"):
 /// ```
 /// 0x01 (format) ‖ u16 len(label) ‖ label (UTF-8) ‖ u64 version ‖ u64 timestamp (ms since 1970) ‖
 /// u32 len(value) ‖ value                                                   (integers big-endian)
@@ -69,8 +69,8 @@ public struct Entry: Sendable, Hashable {
 }
 
 /// A label in the log: `<kind>` or `<kind>/<id>`, such as `discovery/<phone_id>`, `account/<kt_handle>`,
-/// `devices/<account>` or `oprf-keys`. The kind is 1–32 of `a-z 0-9 -`; the whole label is 1–1024 bytes of
-/// UTF-8 without control characters. The log does not interpret the id.
+/// `devices/<kt_handle>` or `oprf-keys`. The kind is 1–32 of `a-z 0-9 -`; the whole label is 1–1024 bytes of
+/// UTF-8 with no byte below 0x20 and no 0x7F. The log does not interpret the id.
 public struct Label: Sendable, Hashable, CustomStringConvertible, ExpressibleByStringLiteral {
     public let rawValue: String
 

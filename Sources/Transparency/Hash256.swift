@@ -6,7 +6,7 @@ import SiblingsCrypto
 public struct Hash256: Hashable, Sendable, Comparable, CustomStringConvertible {
     @usableFromInline var w0: UInt64, w1: UInt64, w2: UInt64, w3: UInt64
 
-    /// 32 zero bytes: the hash of an empty map subtree (docs/transparency.md, "Map node hashing").
+    /// 32 zero bytes: the hash of an empty map subtree (docs/pixie-protocol.md, "Map").
     public static let zero = Hash256(w0: 0, w1: 0, w2: 0, w3: 0)
 
     @usableFromInline init(w0: UInt64, w1: UInt64, w2: UInt64, w3: UInt64) {

@@ -185,7 +185,7 @@ public enum MerkleLog {
 
 /// The right edge of a log: the roots of its complete subtrees from the largest to the smallest (one per set bit
 /// of the size). Appending a leaf combines equal-sized subtrees and reports every new complete subtree hash,
-/// which is what a store writes: O(log n) per append, one on average.
+/// which is what a store writes: O(log n) per append, two on average (the leaf, and one more).
 public struct LogFrontier: Sendable, Equatable {
     public private(set) var size: UInt64
     /// (level, hash) from the leftmost (largest) subtree to the rightmost.

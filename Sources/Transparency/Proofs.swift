@@ -76,7 +76,7 @@ public struct ConsistencyProof: Sendable, Hashable {
     }
 }
 
-/// The answer to "what is `label` bound to?" at one checkpoint (docs/transparency.md, "Lookup proof"):
+/// The answer to "what is `label` bound to?" at one checkpoint (docs/pixie-protocol.md, "Proofs"):
 /// membership of (label, n) with its entry, non-membership of (label, n + 1), both against the checkpoint's map
 /// root; for a label never written, n = 0 and only the non-membership of (label, 1). Optionally the entry's
 /// inclusion in the log.

@@ -1,7 +1,7 @@
 import Foundation
 import Storage
 
-/// The log's tables in a ``Storage/SQLDatabase`` (component "transparency"; docs/transparency.md, "Storage").
+/// The log's tables in a ``Storage/SQLDatabase`` (component "transparency"; docs/transparency.md, "Log").
 ///
 /// - `transparency_entries(idx, label, version, entry, leaf_hash, map_key)`: every entry, by log index, unique
 ///   per (label, version).

@@ -2,7 +2,7 @@ import Foundation
 import SiblingsCrypto
 
 /// The verifiable map: a sparse Merkle tree over 256-bit keys holding one leaf per (label, version), compacted as
-/// in Diem's Jellyfish Merkle tree (docs/transparency.md, "Map").
+/// in Diem's Jellyfish Merkle tree (docs/pixie-protocol.md, "Map"; the design in docs/transparency.md).
 ///
 /// - key(label, version) = SHA-256("pixie/kt/map-key/v1" ‖ u16 len(label) ‖ label ‖ u64 version)
 /// - a leaf = SHA-256(0x10 ‖ key ‖ value), where value is the entry's log leaf hash
@@ -220,7 +220,7 @@ public struct VerifiableMap: Sendable {
     }
 }
 
-/// A path in the map from the root to where a key's leaf is or would be (docs/transparency.md, "Map proof").
+/// A path in the map from the root to where a key's leaf is or would be (docs/pixie-protocol.md, "Map proof").
 public struct MapProof: Sendable, Hashable {
     public enum Terminal: Sendable, Hashable {
         /// The path ends at an empty subtree.

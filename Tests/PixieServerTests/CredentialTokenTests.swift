@@ -1,5 +1,6 @@
 import Foundation
 import HTTPServer
+import PixieDevice
 import PixieServer
 import PixieWire
 import PrivacyPass
@@ -8,19 +9,22 @@ import Testing
 import Transparency
 
 extension Fixture {
-    /// What a new device does before asking for tokens: fetch the served key list, check it against the
-    /// transparency log (label oprf-keys), and build a client only for a key in the logged list.
+    /// The device's verifier for the served key list, over this fixture's `POST /v1/kt/lookup`.
+    func keyListVerifier() -> LoggedKeyListVerifier {
+        LoggedKeyListVerifier(verifier: TransparencyVerifier(logKey: logKey)) { label, since in
+            try await lookupAnswer(label.rawValue, since: since)
+        }
+    }
+
+    /// What a new device does before asking for tokens: fetch the served key list and build a client whose mint
+    /// checks it against the transparency log (label oprf-keys) and takes only a key in the logged list.
     func tokenClient() async throws -> TokenClient {
         _ = try await application.reconcileTransparency()
         let served = await get("/v1/tokens/keys")
         let list = try #require((served.json["key_list"] as? String).flatMap(Data.init(base64URLEncoded:)))
         let keyID = try #require((served.json["token_key_id"] as? String).flatMap(Data.init(base64URLEncoded:)))
-        var verifier = TransparencyVerifier(logKey: logKey)
-        let logged = try #require(try await verifiedLookup(KeyList.logLabel, &verifier))
-        guard logged.value == list else { throw FixtureError("the served key list is not the logged one") }
-        let keyList = try KeyList(encoded: logged.value)
-        let entry = try #require(keyList.entries.first { $0.tokenKeyID == keyID })
-        return try TokenClient(publicKey: entry.publicKey, keyList: keyList, now: clock.now)
+        return try await TokenClient(
+            tokenKeyID: keyID, servedKeyList: list, verifier: keyListVerifier(), now: clock.now)
     }
 
     /// Mints `count` tokens through the pre-session challenge with `cert`.
@@ -47,11 +51,9 @@ struct CredentialTokenTests {
         let spender = try #require(fixture.application.credential?.spender)
         for token in tokens { try await spender.spend(token.rawRepresentation) }
         // A double spend, a forged token and garbage are refused.
-        await #expect(throws: HTTPError.self) { try await spender.spend(tokens[0].rawRepresentation) }
-        do {
-            try await spender.spend(tokens[1].rawRepresentation)
-        } catch {
-            #expect(error.code == .tokenSpent)
+        for token in tokens.prefix(2) {
+            let again = await #expect(throws: HTTPError.self) { try await spender.spend(token.rawRepresentation) }
+            #expect(again?.code == .tokenSpent)
         }
         var forged = tokens[2].rawRepresentation
         forged[forged.count - 1] ^= 1
@@ -105,18 +107,28 @@ struct CredentialTokenTests {
 
     @Test func aPerUserKeyIsCaughtAgainstTheLog() async throws {
         let fixture = try Fixture()
-        _ = try await fixture.tokenClient()  // the shared key's list is logged
-        var verifier = TransparencyVerifier(logKey: fixture.logKey)
-        let logged = try KeyList(
-            encoded: try #require(try await fixture.verifiedLookup(KeyList.logLabel, &verifier)).value)
-        // A misbehaving credential-svc hands this device a key of its own (and a list naming it).
+        let honest = try await fixture.tokenClient()  // the shared key's list is logged, and it mints
+        let served = await fixture.get("/v1/tokens/keys")
+        let logged = try #require((served.json["key_list"] as? String).flatMap(Data.init(base64URLEncoded:)))
+        // A misbehaving credential-svc hands this device a key of its own, with a list naming it (alone or beside
+        // the shared key), or the real list with the rogue key's id: the mint refuses each, against the log.
         let rogue = VOPRF.PrivateKey()
-        let rogueList = try KeyList(
-            epoch: 1, entries: [KeyList.Entry(publicKey: rogue.publicKey, notBefore: 0, notAfter: 4_102_444_800)])
-        #expect(rogueList.encoded != logged.encoded)
-        #expect(throws: PrivacyPassError.self) {
-            try TokenClient(publicKey: rogue.publicKey, keyList: logged, now: fixture.clock.now)
+        let rogueEntry = try KeyList.Entry(publicKey: rogue.publicKey, notBefore: 0, notAfter: 4_102_444_800)
+        let sharedEntries = try KeyList(encoded: logged).entries
+        for list in [
+            try KeyList(epoch: 1, entries: [rogueEntry]).encoded,
+            try KeyList(epoch: 1, entries: sharedEntries + [rogueEntry]).encoded, logged,
+        ] {
+            do {
+                _ = try await TokenClient(
+                    tokenKeyID: rogue.publicKey.tokenKeyID, servedKeyList: list, verifier: fixture.keyListVerifier(),
+                    now: fixture.clock.now)
+                Issue.record("a per-user key was accepted")
+            } catch let error as PrivacyPassError {
+                #expect(error.code == .keyNotInList)
+            }
         }
+        #expect(honest.tokenKeyID != rogue.publicKey.tokenKeyID)
     }
 
     @Test func enrolledDevicesMintWithTheirSessionWithinTheAccountsBudget() async throws {

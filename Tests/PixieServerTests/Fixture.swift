@@ -40,9 +40,9 @@ struct Fixture {
         tokens: (any TokenSpender)? = nil, configure: (inout PixieConfiguration) -> Void = { _ in }
     ) throws {
         var configuration = PixieConfiguration()
+        configuration.checkpointInterval = .milliseconds(1)
         configure(&configuration)
         configuration.services = services
-        configuration.checkpointInterval = .milliseconds(1)
         if !pinned, services.contains(.phoneVerify) {
             fatalError("a fixture with phone-verify always pins its own key")
         }

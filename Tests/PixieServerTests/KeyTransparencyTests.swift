@@ -9,19 +9,23 @@ import Transparency
 extension Fixture {
     var logKey: LogKey { try! LogKey(origin: "pixie.localhost/kt", publicKey: keys.transparencyLog.publicKey) }
 
-    /// `POST /v1/kt/lookup` for `label`, checked by `verifier` as a device would.
-    func verifiedLookup(_ label: String, _ verifier: inout TransparencyVerifier) async throws -> Entry? {
+    /// identity-svc's answer to `POST /v1/kt/lookup` for `label`, unverified, as a device receives it.
+    func lookupAnswer(_ label: String, since: UInt64?) async throws -> LookupAnswer {
         var body: [String: Any] = ["label": label]
-        if let size = verifier.pinned?.size { body["since"] = Int(size) }
+        if let since { body["since"] = Int(since) }
         let response = await post("/v1/kt/lookup", object: body)
         guard response.status == .ok, let note = response.json["checkpoint"] as? String,
             let lookup = (response.json["lookup"] as? String).flatMap(Data.init(base64URLEncoded:))
         else { throw FixtureError("lookup failed: \(response.status) \(response.bodyText)") }
         let consistency = try (response.json["consistency"] as? String).flatMap(Data.init(base64URLEncoded:))
             .map { try ConsistencyProof(encoded: $0) }
-        return try verifier.verify(
-            label: try Label(label), checkpoint: note, consistencyProof: consistency,
-            lookup: try LookupProof(encoded: lookup))
+        return LookupAnswer(checkpoint: note, consistencyProof: consistency, lookup: try LookupProof(encoded: lookup))
+    }
+
+    /// `POST /v1/kt/lookup` for `label`, checked by `verifier` as a device would.
+    func verifiedLookup(_ label: String, _ verifier: inout TransparencyVerifier) async throws -> Entry? {
+        let answer = try await lookupAnswer(label, since: verifier.pinned?.size)
+        return try verifier.verify(label: try Label(label), answer: answer)
     }
 
     /// The log read through the router's own endpoints, as `pixie-server audit` reads it over HTTP.
@@ -93,6 +97,47 @@ struct KeyTransparencyTests {
         #expect(checked >= 2)
         #expect(auditor.size == 7)  // 3 bindings per account, and alice's roster once more
         #expect(auditor.failure == nil)
+    }
+
+    /// The logged roster is the one `GET /v1/sync/siblings` serves, after joins that race each other and after
+    /// a removal: publishes of one account are serialized, so the last one logs the newest roster.
+    @Test func theLoggedRosterFollowsConcurrentJoinsAndARemoval() async throws {
+        // Checkpoints 20 ms apart, so the twelve joins' publishes overlap.
+        let fixture = try Fixture { $0.checkpointInterval = .milliseconds(20) }
+        var phone = TestDevice(name: "phone")
+        let created = try await fixture.createAccount(&phone)
+        let handle = try #require(created.json["kt_handle"] as? String)
+        var grants: [String] = []
+        for _ in 0..<12 { grants.append(try #require(await fixture.grant(from: phone).json["grant"] as? String)) }
+        let joined = try await withThrowingTaskGroup(of: TestDevice.self) { group in
+            for (index, grant) in grants.enumerated() {
+                group.addTask {
+                    var device = TestDevice(name: "device \(index)")
+                    let response = try await fixture.register(&device, grant: ["grant": grant])
+                    guard response.status == .created else { throw FixtureError("join \(index): \(response.bodyText)") }
+                    return device
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(joined.count == 12)
+
+        func loggedRosterMatchesSiblings(of device: TestDevice) async throws {
+            var verifier = TransparencyVerifier(logKey: fixture.logKey)
+            let logged = try #require(try await fixture.verifiedLookup("devices/" + handle, &verifier))
+            let served = try await fixture.siblings(of: device).map { try #require(Data(base64URLEncoded: $0)) }
+            #expect(logged.value == KeyTransparencyCommitment.roster(served))
+        }
+        try await loggedRosterMatchesSiblings(of: phone)
+        #expect(await fixture.siblings(of: phone).count == 13)
+
+        // A removal (revoke_others) is logged the same way: the roster shrinks to the one device left.
+        let grant = try #require(await fixture.grant(from: phone).json["grant"] as? String)
+        var laptop = TestDevice(name: "laptop")
+        #expect(try await fixture.register(&laptop, grant: ["grant": grant], revokeOthers: true).status == .created)
+        #expect(await fixture.siblings(of: laptop) == [laptop.pubkey.base64URLEncodedString()])
+        try await loggedRosterMatchesSiblings(of: laptop)
+        #expect(try await fixture.application.reconcileTransparency() == 0)
     }
 
     @Test func aCrashBetweenCommitAndAppendIsRepairedAtStart() async throws {

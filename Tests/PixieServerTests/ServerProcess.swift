@@ -77,7 +77,7 @@ final class ServerProcess: Sendable {
         try process.run()
         self.process = process
         self.log = log
-        let deadline = Date().addingTimeInterval(20)
+        let deadline = Date().addingTimeInterval(120)  // a hang's limit: start-up shares two cores with the suite
         while true {
             if let address = log.listeningAddress {
                 self.address = address

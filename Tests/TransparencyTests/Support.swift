@@ -47,7 +47,7 @@ enum ReferenceMerkle {
     }
 }
 
-/// The compacted sparse Merkle tree of docs/transparency.md computed from sorted leaves by its definition.
+/// The compacted sparse Merkle tree of docs/pixie-protocol.md ("Map") computed from sorted leaves by its definition.
 enum ReferenceMap {
     static func bit(_ key: Hash256, _ i: Int) -> Int {
         Int(key.rawRepresentation[i / 8] >> (7 - UInt8(i % 8))) & 1

@@ -39,7 +39,7 @@ public struct BlobService: Sendable {
         /// Bytes one account may upload per clock hour with a session (`blob_bytes_per_hour`).
         public var bytesPerAccountPerHour: Int64 = 16 << 30
         /// Take uploads that carry no `Authorization` at all (`blob_allow_anonymous_uploads`): for benchmarks
-        /// and development only, until credential-svc issues rate-limit tokens.
+        /// and development only. An upload that carries `Authorization` is still checked (session or token).
         public var allowAnonymousUploads = false
 
         public init(directory: URL) { self.directory = directory }

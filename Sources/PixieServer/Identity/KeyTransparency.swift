@@ -29,11 +29,13 @@ public enum KeyTransparencyCommitment {
 /// Labels (docs/pixie-protocol.md, "Key transparency"):
 /// - `discovery/<phone_id>`: discovery_inbox (32) ‖ discovery_xwing_pubkey (1216);
 /// - `account/<kt_handle>`: the account signing public key (1984);
-/// - `devices/<kt_handle>`: ``rosterCommitment(_:)`` of the account's device pubkeys.
+/// - `devices/<kt_handle>`: ``KeyTransparencyCommitment/roster(_:)`` of the account's device pubkeys.
 struct KeyTransparency: Sendable {
     let sequencer: Sequencer
     let database: any SQLDatabase
     let logger: Logger
+    /// One publish of an account at a time, so the last to run reads (and logs) the newest bindings.
+    private let publishing = KeyedSerializer<String>()
 
     static func discoveryLabel(phoneID: Data) -> Label {
         // A base64url phone_id is 43 characters of [A-Za-z0-9_-]: always a valid label.
@@ -72,7 +74,14 @@ struct KeyTransparency: Sendable {
     /// bindings read here are logged, the counter is cleared only if no change came in meanwhile, so an
     /// account whose change was committed but never logged (a crash in between) stays marked for
     /// ``reconcile()``.
+    ///
+    /// Publishes of one account run one at a time: two that interleaved could each read the store before the
+    /// other's change and append the older roster last, and then clear `kt_dirty` over a stale log.
     func publish(accountID: String) async throws {
+        try await publishing.run(accountID) { try await publishNow(accountID: accountID) }
+    }
+
+    private func publishNow(accountID: String) async throws {
         let dirty =
             try database.queryOne("SELECT kt_dirty FROM accounts WHERE account_id = ?", [.text(accountID)])?
             .int64("kt_dirty") ?? 0
@@ -141,7 +150,7 @@ struct KeyTransparency: Sendable {
 
     struct ProofResponse: Encodable { let proof: Base64URLBytes }
 
-    /// The consistency proof between `?from=` and `?to=` (RFC 9162 §2.1.4, encoded as docs/transparency.md says).
+    /// The consistency proof between `?from=` and `?to=` (RFC 9162 §2.1.4, encoded as docs/pixie-protocol.md, "Proofs", says).
     func consistency(_ request: HTTPRequest) async throws -> HTTPResponse {
         guard let from = try Self.number(request, "from"), let to = try Self.number(request, "to") else {
             throw HTTPError(.badRequest, .badRequest, "send ?from=<size>&to=<size>")

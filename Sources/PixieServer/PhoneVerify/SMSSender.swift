@@ -12,8 +12,10 @@ public protocol SMSSender: Sendable {
     func send(_ text: String, to number: PhoneNumber) async throws(ServerError)
 }
 
-/// The development sink: appends each message as a JSON line (`{"to":…,"text":…,"ts":…}`) to a file and
-/// logs it. Never for production: the codes are readable by whoever reads the file or the log.
+/// The development sink: appends each message as a JSON line (`{"text":…,"to":…,"ts":…}`: the whole message
+/// with its code, the E.164 number, Unix seconds) to a file, and logs `development SMS (not sent to any phone)`
+/// with only the redacted number (`to`) and the file's path (`outbox`), never the code. Never for production:
+/// the codes are readable by whoever reads the file.
 public struct DevelopmentSMSSink: SMSSender {
     public let outbox: URL
     public let logger: Logger
