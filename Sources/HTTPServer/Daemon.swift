@@ -27,10 +27,11 @@ final class Daemon {
             responderTimeout: configuration.responderTimeout)
         let cls = Unmanaged.passUnretained(core).toOpaque()
         // A thread per connection: a request's thread may wait for its responder without holding up others,
-        // and block while a streamed body's consumer or producer is slow. Upgrades carry WebSockets.
+        // and block while a streamed body's consumer or producer is slow. Upgrades carry WebSockets. The
+        // inter-thread channel lets `drain` stop the listener while connections finish (MHD_quiesce_daemon).
         let flags = UInt32(
             MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_THREAD_PER_CONNECTION.rawValue
-                | MHD_ALLOW_UPGRADE.rawValue)
+                | MHD_ALLOW_UPGRADE.rawValue | MHD_USE_ITC.rawValue)
         errno = 0
         guard
             let handle = CMicroHTTPD_start_loopback(
@@ -53,10 +54,34 @@ final class Daemon {
         self.port = port
     }
 
+    /// The listening socket `drain` took back from libmicrohttpd; closed only after the daemon stops (its
+    /// threads may still hold it until then). Touched by `drain` and `deinit`, which the owner never runs at once.
+    private var quiescedSocket: Int32?
+
+    /// Stops taking connections (new ones are refused), closes the WebSockets, and waits until every request
+    /// in flight has been answered or `deadline` has passed. Returns how many were still in flight then.
+    func drain(until deadline: ContinuousClock.Instant) -> Int {
+        if quiescedSocket == nil {
+            let socket = MHD_quiesce_daemon(handle)
+            if socket >= 0 {
+                quiescedSocket = socket
+                // Refuse new connections now rather than leave them in the backlog until the daemon stops: the
+                // socket stays open (libmicrohttpd's threads may still hold it), but shut down it accepts nothing.
+                _ = CMicroHTTPD_refuse_connections(socket)
+            }
+        }
+        core.closeWebSockets()
+        while core.requestsInFlight > 0, ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.005)
+        }
+        return core.requestsInFlight
+    }
+
     deinit {
         // libmicrohttpd must not stop with upgraded connections still open: close the WebSockets first.
         core.closeWebSockets()
         MHD_stop_daemon(handle)
+        if let quiescedSocket { close(quiescedSocket) }
     }
 }
 
@@ -66,6 +91,12 @@ private final class Core: Sendable {
     let maximumBodySize: Int
     let responderTimeout: Duration?
     private let webSockets = Mutex<(next: Int, open: [Int: WebSocket])>((0, [:]))
+    /// Requests whose head has arrived and whose exchange has not ended (`requestCompleted` not yet called).
+    private let inFlight = Mutex(0)
+
+    var requestsInFlight: Int { inFlight.withLock { $0 } }
+    func requestStarted() { inFlight.withLock { $0 += 1 } }
+    func requestEnded() { inFlight.withLock { $0 -= 1 } }
 
     init(responder: any HTTPResponder, maximumBodySize: Int, responderTimeout: Duration?) {
         self.responder = responder
@@ -224,10 +255,11 @@ private func values(of connection: OpaquePointer, kind: MHD_ValueKind) -> [(name
     return collector.fields
 }
 
-private let requestCompleted: MHD_RequestCompletedCallback = { _, _, slot, termination in
+private let requestCompleted: MHD_RequestCompletedCallback = { cls, _, slot, termination in
     guard let slot, let raw = slot.pointee else { return }
     let pending = Unmanaged<PendingRequest>.fromOpaque(raw).takeRetainedValue()
     slot.pointee = nil
+    if let cls { Unmanaged<Core>.fromOpaque(cls).takeUnretainedValue().requestEnded() }
     guard termination.rawValue != 0 else { return }  // 0 is MHD_REQUEST_TERMINATED_COMPLETED_OK
     // The client went away (or the server is stopping) before the exchange finished: a handler still
     // reading the body learns it from the stream, and its task is cancelled.
@@ -263,6 +295,7 @@ private let accessHandler: MHD_AccessHandlerCallback = {
         if case .stream(let streamLimit) = policy { limit = max(0, streamLimit) }
         let pending = PendingRequest(head: head, limit: limit)
         slot.pointee = Unmanaged.passRetained(pending).toOpaque()
+        core.requestStarted()
         let declared = headers["Content-Length"].flatMap { Int($0) }
         if let declared, declared > limit {
             pending.answered = true

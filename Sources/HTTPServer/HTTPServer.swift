@@ -57,17 +57,25 @@ public final class HTTPServer: Sendable {
     /// Whether the server still listens.
     public var isRunning: Bool { daemon.withLock { $0 != nil } }
 
-    /// Stops listening, waits for the requests in flight to be answered, and closes every connection.
-    /// Calling it again does nothing.
+    /// Stops listening (new connections are refused at once), sends every WebSocket a close frame (1001, going
+    /// away), waits up to `gracePeriod` for the requests in flight to be answered, then closes every connection.
+    /// Returns how many requests were still unanswered when the grace period ran out (they are cut off).
+    /// Calling it again does nothing and returns 0.
     ///
     /// The wait happens on a thread of its own, not the caller's: the requests being finished need the
     /// Swift concurrency pool, and a pool thread blocked here could be the one they are waiting for (nor a
     /// Dispatch queue's, whose few threads other blocking work may hold).
-    public func shutdown() async {
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+    @discardableResult
+    public func shutdown(gracePeriod: Duration = .seconds(30)) async -> Int {
+        await withCheckedContinuation { (done: CheckedContinuation<Int, Never>) in
             Thread.detachNewThread {
-                self.daemon.withLock { $0 = nil }
-                done.resume()
+                let deadline = ContinuousClock.now + gracePeriod
+                // The lock is held throughout, so a second call waits for the first and then finds nothing.
+                let cutOff = self.daemon.withLock { daemon -> Int in
+                    defer { daemon = nil }
+                    return daemon?.drain(until: deadline) ?? 0
+                }
+                done.resume(returning: cutOff)
             }
         }
     }

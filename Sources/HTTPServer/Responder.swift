@@ -3,7 +3,7 @@ import Foundation
 /// Anything that answers a complete request: a ``Router``, or a type of the caller's own.
 ///
 /// Thrown ``HTTPError``s become their JSON response; any other error becomes a 500 whose body says
-/// nothing about it (the server and ``HTTPResponder/test(_:_:headers:body:)`` both do this).
+/// nothing about it (the server and ``HTTPResponder/test(_:_:headers:body:remoteAddress:)`` both do this).
 ///
 /// A responder that wants some bodies as a stream says so in ``bodyPolicy(for:)``, which the server asks
 /// when only the head is in (the default collects every body).
@@ -49,12 +49,15 @@ extension HTTPResponder {
     /// On a streaming route (``bodyPolicy(for:)``) `body` arrives in ``HTTPRequest/bodyStream`` in 64 KiB
     /// chunks, and a body (or a declared `Content-Length`) past the route's limit is a 413 as on the server.
     /// A streamed response is returned collected into ``HTTPResponse/body`` (a producer that throws, or
-    /// writes other than its declared length, gives a 500).
+    /// writes other than its declared length, gives a 500). `remoteAddress` is the peer address the request
+    /// appears to come from (``HTTPRequest/remoteAddress``; nil, as by default, for none).
     public func test(
-        _ method: HTTPMethod, _ path: String, headers: HTTPHeaders = HTTPHeaders(), body: Data = Data()
+        _ method: HTTPMethod, _ path: String, headers: HTTPHeaders = HTTPHeaders(), body: Data = Data(),
+        remoteAddress: String? = nil
     ) async -> HTTPResponse {
         let (decodedPath, queryItems) = Self.split(target: path)
-        var request = HTTPRequest(method: method, path: decodedPath, queryItems: queryItems, headers: headers)
+        var request = HTTPRequest(
+            method: method, path: decodedPath, queryItems: queryItems, headers: headers, remoteAddress: remoteAddress)
         switch bodyPolicy(for: request) {
         case .collect:
             request.body = body
@@ -76,11 +79,12 @@ extension HTTPResponder {
         }
     }
 
-    /// ``test(_:_:headers:body:)`` with a UTF-8 text body.
+    /// ``test(_:_:headers:body:remoteAddress:)`` with a UTF-8 text body.
     public func test(
-        _ method: HTTPMethod, _ path: String, headers: HTTPHeaders = HTTPHeaders(), body: String
+        _ method: HTTPMethod, _ path: String, headers: HTTPHeaders = HTTPHeaders(), body: String,
+        remoteAddress: String? = nil
     ) async -> HTTPResponse {
-        await test(method, path, headers: headers, body: Data(body.utf8))
+        await test(method, path, headers: headers, body: Data(body.utf8), remoteAddress: remoteAddress)
     }
 
     private static func split(target: String) -> (String, [(name: String, value: String)]) {

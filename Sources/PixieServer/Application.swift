@@ -232,8 +232,8 @@ public struct Application: Sendable {
         return server
     }
 
-    /// Runs until SIGTERM or SIGINT, then stops taking connections, finishes the requests in flight and
-    /// returns.
+    /// Runs until SIGTERM or SIGINT, then stops taking connections, lets the requests in flight finish (for up
+    /// to `shutdown_grace` seconds), logs what was waiting for a checkpoint, and returns.
     public func run() async throws(ServerError) {
         if log != nil {
             do {
@@ -247,7 +247,11 @@ public struct Application: Sendable {
         let signal = await Self.waitForTermination()
         logger.info("shutting down", ["signal": signal])
         sweeper?.cancel()
-        await server.shutdown()
+        let cutOff = await server.shutdown(gracePeriod: .seconds(configuration.shutdownGrace))
+        if cutOff > 0 {
+            logger.warning(
+                "requests still in flight were cut off", ["requests": cutOff, "grace_s": configuration.shutdownGrace])
+        }
         // Bindings still waiting for the next checkpoint are logged now rather than lost.
         await log?.flush()
         logger.info("stopped")

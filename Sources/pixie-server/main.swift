@@ -63,6 +63,8 @@ struct Serve: ParsableCommand {
     @OptionalOption(name: .long("grant-lifetime"), help: "Seconds.") var grantLifetime: String?
     @OptionalOption(name: .long("session-lifetime"), help: "Seconds.") var sessionLifetime: String?
     @OptionalOption(name: .long("request-timeout"), help: "Seconds.") var requestTimeout: String?
+    @OptionalOption(name: .long("shutdown-grace"), help: "Seconds in-flight requests get after SIGTERM.")
+    var shutdownGrace: String?
     @OptionalOption(name: .long("sender-cert-lifetime"), help: "Seconds.") var senderCertLifetime: String?
     @OptionalOption(name: .long("approval-tokens-per-hour"), help: "Per phone_id.") var approvalTokensPerHour: String?
     @OptionalOption(name: .long("account-tokens-per-hour"), help: "Per account.") var accountTokensPerHour: String?
@@ -107,7 +109,8 @@ struct Serve: ParsableCommand {
                 ("require_user_verification", requireUserVerification), ("log_level", logLevel),
                 ("max_body_bytes", maxBodyBytes), ("phone_cert_lifetime", phoneCertLifetime),
                 ("grant_lifetime", grantLifetime), ("session_lifetime", sessionLifetime),
-                ("request_timeout", requestTimeout), ("sender_cert_lifetime", senderCertLifetime),
+                ("request_timeout", requestTimeout), ("shutdown_grace", shutdownGrace),
+                ("sender_cert_lifetime", senderCertLifetime),
                 ("approval_tokens_per_hour", approvalTokensPerHour), ("account_tokens_per_hour", accountTokensPerHour),
                 ("codes_per_number_per_hour", codesPerNumberPerHour),
                 ("client_requests_per_minute", clientRequestsPerMinute), ("log_origin", logOrigin),

@@ -262,4 +262,70 @@ struct ServerTests {
         }
         await first.shutdown()
     }
+
+    /// A server with one streaming upload route, and a client connected to it that has sent the head of a
+    /// 2000-byte upload and `sent` bytes of its body; returns once the handler is reading.
+    static func uploadInFlight(sent: Int) async throws -> (server: HTTPServer, fd: Int32) {
+        let started = DispatchSemaphore(value: 0)
+        var router = Router()
+        router.post("/upload", body: .stream(limit: 1 << 20)) { request, _ in
+            started.signal()
+            return .text("got \(try await request.bodyStream!.collect(upTo: 1 << 20).count)")
+        }
+        let server = try HTTPServer(responder: router)
+        let fd = try RawClient.connect(port: server.port).get()
+        let head = Data("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 2000\r\n\r\n".utf8) + Data(count: sent)
+        let written = head.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        #expect(written == head.count)
+        try await onThread { started.wait() }
+        return (server, fd)
+    }
+
+    @Test("shutdown refuses new connections at once, answers the request in flight, then closes")
+    func shutdownFinishesTheRequestInFlight() async throws {
+        // Half the body is sent, and the handler is reading it, when shutdown begins.
+        let (server, fd) = try await Self.uploadInFlight(sent: 1000)
+        defer { close(fd) }
+        let port = server.port
+        func send(_ data: Data) -> Bool {
+            data.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) == $0.count }
+        }
+        let shutdown = Task { await server.shutdown(gracePeriod: .seconds(120)) }
+        var refused = false
+        for _ in 0..<2000 where !refused {
+            if case .failure = RawClient.connect(port: port) {
+                refused = true
+            } else {
+                try await Task.sleep(for: .milliseconds(5))
+            }
+        }
+        #expect(refused, "a new connection was still taken while shutting down")
+        // The rest of the body: the request in flight is answered in full.
+        #expect(send(Data(count: 1000)))
+        let reply = try await onThread { () throws -> RawClient.Reply in
+            var received = Data()
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while received.range(of: Data("got 2000".utf8)) == nil {
+                let n = recv(fd, &buffer, buffer.count, 0)
+                if n <= 0 { break }
+                received.append(contentsOf: buffer[0..<n])
+            }
+            return try RawClient.parse(received)
+        }
+        #expect(reply.status == 200)
+        #expect(String(decoding: reply.body, as: UTF8.self) == "got 2000")
+        #expect(await shutdown.value == 0)
+        #expect(!server.isRunning)
+    }
+
+    @Test("a request still unanswered when the grace period ends is cut off, and counted")
+    func shutdownCutsOffAfterTheGracePeriod() async throws {
+        let (server, fd) = try await Self.uploadInFlight(sent: 10)
+        defer { close(fd) }
+        // The client never sends the rest: after the grace period the server gives up on it.
+        #expect(await server.shutdown(gracePeriod: .milliseconds(50)) == 1)
+        #expect(!server.isRunning)
+        var byte: UInt8 = 0
+        #expect(recv(fd, &byte, 1, 0) <= 0, "the cut-off connection is closed")
+    }
 }

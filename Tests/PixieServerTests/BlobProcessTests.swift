@@ -106,34 +106,18 @@ struct BlobProcessTests {
             dataDirectory: data, extraArguments: ["blob", "--blob-allow-anonymous-uploads", "true"])
         let port = try #require(server.address.port)
 
-        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        #expect(socket >= 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        #expect(connected == 0)
+        let socket = try #require(RawSocket(port: port))
         let head =
             "POST /v1/blobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-pixie-sync\r\n"
             + "Content-Length: \(64 << 20)\r\n\r\n"
-        var sent = Data(head.utf8) + SecureRandom.bytes(count: 4 << 20)
-        while !sent.isEmpty {
-            let written = sent.withUnsafeBytes { send(socket, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }
-            guard written > 0 else { break }
-            sent.removeFirst(written)
-        }
+        socket.send(Data(head.utf8) + SecureRandom.bytes(count: 4 << 20))
         let temporary = data.appendingPathComponent("blobs/tmp")
         // The upload is under way: its temporary file exists.
         for _ in 0..<100 where ((try? FileManager.default.contentsOfDirectory(atPath: temporary.path)) ?? []).isEmpty {
             try await Task.sleep(for: .milliseconds(20))
         }
         #expect(((try? FileManager.default.contentsOfDirectory(atPath: temporary.path)) ?? []).count == 1)
-        close(socket)
+        socket.close()
         for _ in 0..<250 where !((try? FileManager.default.contentsOfDirectory(atPath: temporary.path)) ?? []).isEmpty {
             try await Task.sleep(for: .milliseconds(20))
         }

@@ -17,6 +17,17 @@ struct PhoneVerifyServiceTests {
         await fixture.post("/v1/phone/verifications/check", object: ["verification_id": id, "code": code])
     }
 
+    /// A POST that arrives from the client address `address`.
+    func post(
+        _ fixture: Fixture, _ path: String, from address: String, _ object: [String: String]
+    ) async
+        -> HTTPResponse
+    {
+        let body = try! JSONSerialization.data(withJSONObject: object)
+        return await fixture.router.test(
+            .post, path, headers: ["Content-Type": "application/json"], body: body, remoteAddress: address)
+    }
+
     @Test func aVerifiedNumberGetsACertForItsPhoneID() async throws {
         let fixture = try Fixture()
         let started = await start(fixture, "+1 (415) 555-0123")
@@ -101,6 +112,62 @@ struct PhoneVerifyServiceTests {
         #expect(statuses.suffix(10).allSatisfy { $0 == 429 })
         fixture.clock.advance(by: 60)
         #expect(await start(fixture, "+14155559999").status == .created)
+    }
+
+    @Test func eachClientAddressHasItsOwnBucketForCodes() async throws {
+        let fixture = try Fixture()
+        func start(from address: String, _ index: Int) async -> HTTPResponse {
+            await post(
+                fixture, "/v1/phone/verifications", from: address,
+                ["phone_number": "+1415555\(String(format: "%04d", index))"])
+        }
+        for index in 0..<60 {
+            let response = await start(from: "192.0.2.1", index)
+            #expect(response.status == .created, "\(index): \(response.bodyText)")
+        }
+        let limited = await start(from: "192.0.2.1", 60)
+        #expect(limited.status == .tooManyRequests)
+        #expect(limited.errorCode == "rate_limited")
+        #expect(limited.headers["Retry-After"] != nil)
+        // Another address, IPv4 or IPv6, and a request with no address at all, each have a full bucket.
+        for (offset, address) in ["192.0.2.2", "2001:db8::1"].enumerated() {
+            for index in 0..<60 {
+                #expect(await start(from: address, 100 * (offset + 1) + index).status == .created, "\(address)")
+            }
+            #expect(await start(from: address, 999).status == .tooManyRequests, "\(address)")
+        }
+        #expect(await self.start(fixture, "+14155559999").status == .created)
+        // The first address is still over its limit until its bucket refills.
+        #expect(await start(from: "192.0.2.1", 61).status == .tooManyRequests)
+        #expect(fixture.sms.messages.count == 181)
+        fixture.clock.advance(by: 60)
+        #expect(await start(from: "192.0.2.1", 61).status == .created)
+    }
+
+    @Test func checksAreRateLimitedPerClientToo() async throws {
+        let fixture = try Fixture()
+        let started = await post(fixture, "/v1/phone/verifications", from: "198.51.100.7", ["phone_number": number])
+        let id = try #require(started.json["verification_id"] as? String)
+        let code = try #require(fixture.sms.lastCode(to: number))
+        func check(from address: String, _ id: String, _ code: String) async -> HTTPResponse {
+            await post(fixture, "/v1/phone/verifications/check", from: address, ["verification_id": id, "code": code])
+        }
+        // A guesser spends its whole minute (the start and the checks share one bucket per address)...
+        for index in 0..<60 {
+            let response = await check(from: "203.0.113.9", "guess-\(index)", "123456")
+            #expect(response.status == .notFound, "\(index): \(response.bodyText)")
+        }
+        let over = await check(from: "203.0.113.9", id, code)
+        #expect(over.status == .tooManyRequests)
+        #expect(over.errorCode == "rate_limited")
+        #expect(over.headers["Retry-After"] != nil)
+        #expect(
+            await post(fixture, "/v1/phone/verifications", from: "203.0.113.9", ["phone_number": number]).status
+                == .tooManyRequests)
+        // ...and a refused check counts no attempt: the owner, from its own address, still gets its cert.
+        let owner = await check(from: "198.51.100.7", id, code)
+        #expect(owner.status == .ok, "\(owner.bodyText)")
+        #expect(owner.json["phone_cert"] is String)
     }
 
     @Test func aFailedSMSLeavesNothingBehind() async throws {

@@ -123,14 +123,14 @@ struct RelayTests {
         try await alice.subscribe(inbox)
 
         for _ in 0..<3 {
-            let raw = try RawSocket(port: relay.port)
-            raw.write(
+            let raw = try #require(RawSocket(port: Int(relay.port)))
+            raw.send(
                 Data(
                     ("GET /v1/relay HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                         + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").utf8))
             #expect(raw.readHead().hasPrefix("HTTP/1.1 101"))
             // A masked binary frame announcing 1000 bytes, then 10 of them, then gone.
-            raw.write(Data([0x82, 0x80 | 126, 0x03, 0xE8, 1, 2, 3, 4]) + Data(repeating: 0x03, count: 10))
+            raw.send(Data([0x82, 0x80 | 126, 0x03, 0xE8, 1, 2, 3, 4]) + Data(repeating: 0x03, count: 10))
             try await bob.send(Data("during".utf8), to: inbox, token: relay.token())
             raw.close()
             #expect(try await alice.next() == .deliver(subject: inbox, wake: .silent, payload: Data("during".utf8)))

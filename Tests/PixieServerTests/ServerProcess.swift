@@ -2,6 +2,10 @@ import Foundation
 import Synchronization
 import Testing
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 #if canImport(FoundationNetworking)
     import FoundationNetworking
 #endif
@@ -101,6 +105,14 @@ final class ServerProcess: Sendable {
     /// Everything the server wrote to standard error so far.
     var logText: String { log.text }
 
+    /// Waits for the process to exit by itself (after a signal the test sent) and returns its status.
+    func waitForExit() -> Int32 {
+        process.waitUntilExit()
+        // The pipe may still hold the last lines when the process is gone.
+        Thread.sleep(forTimeInterval: 0.1)
+        return process.terminationStatus
+    }
+
     /// Sends SIGTERM and waits for the exit status.
     func terminate() -> Int32 {
         process.terminate()
@@ -155,4 +167,74 @@ struct ProcessTestError: Error, CustomStringConvertible {
 extension Data {
     /// The body as a JSON object (empty when it is not one).
     var jsonObject: [String: Any] { (try? JSONSerialization.jsonObject(with: self) as? [String: Any]) ?? [:] }
+}
+
+/// A blocking TCP connection to 127.0.0.1, for tests that send a request in pieces, write bytes no client
+/// would (half a WebSocket frame), or vanish halfway.
+final class RawSocket {
+    let fd: Int32
+
+    /// Connects to 127.0.0.1:`port`; nil when the connection is refused (or cannot be made).
+    init?(port: Int) {
+        let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        var timeout = timeval(tv_sec: 120, tv_usec: 0)  // a hang's limit, not a timing check
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(truncatingIfNeeded: port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard connected == 0 else {
+            Glibc.close(fd)
+            return nil
+        }
+        self.fd = fd
+    }
+
+    deinit { close() }
+
+    private var closed = false
+
+    func close() {
+        guard !closed else { return }
+        closed = true
+        Glibc.close(fd)
+    }
+
+    /// Sends all of `data`; false once the peer has gone.
+    @discardableResult
+    func send(_ data: Data) -> Bool {
+        var rest = data[...]
+        while !rest.isEmpty {
+            let written = rest.withUnsafeBytes { Glibc.send(fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard written > 0 else { return false }
+            rest = rest.dropFirst(written)
+        }
+        return true
+    }
+
+    /// Reads one byte at a time to the end of an HTTP head (`\r\n\r\n`), leaving what follows unread.
+    func readHead() -> String {
+        var head = Data()
+        var byte: UInt8 = 0
+        while !head.suffix(4).elementsEqual("\r\n\r\n".utf8), recv(fd, &byte, 1, 0) == 1 { head.append(byte) }
+        return String(decoding: head, as: UTF8.self)
+    }
+
+    /// Reads until the peer closes, `done` says the bytes are enough, or the read times out.
+    func receive(until done: (Data) -> Bool = { _ in false }) -> Data {
+        var received = Data()
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while !done(received) {
+            let n = recv(fd, &buffer, buffer.count, 0)
+            if n <= 0 { break }
+            received.append(contentsOf: buffer[0..<n])
+        }
+        return received
+    }
 }

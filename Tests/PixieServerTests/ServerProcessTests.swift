@@ -5,6 +5,10 @@ import SiblingsCrypto
 import Testing
 import WebAuthn
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// pixie-server started as README.md says (`pixie-server --data-dir DIR --port 0`), spoken to over real HTTP.
 @Suite("pixie-server, run as a process")
 struct ServerProcessTests {
@@ -145,6 +149,125 @@ struct ServerProcessTests {
         #expect(result.err.contains("phone-id.key"), "\(result.err)")
         #expect(!result.err.contains("\"msg\":\"listening\""))
         #expect(try Data(contentsOf: keyFile) == corrupt)
+    }
+
+    @Test("SIGTERM refuses new connections, lets an upload in flight finish and keep its blob, then exits 0")
+    func sigtermFinishesTheRequestInFlight() async throws {
+        let directory = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let server = try ServerProcess(
+            dataDirectory: directory, extraArguments: ["--blob-allow-anonymous-uploads", "true"])
+        let port = try #require(server.address.port)
+        let socket = try #require(RawSocket(port: port))
+        let body = SecureRandom.bytes(count: 64 << 10)
+        let head =
+            "POST /v1/blobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
+            + "Content-Length: \(body.count)\r\n\r\n"
+        #expect(socket.send(Data(head.utf8) + body.prefix(1000)))
+        // The upload is in flight once blob-svc has its file in tmp/.
+        let uploads = directory.appendingPathComponent("blobs/tmp")
+        for _ in 0..<24_000 where ((try? FileManager.default.contentsOfDirectory(atPath: uploads.path)) ?? []).isEmpty {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        #expect(kill(server.processIdentifier, SIGTERM) == 0)
+        var refused = false
+        for _ in 0..<24_000 where !refused {
+            if RawSocket(port: port) == nil { refused = true } else { try await Task.sleep(for: .milliseconds(5)) }
+        }
+        #expect(refused, "pixie-server still took new connections after SIGTERM")
+        #expect(socket.send(body.dropFirst(1000)))
+        let reply = socket.receive { Self.jsonBody($0)?["blob_id"] != nil }
+        #expect(String(decoding: reply.prefix(12), as: UTF8.self) == "HTTP/1.1 201")
+        let blobID = try #require(Self.jsonBody(reply)?["blob_id"] as? String)
+        #expect(server.waitForExit() == 0)
+        #expect(server.logText.contains("\"msg\":\"stopped\""), "\(server.logText)")
+        #expect(!server.logText.contains("cut off"), "\(server.logText)")
+
+        // The blob was kept: the next start serves it.
+        let restarted = try ServerProcess(dataDirectory: directory)
+        defer { _ = restarted.terminate() }
+        let fetched = try await restarted.request("GET", "/v1/blobs/\(blobID)")
+        #expect(fetched.status == 200)
+        #expect(fetched.body == body)
+    }
+
+    /// The JSON object after the head of an HTTP response, once all of it has arrived.
+    static func jsonBody(_ response: Data) -> [String: Any]? {
+        guard let end = response.range(of: Data("\r\n\r\n".utf8)) else { return nil }
+        return try? JSONSerialization.jsonObject(with: response[end.upperBound...]) as? [String: Any]
+    }
+
+    @Test("pixie-server --help and serve --help list the services and every setting")
+    func help() throws {
+        let top = try ServerProcess.run(["--help"])
+        #expect(top.status == 0, "\(top.err)")
+        for service in ["phone-verify", "identity", "credential", "blob", "relay", "trust-bundle", "audit"] {
+            #expect(top.out.contains(service), "--help does not mention \(service)")
+        }
+        let serve = try ServerProcess.run(["serve", "--help"])
+        #expect(serve.status == 0, "\(serve.err)")
+        for setting in PixieConfiguration.settings.map(\.name) {
+            let flag = setting.replacingOccurrences(of: "_", with: "-")
+            #expect(serve.out.contains(flag), "serve --help lacks \(flag)")
+        }
+    }
+
+    @Test("phone-verify and identity run alone in two processes: identity takes the cert under the pinned key only")
+    func servicesAlone() async throws {
+        let verifyDirectory = try ServerProcess.temporaryDirectory()
+        let identityDirectory = try ServerProcess.temporaryDirectory()
+        defer {
+            try? FileManager.default.removeItem(at: verifyDirectory)
+            try? FileManager.default.removeItem(at: identityDirectory)
+        }
+        let phoneVerify = try ServerProcess(dataDirectory: verifyDirectory, extraArguments: ["phone-verify"])
+        defer { _ = phoneVerify.terminate() }
+        let bundle = try ServerProcess.run(["trust-bundle", "--data-dir", verifyDirectory.path])
+        #expect(bundle.status == 0, "\(bundle.err)")
+        let pinned = try #require(Data(bundle.out.utf8).jsonObject["phone_verify_key"] as? String)
+
+        let identity = try ServerProcess(
+            dataDirectory: identityDirectory, extraArguments: ["identity", "--phone-verify-key", pinned])
+        defer { _ = identity.terminate() }
+        // Without a pinned key identity-svc refuses certs, never skips the check.
+        let unpinnedDirectory = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: unpinnedDirectory) }
+        let unpinned = try ServerProcess(dataDirectory: unpinnedDirectory, extraArguments: ["identity"])
+        defer { _ = unpinned.terminate() }
+
+        // Each process serves its own service only.
+        #expect(
+            try await identity.request("POST", "/v1/phone/verifications", json: ["phone_number": "+1"]).status == 404)
+        #expect(try await phoneVerify.request("POST", "/v1/discovery/own", json: ["phone_cert": "x"]).status == 404)
+
+        let number = "+14155550123"
+        let started = try await phoneVerify.request("POST", "/v1/phone/verifications", json: ["phone_number": number])
+        let verificationID = try #require(started.body.jsonObject["verification_id"] as? String)
+        let code = try #require(try Self.lastCode(to: number, in: verifyDirectory))
+        let checked = try await phoneVerify.request(
+            "POST", "/v1/phone/verifications/check", json: ["verification_id": verificationID, "code": code])
+        let cert = try #require(checked.body.jsonObject["phone_cert"] as? String)
+
+        // The cert from the other process verifies under the pinned key: no account yet, which is a 404.
+        let lookup = try await identity.request("POST", "/v1/discovery/own", json: ["phone_cert": cert])
+        #expect(lookup.status == 404)
+        #expect(lookup.body.jsonObject["error"] as? String == "no_account")
+        let refused = try await unpinned.request("POST", "/v1/discovery/own", json: ["phone_cert": cert])
+        #expect(refused.status == 503)
+        #expect(refused.body.jsonObject["error"] as? String == "phone_verify_key_not_pinned")
+        // A cert from a phone-verify the identity process does not pin is refused.
+        let strangerDirectory = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: strangerDirectory) }
+        let stranger = try ServerProcess(dataDirectory: strangerDirectory, extraArguments: ["phone-verify"])
+        defer { _ = stranger.terminate() }
+        let other = try await stranger.request("POST", "/v1/phone/verifications", json: ["phone_number": number])
+        let otherID = try #require(other.body.jsonObject["verification_id"] as? String)
+        let otherCode = try #require(try Self.lastCode(to: number, in: strangerDirectory))
+        let otherChecked = try await stranger.request(
+            "POST", "/v1/phone/verifications/check", json: ["verification_id": otherID, "code": otherCode])
+        let foreign = try #require(otherChecked.body.jsonObject["phone_cert"] as? String)
+        let forged = try await identity.request("POST", "/v1/discovery/own", json: ["phone_cert": foreign])
+        #expect(forged.status == 401, "\(String(decoding: forged.body, as: UTF8.self))")
     }
 
     /// The six digits of the last development SMS to `number` in `<data_dir>/sms-outbox.jsonl`.

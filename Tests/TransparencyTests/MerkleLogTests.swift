@@ -64,6 +64,55 @@ import Transparency
         }
     }
 
+    /// Every inclusion proof (each index of each size) and every consistency proof (each pair of sizes) of the
+    /// trees of 1 to 300 leaves verifies against the reference roots, and the same proof with one bit changed
+    /// (a different hash and bit for each proof), with a hash missing, or with one too many is refused.
+    @Test func everyProofUpTo300VerifiesAndEveryAlteredOneFails() throws {
+        let all = Self.leaves(300)
+        let store = Self.store(all)
+        let roots = [MerkleLog.emptyRoot] + (1...all.count).map { ReferenceMerkle.mth(all[..<$0]) }
+        func altered(_ proof: [Hash256], _ seed: Int) -> [Hash256] {
+            var bytes = proof[seed % proof.count].rawRepresentation
+            bytes[seed % 32] ^= UInt8(1 << (seed % 8))
+            var copy = proof
+            copy[seed % proof.count] = Hash256(bytes)!
+            return copy
+        }
+        var checked = 0
+        for n in 1...all.count {
+            for m in 0..<n {
+                let leaf = MerkleLog.leafHash(all[m])
+                let proof = try MerkleLog.inclusionProof(index: UInt64(m), size: UInt64(n), store)
+                func verifies(_ proof: [Hash256]) -> Bool {
+                    MerkleLog.verifyInclusion(
+                        leafHash: leaf, index: UInt64(m), size: UInt64(n), proof: proof, root: roots[n])
+                }
+                #expect(verifies(proof), "inclusion of \(m) in \(n)")
+                #expect(!verifies(proof + [roots[n]]))
+                if !proof.isEmpty {
+                    #expect(!verifies(altered(proof, m &* 31 &+ n)), "altered inclusion of \(m) in \(n)")
+                    #expect(!verifies(Array(proof.dropLast())))
+                }
+                checked += 1
+            }
+            for m in 0...n {
+                let proof = try MerkleLog.consistencyProof(from: UInt64(m), to: UInt64(n), store)
+                func verifies(_ proof: [Hash256]) -> Bool {
+                    MerkleLog.verifyConsistency(
+                        oldSize: UInt64(m), newSize: UInt64(n), oldRoot: roots[m], newRoot: roots[n], proof: proof)
+                }
+                #expect(verifies(proof), "consistency \(m) to \(n)")
+                if !proof.isEmpty {
+                    #expect(!verifies(altered(proof, m &* 17 &+ n)), "altered consistency \(m) to \(n)")
+                    #expect(!verifies(Array(proof.dropLast())))
+                    #expect(!verifies(proof + [roots[n]]))
+                }
+                checked += 1
+            }
+        }
+        #expect(checked == 300 * 301 / 2 + (300 * 303 / 2))
+    }
+
     @Test func spotChecksToFiveHundred() throws {
         let all = Self.leaves(517)
         let store = Self.store(all)

@@ -420,19 +420,41 @@ public struct IdentityService: Sendable {
         guard kind == "token" || kind == "code" else {
             throw HTTPError(.badRequest, .invalidField, "kind must be \"token\" or \"code\"")
         }
-        let grant =
-            kind == "token"
-            ? random.bytes(count: 32).base64URLEncodedString() : PhoneVerifyService.randomCode(random)
         let now = clock.now().unixSeconds
         let expiresAt = now + Int64(configuration.grantLifetime)
-        _ = try store(logger) {
-            try database.execute(
-                "INSERT INTO recovery_grants (grant_hash, account_id, issued_by, kind, created_at, expires_at) "
-                    + "VALUES (?, ?, ?, ?, ?, ?)",
-                [
-                    .blob(Self.grantHash(grant, kind: kind, accountID: session.accountID)), .text(session.accountID),
-                    .text(session.deviceID), .text(kind), .integer(now), .integer(expiresAt),
-                ])
+        let minted: String? = try store(logger) {
+            try database.transaction { transaction in
+                // Six digits repeat: a spent or expired code of this account with the same digits gives way (its
+                // row is dead), and one still live makes this mint draw again. Tokens never collide.
+                for _ in 0..<16 {
+                    let grant =
+                        kind == "token"
+                        ? random.bytes(count: 32).base64URLEncodedString() : PhoneVerifyService.randomCode(random)
+                    let hash = Self.grantHash(grant, kind: kind, accountID: session.accountID)
+                    if let existing = try transaction.queryOne(
+                        "SELECT used_at, expires_at FROM recovery_grants WHERE grant_hash = ?", [.blob(hash)])
+                    {
+                        if try existing.optionalInt64("used_at") == nil, try existing.int64("expires_at") > now {
+                            continue
+                        }
+                        _ = try transaction.execute("DELETE FROM recovery_grants WHERE grant_hash = ?", [.blob(hash)])
+                    }
+                    _ = try transaction.execute(
+                        "INSERT INTO recovery_grants (grant_hash, account_id, issued_by, kind, created_at, expires_at) "
+                            + "VALUES (?, ?, ?, ?, ?, ?)",
+                        [
+                            .blob(hash), .text(session.accountID), .text(session.deviceID), .text(kind),
+                            .integer(now), .integer(expiresAt),
+                        ])
+                    return grant
+                }
+                return nil
+            }
+        }
+        guard let grant = minted else {
+            throw HTTPError(
+                .serviceUnavailable, .rateLimited,
+                "too many codes are live for this account; try again in a few minutes")
         }
         event("grant_minted")
         return try .json(GrantResponse(grant: grant, kind: kind, expiresAt: expiresAt), status: .created)
@@ -534,6 +556,11 @@ public struct IdentityService: Sendable {
                     _ = try transaction.execute(
                         "UPDATE sessions SET revoked_at = ? WHERE account_id = ? AND revoked_at IS NULL",
                         [.integer(now), .text(accountID)])
+                    // Grants the removed devices minted and nobody redeemed yet die with them.
+                    _ = try transaction.execute(
+                        "UPDATE recovery_grants SET expires_at = ? "
+                            + "WHERE account_id = ? AND used_at IS NULL AND expires_at > ?",
+                        [.integer(now), .text(accountID), .integer(now)])
                     _ = try transaction.execute(
                         "UPDATE devices SET removed_at = ? WHERE account_id = ? AND removed_at IS NULL",
                         [.integer(now), .text(accountID)])

@@ -49,6 +49,8 @@ public struct PixieConfiguration: Sendable, Equatable {
     public var accountTokensPerHour = 600
     /// Seconds a request may take before the client gets 503.
     public var requestTimeout: TimeInterval = 30
+    /// Seconds the requests in flight get to finish after SIGTERM or SIGINT; later ones are cut off.
+    public var shutdownGrace: TimeInterval = 30
     /// SMS codes one number may be sent per hour.
     public var codesPerNumberPerHour = 5
     /// Requests one client address may make per minute to the endpoints that count them.
@@ -111,6 +113,7 @@ public struct PixieConfiguration: Sendable, Equatable {
         ("grant_lifetime", "device grant lifetime in seconds (default 180)"),
         ("session_lifetime", "session lifetime in seconds (default 2592000)"),
         ("request_timeout", "seconds before a slow request is answered 503 (default 30)"),
+        ("shutdown_grace", "seconds the requests in flight get to finish after SIGTERM or SIGINT (default 30)"),
         ("sender_cert_lifetime", "SenderCert lifetime in seconds (default 3600)"),
         ("approval_tokens_per_hour", "tokens one phone_id may mint per hour before a session (default 40)"),
         ("account_tokens_per_hour", "tokens one account may mint per hour (default 600)"),
@@ -198,6 +201,7 @@ public struct PixieConfiguration: Sendable, Equatable {
         case "grant_lifetime": grantLifetime = try seconds()
         case "session_lifetime": sessionLifetime = try seconds()
         case "request_timeout": requestTimeout = try seconds()
+        case "shutdown_grace": shutdownGrace = try seconds()
         case "sender_cert_lifetime": senderCertLifetime = try seconds()
         case "approval_tokens_per_hour":
             guard let number = Int(value), number >= 4 else { throw fail("a whole number, at least 4") }
