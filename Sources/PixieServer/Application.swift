@@ -56,7 +56,8 @@ public struct Application: Sendable {
     public init(
         configuration: PixieConfiguration, keys: ServiceKeys, database: any SQLDatabase, sms: any SMSSender,
         clock: PixieClock = .system, random: any SecureRandomSource = SystemRandom(), logger: Logger,
-        metrics: Metrics = Metrics(), tokens: (any TokenSpender)? = nil, push: (any PushGateway)? = nil
+        metrics: Metrics = Metrics(), tokens: (any TokenSpender)? = nil, push: (any PushGateway)? = nil,
+        bus: any RelayBus = InProcessRelayBus()
     ) throws(ServerError) {
         self.configuration = configuration
         self.keys = keys
@@ -188,7 +189,8 @@ public struct Application: Sendable {
             settings.maximumPayloadBytes = configuration.relayMaximumPayloadBytes
             settings.maximumQueuedFrames = configuration.relayMaximumQueuedFrames
             RelayService(
-                configuration: settings, tokens: relaySpender, push: push ?? RecordingPushGateway(logger: relayLogger),
+                configuration: settings, bus: bus, tokens: relaySpender,
+                push: push ?? RecordingPushGateway(logger: relayLogger),
                 logger: relayLogger, metrics: metrics
             ).addRoutes(to: &router)
         }

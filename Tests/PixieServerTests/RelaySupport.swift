@@ -10,9 +10,10 @@ import Synchronization
 #endif
 
 /// A relay-only Application on a real HTTPServer (port 0), with tokens from an ``InMemoryTokenSpender`` and
-/// wakes recorded by a ``RecordingPushGateway``.
+/// wakes recorded by a ``RecordingPushGateway``. Two harnesses given one bus and one spender are two relay
+/// nodes behind one fan-out.
 struct RelayHarness {
-    let tokens = InMemoryTokenSpender()
+    let tokens: InMemoryTokenSpender
     let push = RecordingPushGateway()
     let metrics = Metrics()
     let application: Application
@@ -20,8 +21,9 @@ struct RelayHarness {
 
     init(
         maximumQueuedFrames: Int = 256, maximumSubjects: Int = 16, maximumPayloadBytes: Int = 64 << 10,
-        connectionTimeout: Int = 30
+        connectionTimeout: Int = 30, bus: any RelayBus = InProcessRelayBus(), tokens: InMemoryTokenSpender? = nil
     ) throws {
+        self.tokens = tokens ?? InMemoryTokenSpender()
         var configuration = PixieConfiguration()
         configuration.services = [.relay]
         configuration.relayMaximumQueuedFrames = maximumQueuedFrames
@@ -29,7 +31,7 @@ struct RelayHarness {
         configuration.relayMaximumPayloadBytes = maximumPayloadBytes
         application = try Application(
             configuration: configuration, keys: ServiceKeys.generate(), database: try SQLiteDatabase.inMemory(),
-            sms: RecordingSMSSender(), logger: .discard, metrics: metrics, tokens: tokens, push: push)
+            sms: RecordingSMSSender(), logger: .discard, metrics: metrics, tokens: self.tokens, push: push, bus: bus)
         server = try HTTPServer(
             responder: application.router,
             configuration: HTTPServer.Configuration(

@@ -35,6 +35,48 @@ struct RelayTests {
         await relay.server.shutdown()
     }
 
+    @Test("pure ephemeral: a frame sent before anyone holds its subject is never delivered later")
+    func noMailbox() async throws {
+        let relay = try RelayHarness()
+        let sender = try await relay.connect()
+        let inbox = randomSubject()
+        #expect(try await sender.send(Data("too early".utf8), to: inbox, token: relay.token()) == .ok(requestID: 1))
+        let late = try await relay.connect()
+        try await late.subscribe(inbox)
+        #expect(try await sender.send(Data("on time".utf8), to: inbox, token: relay.token()) == .ok(requestID: 2))
+        // The first frame the late subscriber sees is the one sent after it subscribed.
+        #expect(try await late.next() == .deliver(subject: inbox, wake: .silent, payload: Data("on time".utf8)))
+        #expect(try await late.request { .ping(requestID: $0) } == .ok(requestID: 2))
+        await sender.close()
+        await late.close()
+        await relay.server.shutdown()
+    }
+
+    @Test("two relay nodes behind one bus: a SEND on one reaches the subscriber on the other")
+    func twoNodesShareTheBus() async throws {
+        let bus = InProcessRelayBus()
+        let tokens = InMemoryTokenSpender()
+        let east = try RelayHarness(bus: bus, tokens: tokens)
+        let west = try RelayHarness(bus: bus, tokens: tokens)
+        let listener = try await east.connect()
+        let sender = try await west.connect()
+        let inbox = randomSubject()
+        try await listener.subscribe(inbox)
+        let token = west.token()
+        #expect(try await sender.send(Data("across".utf8), to: inbox, token: token) == .ok(requestID: 1))
+        #expect(try await listener.next() == .deliver(subject: inbox, wake: .silent, payload: Data("across".utf8)))
+        // The spent set is shared too: the token is refused on the other node.
+        let eastSender = try await east.connect()
+        let again = try await eastSender.send(Data("twice".utf8), to: inbox, token: token)
+        guard case .error(1, .tokenSpent, _) = again else {
+            Issue.record("a token spent on one node was answered \(again) on the other")
+            return
+        }
+        for client in [listener, sender, eastSender] { await client.close() }
+        await east.server.shutdown()
+        await west.server.shutdown()
+    }
+
     @Test("no anonymous traffic: an unknown token, a token spent twice, are dropped with an ERROR")
     func tokensGateEverySend() async throws {
         let relay = try RelayHarness()

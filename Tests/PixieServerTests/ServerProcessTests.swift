@@ -164,15 +164,17 @@ struct ServerProcessTests {
             "POST /v1/blobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
             + "Content-Length: \(body.count)\r\n\r\n"
         #expect(socket.send(Data(head.utf8) + body.prefix(1000)))
-        // The upload is in flight once blob-svc has its file in tmp/.
+        // Nothing here suspends until the upload is done: a test task starved by the rest of the suite for 30 s
+        // would let the server's idle timeout close the connection. The upload is in flight once blob-svc has its
+        // file in tmp/.
         let uploads = directory.appendingPathComponent("blobs/tmp")
         for _ in 0..<24_000 where ((try? FileManager.default.contentsOfDirectory(atPath: uploads.path)) ?? []).isEmpty {
-            try await Task.sleep(for: .milliseconds(5))
+            usleep(5000)
         }
         #expect(kill(server.processIdentifier, SIGTERM) == 0)
         var refused = false
         for _ in 0..<24_000 where !refused {
-            if RawSocket(port: port) == nil { refused = true } else { try await Task.sleep(for: .milliseconds(5)) }
+            if RawSocket(port: port) == nil { refused = true } else { usleep(5000) }
         }
         #expect(refused, "pixie-server still took new connections after SIGTERM")
         #expect(socket.send(body.dropFirst(1000)))

@@ -25,6 +25,25 @@ struct ConfigurationTests {
         #expect(configuration.port == 9200)
     }
 
+    /// The embedded defaults are the seed's and the issues' numbers: every service on 127.0.0.1:8080, the
+    /// 3-minute grant, checkpoints at most every second, a 4 GiB sync blob cap beside a small default, a
+    /// 24-hour blob TTL, real tokens at the relay, and no pinned key or webhook until one is configured.
+    @Test func theDefaultsAreTheSeedsNumbers() {
+        let configuration = PixieConfiguration()
+        #expect(configuration.services == PixieConfiguration.Service.allCases)
+        #expect(configuration.port == 8080)
+        #expect(configuration.grantLifetime == 180)
+        #expect(configuration.checkpointInterval == .seconds(1))
+        #expect(configuration.syncMaxBlobBytes == 4 << 30)
+        #expect(configuration.blobMaxBytes == 16 << 20)
+        #expect(configuration.blobTTL == 86_400)
+        #expect(configuration.relayTokens == .credential)
+        #expect(configuration.shutdownGrace == 30)
+        #expect(configuration.phoneVerifyKey == nil)
+        #expect(configuration.smsWebhookURL == nil)
+        #expect(!configuration.blobAllowAnonymousUploads)
+    }
+
     @Test func everyMistakeNamesItsSource() throws {
         var configuration = PixieConfiguration()
         let cases: [(String, String)] = [
