@@ -134,7 +134,8 @@ let package = Package(
 
         // Token-gated relay sends beside raw NATS pub/sub, 1 KiB frames, p50/p99 (scripts/bench-relay.sh).
         .executableTarget(
-            name: "relay-bench", dependencies: ["HTTPServer", "PixieWire", "CNATS", "CommandLineKit"],
+            name: "relay-bench",
+            dependencies: ["HTTPServer", "PixieWire", "CNATS", "CommandLineKit", "PixieServer", "PrivacyPass"],
             swiftSettings: strict),
 
         // The Sempere command-line program (README.md, "Sempere from the terminal").

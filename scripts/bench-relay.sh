@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The relay beside raw NATS (docs/benchmarks.md, "The relay beside NATS").
 #
-# Starts nats-server and pixie-server (relay only, relay_tokens=insecure-dev: DEVELOPMENT ONLY, so tokens
-# are free to make) on free ports, then runs relay-bench: the same driver for both, one publisher and one
+# Starts nats-server and two pixie-server relays on free ports: one with relay_tokens=insecure-dev
+# (DEVELOPMENT ONLY: tokens are free to make, so the figure is the relay's own cost) and one with the default
+# credential tokens (VOPRF-verified and spent in SQLite, minted beforehand by relay-bench). Then runs relay-bench: the same driver for both, one publisher and one
 # subscriber connection, COUNT messages of SIZE bytes with at most WINDOW in flight (each of WINDOWS in turn:
 # 64 is throughput under pipelining, 1 is one message at a time, the unloaded latency); messages/s and
 # p50/p99 delivery latency, as Markdown tables. The issue's target is relay >= 50% of raw NATS.
@@ -36,25 +37,37 @@ nats_port="$(free_port)"
 nats-server -a 127.0.0.1 -p "$nats_port" 2>"$work/nats.log" &
 pids+=($!)
 
-"$bin/pixie-server" relay --data-dir "$work/data" --port 0 --relay-tokens insecure-dev 2>"$work/server.log" &
-pids+=($!)
-relay_port=""
-for _ in $(seq 100); do
-    relay_port="$(sed -n 's/.*"address":"http:\/\/127.0.0.1:\([0-9]*\)".*"msg":"listening".*/\1/p' "$work/server.log" | head -1)"
-    [ -n "$relay_port" ] && break
-    sleep 0.1
-done
-[ -n "$relay_port" ] || { cat "$work/server.log" >&2; say "pixie-server did not report its address"; exit 1; }
+# Starts `pixie-server relay --data-dir DIR ARGS...` logging to LOG; sets started_port to the port it listens on.
+start_relay() {
+    local dir="$1" log="$2"
+    shift 2
+    "$bin/pixie-server" relay --data-dir "$dir" --port 0 "$@" >/dev/null 2>"$log" &
+    pids+=($!)
+    started_port=""
+    for _ in $(seq 100); do
+        started_port="$(sed -n 's/.*"address":"http:\/\/127.0.0.1:\([0-9]*\)".*"msg":"listening".*/\1/p' "$log" | head -1)"
+        [ -n "$started_port" ] && break
+        sleep 0.1
+    done
+    [ -n "$started_port" ] || { cat "$log" >&2; say "pixie-server did not report its address"; exit 1; }
+}
+start_relay "$work/data" "$work/server.log" --relay-tokens insecure-dev
+relay_port="$started_port"
+# The same relay with real tokens: each SEND's token is verified under the VOPRF key in its data directory and
+# spent once in its store; relay-bench mints them beforehand under that key.
+start_relay "$work/credential" "$work/credential.log"
+credential_port="$started_port"
 for _ in $(seq 50); do
     grep -q "Server is ready" "$work/nats.log" && break
     sleep 0.1
 done
 grep -q "insecure-dev" "$work/server.log" && say "pixie-server warned: $(grep -o 'DEVELOPMENT ONLY[^"]*' "$work/server.log" | head -1)"
-say "nats-server on $nats_port, pixie-server relay on $relay_port"
+say "nats-server on $nats_port, pixie-server relays on $relay_port (insecure-dev) and $credential_port (credential)"
 for window in ${WINDOWS:-64 1}; do
     echo
     echo "window $window:"
     echo
     "$bin/relay-bench" --relay-port "$relay_port" --nats-port "$nats_port" --count "${COUNT:-20000}" \
-        --size "${SIZE:-1024}" --window "$window"
+        --size "${SIZE:-1024}" --window "$window" --credential-relay-port "$credential_port" \
+        --credential-data-dir "$work/credential"
 done

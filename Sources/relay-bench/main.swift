@@ -2,13 +2,18 @@ internal import CNATS
 import CommandLineKit
 import Foundation
 import HTTPServer
+import PixieServer
 import PixieWire
+import PrivacyPass
 import Synchronization
 
 /// `relay-bench`: token-gated relay sends between two connected clients beside raw NATS pub/sub, the same
 /// driver for both: one publisher, one subscriber, 1 KiB messages, at most `--window` in flight, each
 /// message carrying its send time so the subscriber measures delivery latency. scripts/bench-relay.sh starts
 /// nats-server and pixie-server (`relay_tokens=insecure-dev`) and runs this; docs/benchmarks.md records a run.
+/// With `--credential-relay-port` and `--credential-data-dir`, a third row: a relay that verifies every token as
+/// credential-svc's (VOPRF under the key in that data directory, spent once in its SQLite store), with tokens this
+/// driver mints beforehand under the same key.
 struct RelayBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "relay-bench",
@@ -20,6 +25,11 @@ struct RelayBench: ParsableCommand {
     @Option(name: .long("count"), help: "Messages per measured run (default 20000).") var count: Int = 20_000
     @Option(name: .long("size"), help: "Payload bytes (default 1024).") var size: Int = 1024
     @Option(name: .long("window"), help: "Messages in flight at most (default 64).") var window: Int = 64
+    @OptionalOption(
+        name: .long("credential-relay-port"), help: "A relay running with relay_tokens=credential (the default).")
+    var credentialRelayPort: Int?
+    @OptionalOption(name: .long("credential-data-dir"), help: "That relay's --data-dir (for its token key).")
+    var credentialDataDir: String?
 
     func validate() throws {
         guard (1...65_535).contains(relayPort), (1...65_535).contains(natsPort) else {
@@ -32,7 +42,17 @@ struct RelayBench: ParsableCommand {
 
     func run() async throws {
         var rows: [(String, Result)] = []
-        for (name, transport) in [("raw NATS pub/sub (libnats)", Transport.nats), ("relay, token-gated", .relay)] {
+        var transports: [(String, Transport)] = [
+            ("raw NATS pub/sub (libnats)", .nats), ("relay, token-gated (insecure-dev tokens)", .relay(relayPort, nil)),
+        ]
+        if let credentialRelayPort, let credentialDataDir {
+            let keys = try ServiceKeys.loadOrCreate(
+                in: URL(fileURLWithPath: credentialDataDir).appendingPathComponent("keys"), logger: .discard)
+            let tokens = try mint(min(count, 2000) + count, under: keys.tokenOPRF)
+            transports.append(
+                ("relay, credential-svc tokens (VOPRF verified, spent in SQLite)", .relay(credentialRelayPort, tokens)))
+        }
+        for (name, transport) in transports {
             _ = try await measure(transport, count: min(count, 2000))  // warm-up
             rows.append((name, try await measure(transport, count: count)))
         }
@@ -43,12 +63,42 @@ struct RelayBench: ParsableCommand {
                 "| \(name) | \(Int(result.rate)) | \(String(format: "%.0f µs", result.p50)) | "
                     + "\(String(format: "%.0f µs", result.p99)) |")
         }
-        say(
-            "\nrelay / NATS throughput: \(String(format: "%.2f", rows[1].1.rate / rows[0].1.rate)) "
-                + "(\(count) messages of \(size) bytes, window \(window))")
+        for (name, result) in rows.dropFirst() {
+            say(
+                "\n\(name) / NATS throughput: \(String(format: "%.2f", result.rate / rows[0].1.rate)) "
+                    + "(\(count) messages of \(size) bytes, window \(window))")
+        }
     }
 
-    enum Transport { case nats, relay }
+    /// `count` tokens minted under `key`, as credential-svc's issuance would give them (in batches of 64).
+    func mint(_ count: Int, under key: VOPRF.PrivateKey) throws -> TokenSupply {
+        let issuer = TokenIssuer(privateKey: key)
+        let list = try KeyList(
+            epoch: 1, entries: [try KeyList.Entry(publicKey: key.publicKey, notBefore: 0, notAfter: UInt64.max / 2)])
+        let client = try TokenClient(publicKey: key.publicKey, keyList: list)
+        var tokens: [Data] = []
+        while tokens.count < count {
+            let (request, pending) = try client.begin(count: min(64, count - tokens.count))
+            tokens += try client.finish(try issuer.respond(to: request), pending: pending).map(\.rawRepresentation)
+        }
+        return TokenSupply(tokens)
+    }
+
+    /// Tokens handed out once each, in order.
+    final class TokenSupply: Sendable {
+        private let tokens: Mutex<[Data]>
+        init(_ tokens: [Data]) { self.tokens = Mutex(tokens.reversed()) }
+        func next() throws -> Data {
+            guard let token = tokens.withLock({ $0.popLast() }) else { throw BenchError("out of minted tokens") }
+            return token
+        }
+    }
+
+    enum Transport {
+        case nats
+        /// A relay on a port; with a supply of real tokens, or nil for insecure-dev's random ones.
+        case relay(Int, TokenSupply?)
+    }
 
     struct Result {
         let rate: Double
@@ -65,10 +115,10 @@ struct RelayBench: ParsableCommand {
             let link = try NATSLink(port: natsPort, subject: "bench.\(UUID().uuidString)", recorder: recorder)
             publish = { try link.publish($0) }
             finish = { link.close() }
-        case .relay:
+        case .relay(let port, let supply):
             let subject = try RelaySubject(rawRepresentation: (0..<32).map { _ in UInt8.random(in: 0...255) })
-            let receiver = try await WebSocketClient.connect(port: UInt16(relayPort), path: "/v1/relay")
-            let sender = try await WebSocketClient.connect(port: UInt16(relayPort), path: "/v1/relay")
+            let receiver = try await WebSocketClient.connect(port: UInt16(port), path: "/v1/relay")
+            let sender = try await WebSocketClient.connect(port: UInt16(port), path: "/v1/relay")
             try await receiver.send(
                 binary: RelayClientFrame.subscribe(requestID: 0, subject: subject, pushToken: Data()).encoded())
             guard case .binary(let answer)? = try await receiver.receive(),
@@ -91,7 +141,7 @@ struct RelayBench: ParsableCommand {
             publish = { payload in
                 let id = counter.add(1, ordering: .relaxed).newValue
                 // insecure-dev accepts any fresh token once: 16 random bytes.
-                let token = Data((0..<16).map { _ in UInt8.random(in: 0...255) })
+                let token = try supply?.next() ?? Data((0..<16).map { _ in UInt8.random(in: 0...255) })
                 try await sender.send(
                     binary: RelayClientFrame.send(
                         requestID: id, subject: subject, wake: .silent, token: token, payload: payload

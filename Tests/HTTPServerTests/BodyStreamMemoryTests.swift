@@ -1,5 +1,6 @@
 import Foundation
 import HTTPServer
+import SiblingsTestSupport
 import Testing
 
 extension BodyStreamTests {

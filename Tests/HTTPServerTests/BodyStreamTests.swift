@@ -1,19 +1,13 @@
 import Foundation
 import HTTPServer
 import SiblingsCrypto
+import SiblingsTestSupport
 import Synchronization
 import Testing
 
 #if canImport(Glibc)
     import Glibc
 #endif
-
-/// Runs blocking socket work on a thread of its own (see ``RawClient/request(port:head:body:)`` for why).
-func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
-    }
-}
 
 /// Deterministic bytes for chunk `index` of an upload (byte `j` is `31 j + 7 index` mod 256), so client and
 /// handler can hash the same thing; at most 1 MiB. Sliced from one table: debug builds are slow per byte.

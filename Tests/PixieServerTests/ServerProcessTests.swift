@@ -1,7 +1,10 @@
 import Foundation
+import HTTPServer
 import PixieServer
 import PixieWire
 import SiblingsCrypto
+import SiblingsTestSupport
+import Synchronization
 import Testing
 import WebAuthn
 
@@ -122,6 +125,51 @@ struct ServerProcessTests {
             ["audit", "--url", server.address.absoluteString, "--trust-bundle", otherFile.path])
         #expect(refused.status == 1)
         #expect(refused.err.contains("audit failed"), "\(refused.err)")
+    }
+
+    @Test("pixie-server audit passes an honest log served over HTTP and catches one rewritten byte of an entry")
+    func auditCatchesARewrittenEntry() async throws {
+        let fixture = try Fixture()
+        var phone = TestDevice(name: "phone")
+        _ = try await fixture.createAccount(&phone)
+        // A server in front of identity-svc's log that passes everything through, or rewrites the last byte
+        // (the end of the value) of every entry it serves.
+        let rewrite = Mutex(false)
+        var router = Router()
+        for path in ["/v1/kt/checkpoint", "/v1/kt/checkpoints", "/v1/kt/consistency", "/v1/kt/entries"] {
+            router.get(path) { [upstream = fixture.router] request, _ in
+                var components = URLComponents()
+                components.queryItems = request.queryItems.map { URLQueryItem(name: $0.name, value: $0.value) }
+                var response = await upstream.test(.get, path + (components.string ?? ""))
+                guard path == "/v1/kt/entries", rewrite.withLock({ $0 }),
+                    let object = try JSONSerialization.jsonObject(with: response.body) as? [String: [String]]
+                else { return response }
+                let entries = try (object["entries"] ?? []).map { text in
+                    var entry = try #require(Data(base64URLEncoded: text))
+                    entry[entry.count - 1] ^= 1
+                    return entry.base64URLEncodedString()
+                }
+                response.body = try JSONSerialization.data(withJSONObject: ["entries": entries])
+                return response
+            }
+        }
+        let proxy = try HTTPServer(responder: router)
+        defer { Task { await proxy.shutdown() } }
+        let directory = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let bundle = directory.appendingPathComponent("trust.json")
+        try JSONEncoder().encode(fixture.application.trustBundle).write(to: bundle)
+        let arguments = ["audit", "--url", "http://127.0.0.1:\(proxy.port)", "--trust-bundle", bundle.path, "--json"]
+
+        // The audit process calls back into this one: it runs off the concurrency pool the proxy answers on.
+        let honest = try await onThread { try ServerProcess.run(arguments) }
+        #expect(honest.status == 0, "\(honest.err)")
+        #expect(Data(honest.out.utf8).jsonObject["ok"] as? Bool == true)
+        rewrite.withLock { $0 = true }
+        let caught = try await onThread { try ServerProcess.run(arguments) }
+        #expect(caught.status == 1)
+        #expect(Data(caught.out.utf8).jsonObject["ok"] as? Bool == false)
+        #expect(caught.err.contains("audit failed"), "\(caught.err)")
     }
 
     @Test("an unknown flag is a usage error: exit 64 and a message that names it")
