@@ -172,6 +172,37 @@ struct ServerProcessTests {
         #expect(caught.err.contains("audit failed"), "\(caught.err)")
     }
 
+    @Test("--sms-webhook-url sends the codes to the gateway with its bearer secret, and no outbox is written")
+    func smsWebhookIsSelectedByItsSetting() async throws {
+        let received = Mutex<[(authorization: String?, body: Data)]>([])
+        var router = Router()
+        router.post("/sms") { request, _ in
+            received.withLock { $0.append((request.headers["Authorization"], request.body)) }
+            return .text("queued", status: .accepted)
+        }
+        let gateway = try HTTPServer(responder: router)
+        defer { Task { await gateway.shutdown() } }
+        let directory = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let server = try ServerProcess(
+            dataDirectory: directory,
+            extraArguments: [
+                "phone-verify", "--sms-webhook-url", "http://127.0.0.1:\(gateway.port)/sms", "--sms-webhook-secret",
+                "s3cret",
+            ])
+        defer { _ = server.terminate() }
+        let started = try await server.request(
+            "POST", "/v1/phone/verifications", json: ["phone_number": "+14155550123"])
+        #expect(started.status == 201, "\(String(decoding: started.body, as: UTF8.self))")
+        let messages = received.withLock { $0 }
+        #expect(messages.count == 1)
+        #expect(messages.first?.authorization == "Bearer s3cret")
+        let message = try #require(messages.first?.body.jsonObject)
+        #expect(message["to"] as? String == "+14155550123")
+        #expect((message["text"] as? String)?.contains { $0.isNumber } == true)
+        #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("sms-outbox.jsonl").path))
+    }
+
     @Test("an unknown flag is a usage error: exit 64 and a message that names it")
     func badFlag() throws {
         let result = try ServerProcess.run(["--frobnicate"])

@@ -125,14 +125,17 @@ public struct PhoneVerifyService: Sendable {
         let now = clock.now()
         let verificationID = random.bytes(count: 16).base64URLEncodedString()
         let code = Self.randomCode(random)
-        let inserted = try store(logger) { () throws -> Bool in
+        // nil once the verification is stored; otherwise the seconds until the oldest code of the last hour
+        // leaves the window and another may be sent.
+        let refusedFor = try store(logger) { () throws -> Int64? in
             try database.transaction { transaction in
                 let recent = try transaction.queryOne(
                     "SELECT COUNT(*) AS n, MIN(created_at) AS oldest FROM phone_verifications "
                         + "WHERE phone_id = ? AND created_at > ?",
                     [.blob(phoneID), .integer(now.unixSeconds - 3600)])
                 if let recent, try recent.int64("n") >= Int64(configuration.sendsPerNumberPerHour) {
-                    return false
+                    let oldest = try recent.optionalInt64("oldest") ?? now.unixSeconds
+                    return max(1, oldest + 3600 - now.unixSeconds)
                 }
                 try transaction.execute(
                     "INSERT INTO phone_verifications (verification_id, phone_id, code_mac, created_at, expires_at) "
@@ -141,16 +144,16 @@ public struct PhoneVerifyService: Sendable {
                         .text(verificationID), .blob(phoneID), .blob(codeMAC(verificationID, code)),
                         .integer(now.unixSeconds), .integer(now.unixSeconds + Int64(configuration.codeLifetime)),
                     ])
-                return true
+                return nil
             }
         }
-        guard inserted else {
+        if let refusedFor {
             metrics.increment("pixie_phone_code_failures_total", labels: ["reason": "number_rate_limited"])
             throw HTTPError(
                 .tooManyRequests, .rateLimited,
                 "this number has been sent \(configuration.sendsPerNumberPerHour) codes in the last hour; try again "
-                    + "later",
-                headers: ["Retry-After": "3600"])
+                    + "in \(refusedFor) seconds",
+                headers: ["Retry-After": "\(refusedFor)"])
         }
         do {
             try await sms.send("Your Pixie code is \(code). It expires in 10 minutes.", to: number)
