@@ -2,12 +2,14 @@
 ///
 /// For read-then-write sequences whose reads must see the previous writer's result: two publishes of one
 /// account's bindings that interleave could log the older roster after the newer one.
-actor KeyedSerializer<Key: Hashable & Sendable> {
+public actor KeyedSerializer<Key: Hashable & Sendable> {
     /// For each busy key, the continuations of those waiting their turn, oldest first.
     private var waiting: [Key: [CheckedContinuation<Void, Never>]] = [:]
 
+    public init() {}
+
     /// Runs `body` once every earlier call for `key` has finished, and returns its result.
-    func run<T: Sendable>(_ key: Key, _ body: @Sendable () async throws -> T) async throws -> T {
+    public func run<T: Sendable>(_ key: Key, _ body: @Sendable () async throws -> T) async throws -> T {
         await acquire(key)
         defer { release(key) }
         return try await body()
