@@ -46,27 +46,42 @@ struct BlobProcessTests {
         return kilobytes * 1024
     }
 
-    @Test func a256MiBBlobStreamsThroughInConstantMemory() async throws {
-        let directory = try ServerProcess.temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: directory) }
+    /// A blob-only `pixie-server` taking anonymous uploads, and a `mebibytes` MiB source file uploaded to it with
+    /// curl as `application/x-pixie-sync`: each MiB random, or (`repeating`) one random MiB repeated, which is
+    /// cheap to make at any size. Checks the size and SHA-256 the server reports; returns what the test needs.
+    static func uploadedBlob(
+        mebibytes: Int, repeating: Bool, in directory: URL
+    ) throws -> (server: ServerProcess, url: String, blobID: String, source: URL, sha256: Data) {
         let server = try ServerProcess(
             dataDirectory: directory.appendingPathComponent("data"),
             extraArguments: ["blob", "--blob-allow-anonymous-uploads", "true"])
         let source = directory.appendingPathComponent("source.bin")
         _ = FileManager.default.createFile(atPath: source.path, contents: nil)
         let writer = try FileHandle(forWritingTo: source)
-        for _ in 0..<256 { try writer.write(contentsOf: SecureRandom.bytes(count: 1 << 20)) }
+        let piece = SecureRandom.bytes(count: 1 << 20)
+        var hasher = SHA256()
+        for _ in 0..<mebibytes {
+            let bytes = repeating ? piece : SecureRandom.bytes(count: 1 << 20)
+            try writer.write(contentsOf: bytes)
+            hasher.update(data: bytes)
+        }
         try writer.close()
-        let sha256 = try Self.sha256(of: source)
-
+        let sha256 = Data(hasher.finalize().rawRepresentation)
         let url = server.address.appendingPathComponent("v1/blobs").absoluteString
-        let uploaded = try Self.curl([
+        let uploaded = try curl([
             "-X", "POST", "-T", source.path, "-H", "Content-Type: application/x-pixie-sync", "-H", "Expect:", url,
         ])
         let object = Data(uploaded.utf8).jsonObject
         let blobID = try #require(object["blob_id"] as? String)
-        #expect(object["size_bytes"] as? Int == 256 << 20)
+        #expect(object["size_bytes"] as? Int == mebibytes << 20)
         #expect(object["sha256"] as? String == sha256.base64URLEncodedString())
+        return (server, url, blobID, source, sha256)
+    }
+
+    @Test func a256MiBBlobStreamsThroughInConstantMemory() async throws {
+        let directory = try ServerProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (server, url, blobID, _, sha256) = try Self.uploadedBlob(mebibytes: 256, repeating: false, in: directory)
 
         let target = directory.appendingPathComponent("downloaded.bin")
         _ = try Self.curl(["-o", target.path, "\(url)/\(blobID)"])
@@ -105,30 +120,9 @@ struct BlobProcessTests {
     @Test func a2GiBBlobMovesThroughInConstantMemory() async throws {
         let directory = try ServerProcess.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let server = try ServerProcess(
-            dataDirectory: directory.appendingPathComponent("data"),
-            extraArguments: ["blob", "--blob-allow-anonymous-uploads", "true"])
-        let source = directory.appendingPathComponent("source.bin")
-        _ = FileManager.default.createFile(atPath: source.path, contents: nil)
-        let writer = try FileHandle(forWritingTo: source)
-        let piece = SecureRandom.bytes(count: 1 << 20)
-        var hasher = SHA256()
-        for _ in 0..<2048 {
-            try writer.write(contentsOf: piece)
-            hasher.update(data: piece)
-        }
-        try writer.close()
-        let sha256 = Data(hasher.finalize().rawRepresentation)
-
-        let url = server.address.appendingPathComponent("v1/blobs").absoluteString
-        let uploaded = try Self.curl([
-            "-X", "POST", "-T", source.path, "-H", "Content-Type: application/x-pixie-sync", "-H", "Expect:", url,
-        ])
+        let (server, url, blobID, source, sha256) = try Self.uploadedBlob(
+            mebibytes: 2048, repeating: true, in: directory)
         try? FileManager.default.removeItem(at: source)
-        let object = Data(uploaded.utf8).jsonObject
-        let blobID = try #require(object["blob_id"] as? String)
-        #expect(object["size_bytes"] as? Int == 2 << 30)
-        #expect(object["sha256"] as? String == sha256.base64URLEncodedString())
         let target = directory.appendingPathComponent("downloaded.bin")
         _ = try Self.curl(["-o", target.path, "\(url)/\(blobID)"])
         #expect(try Self.sha256(of: target) == sha256)
