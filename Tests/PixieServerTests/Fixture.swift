@@ -37,7 +37,8 @@ struct Fixture {
 
     init(
         services: [PixieConfiguration.Service] = PixieConfiguration.Service.allCases, pinned: Bool = true,
-        tokens: (any TokenSpender)? = nil, configure: (inout PixieConfiguration) -> Void = { _ in }
+        tokens: (any TokenSpender)? = nil, random: any SecureRandomSource = SystemRandom(),
+        configure: (inout PixieConfiguration) -> Void = { _ in }
     ) throws {
         var configuration = PixieConfiguration()
         configuration.checkpointInterval = .milliseconds(1)
@@ -52,7 +53,7 @@ struct Fixture {
         database = try SQLiteDatabase.inMemory()
         application = try Application(
             configuration: configuration, keys: keys, database: database, sms: sms, clock: clock.clock,
-            logger: .discard, tokens: tokens)
+            random: random, logger: .discard, tokens: tokens)
     }
 
     func post(_ path: String, _ json: String, token: String? = nil) async -> HTTPResponse {

@@ -851,6 +851,44 @@ struct IdentityServiceTests {
         #expect(try await signIn(fixture, laptop).status == .ok)
     }
 
+    /// Six-digit codes drawn the same every time (every 4-byte draw is 000042), the rest of the randomness real.
+    struct RepeatingCodes: SecureRandomSource {
+        func fill(_ buffer: UnsafeMutableRawBufferPointer) {
+            if buffer.count == 4 {
+                buffer.copyBytes(from: [0, 0, 0, 42])
+            } else {
+                SystemRandom().fill(buffer)
+            }
+        }
+    }
+
+    /// Codes repeat: a spent code's digits may be minted again (the dead row gives way, once a 503), while
+    /// digits equal to a live code are never handed out twice.
+    @Test func aCodeWhoseDigitsRepeatADeadOneIsMintedAndALiveOneIsNot() async throws {
+        let fixture = try Fixture(random: RepeatingCodes())
+        var phone = TestDevice(name: "phone")
+        _ = try await fixture.createAccount(&phone)
+        let cert = try await fixture.phoneCert().base64URLEncodedString()
+        let first = try #require(await fixture.grant(from: phone, kind: "code").json["grant"] as? String)
+        #expect(first == "000042")
+        var tablet = TestDevice(name: "tablet")
+        #expect(try await fixture.register(&tablet, grant: ["code": first, "phone_cert": cert]).status == .created)
+
+        // The same digits again: the spent code's row gives way, and the new code works.
+        let again = await fixture.grant(from: phone, kind: "code")
+        #expect(again.status == .created, "\(again.bodyText)")
+        #expect(again.json["grant"] as? String == "000042")
+        var laptop = TestDevice(name: "laptop")
+        #expect(try await fixture.register(&laptop, grant: ["code": first, "phone_cert": cert]).status == .created)
+
+        // A live code holds its digits: every draw collides, and the mint says to wait rather than reuse them.
+        #expect(await fixture.grant(from: phone, kind: "code").status == .created)
+        let refused = await fixture.grant(from: phone, kind: "code")
+        #expect(refused.status == .serviceUnavailable)
+        #expect(refused.errorCode == "rate_limited")
+        #expect(await fixture.siblings(of: phone).count == 3)
+    }
+
     /// A grant a removed device minted and nobody redeemed dies with it: a thief holding the old phone cannot
     /// have minted a way back in before the owner revoked it.
     @Test func revokeOthersVoidsTheGrantsNobodyRedeemed() async throws {
