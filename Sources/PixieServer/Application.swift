@@ -65,6 +65,9 @@ public struct Application: Sendable {
         self.logger = logger
         self.metrics = metrics
         var router = Router()
+        if !configuration.trustedProxies.isEmpty {
+            router.add(middleware: ForwardedForMiddleware(trusted: configuration.trustedProxies))
+        }
         router.add(middleware: ObservabilityMiddleware(logger: logger.named("http"), metrics: metrics))
         router.get("/healthz") { [database, logger] _, _ in
             do {

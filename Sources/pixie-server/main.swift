@@ -72,6 +72,8 @@ struct Serve: ParsableCommand {
     var codesPerNumberPerHour: String?
     @OptionalOption(name: .long("client-requests-per-minute"), help: "Requests per client address per minute.")
     var clientRequestsPerMinute: String?
+    @OptionalOption(name: .long("trusted-proxies"), help: "Reverse proxies whose X-Forwarded-For is believed.")
+    var trustedProxies: String?
     @OptionalOption(name: .long("log-origin"), help: "The transparency log's origin.") var logOrigin: String?
     @OptionalOption(name: .long("checkpoint-interval-ms"), help: "Least milliseconds between checkpoints.")
     var checkpointIntervalMs: String?
@@ -113,7 +115,8 @@ struct Serve: ParsableCommand {
                 ("sender_cert_lifetime", senderCertLifetime),
                 ("approval_tokens_per_hour", approvalTokensPerHour), ("account_tokens_per_hour", accountTokensPerHour),
                 ("codes_per_number_per_hour", codesPerNumberPerHour),
-                ("client_requests_per_minute", clientRequestsPerMinute), ("log_origin", logOrigin),
+                ("client_requests_per_minute", clientRequestsPerMinute), ("trusted_proxies", trustedProxies),
+                ("log_origin", logOrigin),
                 ("checkpoint_interval_ms", checkpointIntervalMs), ("blob_max_bytes", blobMaxBytes),
                 ("sync_max_blob_bytes", syncMaxBlobBytes), ("blob_ttl", blobTtl),
                 ("blob_sweep_interval", blobSweepInterval), ("blob_uploads_per_hour", blobUploadsPerHour),

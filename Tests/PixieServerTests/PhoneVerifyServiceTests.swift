@@ -149,6 +149,44 @@ struct PhoneVerifyServiceTests {
         #expect(await start(from: "192.0.2.1", 61).status == .created)
     }
 
+    /// Behind the operator's proxy (trusted_proxies), the client is the rightmost X-Forwarded-For address the
+    /// proxy did not write itself; from any other peer the header is ignored, so nobody picks their own bucket.
+    @Test func behindATrustedProxyEachForwardedClientHasItsOwnBucket() async throws {
+        let fixture = try Fixture {
+            $0.trustedProxies = ["127.0.0.1", "::1"]
+            $0.clientRequestsPerMinute = 3
+        }
+        var numbers = 0
+        func start(from peer: String, forwardedFor: String?) async -> HTTPResponse {
+            numbers += 1
+            var headers: HTTPHeaders = ["Content-Type": "application/json"]
+            if let forwardedFor { headers["X-Forwarded-For"] = forwardedFor }
+            let body = try! JSONSerialization.data(
+                withJSONObject: ["phone_number": "+1415555\(String(format: "%04d", numbers))"])
+            return await fixture.router.test(
+                .post, "/v1/phone/verifications", headers: headers, body: body, remoteAddress: peer)
+        }
+        // Two clients through the proxy: three each. What a client wrote left of its own address is ignored.
+        for _ in 0..<3 {
+            #expect(await start(from: "127.0.0.1", forwardedFor: "203.0.113.7").status == .created)
+            #expect(await start(from: "::1", forwardedFor: "1.2.3.4, 203.0.113.8, 127.0.0.1").status == .created)
+        }
+        #expect(await start(from: "127.0.0.1", forwardedFor: "203.0.113.7").status == .tooManyRequests)
+        #expect(await start(from: "127.0.0.1", forwardedFor: "9.9.9.9, 203.0.113.8").status == .tooManyRequests)
+        // A peer that is not a trusted proxy is counted as itself, whatever it claims.
+        for claimed in ["198.51.100.1", "198.51.100.2", "198.51.100.3"] {
+            #expect(await start(from: "192.0.2.50", forwardedFor: claimed).status == .created)
+        }
+        #expect(await start(from: "192.0.2.50", forwardedFor: "198.51.100.4").status == .tooManyRequests)
+        // A header that names no address leaves the proxy's own bucket in charge.
+        #expect(await start(from: "127.0.0.1", forwardedFor: "unknown").status == .created)
+
+        var configuration = PixieConfiguration()
+        try configuration.set("trusted_proxies", "127.0.0.1, ::1", source: "--trusted-proxies")
+        #expect(configuration.trustedProxies == ["127.0.0.1", "::1"])
+        #expect(throws: ServerError.self) { try configuration.set("trusted_proxies", "nginx", source: "test") }
+    }
+
     @Test func checksAreRateLimitedPerClientToo() async throws {
         let fixture = try Fixture()
         let started = await post(fixture, "/v1/phone/verifications", from: "198.51.100.7", ["phone_number": number])

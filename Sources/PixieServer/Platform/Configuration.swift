@@ -55,6 +55,8 @@ public struct PixieConfiguration: Sendable, Equatable {
     public var codesPerNumberPerHour = 5
     /// Requests one client address may make per minute to the endpoints that count them.
     public var clientRequestsPerMinute = 60
+    /// Addresses of the operator's reverse proxies, whose `X-Forwarded-For` names the client (none by default).
+    public var trustedProxies: Set<String> = []
     /// The transparency log's origin: the first line of its checkpoints and its signed-note key name.
     public var logOrigin = "pixie.localhost/kt"
     /// The least time between two checkpoints; a binding waits up to this long to be logged.
@@ -119,6 +121,10 @@ public struct PixieConfiguration: Sendable, Equatable {
         ("account_tokens_per_hour", "tokens one account may mint per hour (default 600)"),
         ("codes_per_number_per_hour", "SMS codes one number may be sent per hour (default 5)"),
         ("client_requests_per_minute", "requests per minute per client address on counted endpoints (default 60)"),
+        (
+            "trusted_proxies",
+            "comma-separated addresses of reverse proxies whose X-Forwarded-For is believed (default none)"
+        ),
         ("log_origin", "the transparency log's origin, in its checkpoints (default pixie.localhost/kt)"),
         ("checkpoint_interval_ms", "least milliseconds between transparency checkpoints (default 1000)"),
         ("blob_max_bytes", "largest blob of any mime type but the sync one, in bytes (default 16777216)"),
@@ -263,6 +269,12 @@ public struct PixieConfiguration: Sendable, Equatable {
         case "client_requests_per_minute":
             guard let number = Int(value), number > 0 else { throw fail("a whole number above 0") }
             clientRequestsPerMinute = number
+        case "trusted_proxies":
+            let addresses = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            guard addresses.allSatisfy(ForwardedForMiddleware.isIPAddress) else {
+                throw fail("comma-separated IP addresses, like 127.0.0.1,::1")
+            }
+            trustedProxies = Set(addresses)
         default:
             throw ServerError(
                 .configuration,
