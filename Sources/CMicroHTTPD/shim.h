@@ -30,12 +30,6 @@ static inline struct MHD_Daemon *CMicroHTTPD_start_loopback(
         MHD_OPTION_END);
 }
 
-/// The number of connections the daemon has open (`MHD_get_daemon_info` is variadic); 0 if it cannot say.
-static inline unsigned int CMicroHTTPD_connection_count(struct MHD_Daemon *daemon) {
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
-    return info == NULL ? 0 : info->num_connections;
-}
-
 /// Shuts a quiesced listening socket down so it takes no more connections, without closing it (libmicrohttpd's
 /// threads may still hold the descriptor until the daemon stops). Returns shutdown's result.
 static inline int CMicroHTTPD_refuse_connections(MHD_socket listening) {

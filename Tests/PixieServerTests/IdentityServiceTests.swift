@@ -108,6 +108,31 @@ extension Fixture {
         return body
     }
 
+    /// Sends every cert of ``badCerts(like:)`` through `send` (as base64url) and expects each refused 401
+    /// `phone_cert_invalid` (an expired one saying so), then a missing and a null cert refused 400
+    /// `missingCode`, with the store unchanged by all of it.
+    func expectBadCertsRefused(
+        like good: Data, missing missingCode: String, sourceLocation: SourceLocation = #_sourceLocation,
+        _ send: (Any?) async -> HTTPResponse
+    ) async throws {
+        let before = try snapshot()
+        for (cert, what) in try badCerts(like: good) {
+            let response = await send(cert.base64URLEncodedString())
+            #expect(response.status == .unauthorized, "\(what)", sourceLocation: sourceLocation)
+            #expect(response.errorCode == "phone_cert_invalid", "\(what)", sourceLocation: sourceLocation)
+            if what == "expired" {
+                #expect(
+                    (response.json["reason"] as? String)?.contains("expired") == true, sourceLocation: sourceLocation)
+            }
+        }
+        for missing in [nil, NSNull()] as [Any?] {
+            let response = await send(missing)
+            #expect(response.status == .badRequest, sourceLocation: sourceLocation)
+            #expect(response.errorCode == missingCode, sourceLocation: sourceLocation)
+        }
+        #expect(try snapshot() == before, sourceLocation: sourceLocation)
+    }
+
     /// `good` broken every way a cert can be: either half of the hybrid signature, another signer, cut
     /// short, empty, and (signed by the pinned key) expired or issued in the future.
     func badCerts(like good: Data) throws -> [(cert: Data, what: String)] {
@@ -674,19 +699,7 @@ struct IdentityServiceTests {
             await fixture.post(
                 "/v1/accounts", object: fixture.accountBody(phone, account: account, passkey: passkey, cert: cert))
         }
-        let before = try fixture.snapshot()
-        for (cert, what) in try fixture.badCerts(like: good) {
-            let response = await create(cert.base64URLEncodedString())
-            #expect(response.status == .unauthorized, "\(what)")
-            #expect(response.errorCode == "phone_cert_invalid", "\(what)")
-            if what == "expired" { #expect((response.json["reason"] as? String)?.contains("expired") == true) }
-        }
-        for missing in [nil, NSNull()] as [Any?] {
-            let response = await create(missing)
-            #expect(response.status == .badRequest)
-            #expect(response.errorCode == "invalid_json")
-        }
-        #expect(try fixture.snapshot() == before)
+        try await fixture.expectBadCertsRefused(like: good, missing: "invalid_json", create)
         #expect(try fixture.count("accounts") == 0)
         // The cert is checked before the passkey challenge is taken: the same body with the good cert succeeds.
         let created = await create(good.base64URLEncodedString())
@@ -709,20 +722,8 @@ struct IdentityServiceTests {
             body["phone_cert"] = cert
             return await fixture.post("/v1/auth/devices/register", object: body)
         }
-        let before = try fixture.snapshot()
         // More bad certs than the five wrong codes that void an account's codes: none of them counts as one.
-        for (cert, what) in try fixture.badCerts(like: good) {
-            let response = await register(cert.base64URLEncodedString())
-            #expect(response.status == .unauthorized, "\(what)")
-            #expect(response.errorCode == "phone_cert_invalid", "\(what)")
-            if what == "expired" { #expect((response.json["reason"] as? String)?.contains("expired") == true) }
-        }
-        for missing in [nil, NSNull()] as [Any?] {
-            let response = await register(missing)
-            #expect(response.status == .badRequest)
-            #expect(response.errorCode == "invalid_field")
-        }
-        #expect(try fixture.snapshot() == before)
+        try await fixture.expectBadCertsRefused(like: good, missing: "invalid_field", register)
         let registered = await register(good.base64URLEncodedString())
         #expect(registered.status == .created, "\(registered.bodyText)")
         #expect(await fixture.siblings(of: phone).count == 2)

@@ -78,13 +78,7 @@ struct ServerProcessTests {
 
         // A first device creates an account over real HTTP: three bindings reach the log, after the OPRF key
         // list credential-svc logged at start.
-        let number = "+14155550123"
-        let started = try await server.request("POST", "/v1/phone/verifications", json: ["phone_number": number])
-        let verificationID = try #require(started.body.jsonObject["verification_id"] as? String)
-        let code = try #require(try Self.lastCode(to: number, in: directory))
-        let checked = try await server.request(
-            "POST", "/v1/phone/verifications/check", json: ["verification_id": verificationID, "code": code])
-        let cert = try #require(checked.body.jsonObject["phone_cert"] as? String)
+        let cert = try await server.phoneCert(for: "+14155550123")
         let challenge = try await server.request("POST", "/v1/auth/passkey/challenge", json: ["purpose": "register"])
         let challengeBytes = try #require(
             (challenge.body.jsonObject["challenge"] as? String).flatMap(Data.init(base64URLEncoded:)))
@@ -321,13 +315,7 @@ struct ServerProcessTests {
             try await identity.request("POST", "/v1/phone/verifications", json: ["phone_number": "+1"]).status == 404)
         #expect(try await phoneVerify.request("POST", "/v1/discovery/own", json: ["phone_cert": "x"]).status == 404)
 
-        let number = "+14155550123"
-        let started = try await phoneVerify.request("POST", "/v1/phone/verifications", json: ["phone_number": number])
-        let verificationID = try #require(started.body.jsonObject["verification_id"] as? String)
-        let code = try #require(try Self.lastCode(to: number, in: verifyDirectory))
-        let checked = try await phoneVerify.request(
-            "POST", "/v1/phone/verifications/check", json: ["verification_id": verificationID, "code": code])
-        let cert = try #require(checked.body.jsonObject["phone_cert"] as? String)
+        let cert = try await phoneVerify.phoneCert(for: "+14155550123")
 
         // The cert from the other process verifies under the pinned key: no account yet, which is a 404.
         let lookup = try await identity.request("POST", "/v1/discovery/own", json: ["phone_cert": cert])
@@ -341,12 +329,7 @@ struct ServerProcessTests {
         defer { try? FileManager.default.removeItem(at: strangerDirectory) }
         let stranger = try ServerProcess(dataDirectory: strangerDirectory, extraArguments: ["phone-verify"])
         defer { _ = stranger.terminate() }
-        let other = try await stranger.request("POST", "/v1/phone/verifications", json: ["phone_number": number])
-        let otherID = try #require(other.body.jsonObject["verification_id"] as? String)
-        let otherCode = try #require(try Self.lastCode(to: number, in: strangerDirectory))
-        let otherChecked = try await stranger.request(
-            "POST", "/v1/phone/verifications/check", json: ["verification_id": otherID, "code": otherCode])
-        let foreign = try #require(otherChecked.body.jsonObject["phone_cert"] as? String)
+        let foreign = try await stranger.phoneCert(for: "+14155550123")
         let forged = try await identity.request("POST", "/v1/discovery/own", json: ["phone_cert": foreign])
         #expect(forged.status == 401, "\(String(decoding: forged.body, as: UTF8.self))")
     }
@@ -362,5 +345,18 @@ struct ServerProcessTests {
             return object["text"] as? String
         }.last
         return text?.split(separator: " ").map { String($0.filter(\.isNumber)) }.first { $0.count == 6 }
+    }
+}
+
+extension ServerProcess {
+    /// A PhoneOwnershipCert (base64url) for `number` from this process's phone-verify-svc: a verification
+    /// started, its code read from the development outbox, and checked.
+    func phoneCert(for number: String) async throws -> String {
+        let started = try await request("POST", "/v1/phone/verifications", json: ["phone_number": number])
+        let verificationID = try #require(started.body.jsonObject["verification_id"] as? String)
+        let code = try #require(try ServerProcessTests.lastCode(to: number, in: dataDirectory))
+        let checked = try await request(
+            "POST", "/v1/phone/verifications/check", json: ["verification_id": verificationID, "code": code])
+        return try #require(checked.body.jsonObject["phone_cert"] as? String)
     }
 }
