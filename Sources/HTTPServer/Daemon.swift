@@ -123,13 +123,18 @@ private final class Core: Sendable {
             _ = webSockets.withLock { $0.open.removeValue(forKey: key) }
         }
         webSockets.withLock { $0.open[key] = socket }
-        socket.start()
-        Task(executorPreference: ResponderExecutor.shared) {
-            do {
-                try await upgrade.handler(upgrade.request, socket)
-                await socket.close()
-            } catch {
-                await socket.close(code: .internalError, reason: "the server failed")
+        switch upgrade.run {
+        case .consumer(let make):
+            socket.start(consumer: make(upgrade.request, socket))
+        case .handler(let handler):
+            socket.start()
+            Task(executorPreference: ResponderExecutor.shared) {
+                do {
+                    try await handler(upgrade.request, socket)
+                    await socket.close()
+                } catch {
+                    await socket.close(code: .internalError, reason: "the server failed")
+                }
             }
         }
     }

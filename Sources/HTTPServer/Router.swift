@@ -102,7 +102,19 @@ public struct Router: HTTPResponder {
         handler: @escaping @Sendable (HTTPRequest, WebSocket) async throws -> Void
     ) {
         on(.get, pattern) { request, _ in
-            try WebSocket.upgrade(request, maximumMessageSize: maximumMessageSize, handler: handler)
+            try WebSocket.upgrade(request, maximumMessageSize: maximumMessageSize, run: .handler(handler))
+        }
+    }
+
+    /// Adds a WebSocket endpoint as ``webSocket(_:maximumMessageSize:handler:)`` does, whose messages go to a
+    /// ``WebSocketConsumer`` made for each connection by `consumer`, on the connection's reader thread (no
+    /// task per message). The socket stays open until either side closes it (``WebSocket/startClosing(code:reason:)``).
+    public mutating func webSocket(
+        _ pattern: String, maximumMessageSize: Int = 1 << 20,
+        consumer: @escaping @Sendable (HTTPRequest, WebSocket) -> any WebSocketConsumer
+    ) {
+        on(.get, pattern) { request, _ in
+            try WebSocket.upgrade(request, maximumMessageSize: maximumMessageSize, run: .consumer(consumer))
         }
     }
 

@@ -64,9 +64,17 @@ public struct WebSocketError: Error, Sendable, CustomStringConvertible {
 
 /// What the server runs on a connection once it is upgraded (carried by the 101 response).
 struct WebSocketUpgrade: Sendable {
+    /// What takes the connection's messages.
+    enum Run: Sendable {
+        /// A task that calls ``WebSocket/receive()``; the socket closes when it returns.
+        case handler(@Sendable (HTTPRequest, WebSocket) async throws -> Void)
+        /// A ``WebSocketConsumer`` called on the reader thread.
+        case consumer(@Sendable (HTTPRequest, WebSocket) -> any WebSocketConsumer)
+    }
+
     let request: HTTPRequest
     let maximumMessageSize: Int
-    let handler: @Sendable (HTTPRequest, WebSocket) async throws -> Void
+    let run: Run
 }
 
 /// One WebSocket connection (RFC 6455), on the server (from ``Router/webSocket(_:maximumMessageSize:handler:)``)
@@ -76,14 +84,30 @@ struct WebSocketUpgrade: Sendable {
 /// the framing (masking by role, reserved bits and opcodes, control frame rules, UTF-8 of text, the
 /// maximum message size) and closes with 1002, 1007 or 1009 on a violation, which ``receive()`` then
 /// throws. Messages wait in a queue of at most 16; past that the reader stops reading, so a slow consumer
-/// slows the peer down instead of filling memory. Sends may come from any task; each frame is written whole,
-/// and a send blocks its thread until the kernel has taken the frame (a peer that stops reading stalls it).
+/// slows the peer down instead of filling memory. With a ``WebSocketConsumer`` instead, the reader hands it
+/// every message a read completed, on its own thread, with no task in between.
+///
+/// Sends may come from any thread or task, and each frame is written whole and in order. ``send(binary:)`` and
+/// the other sends block their thread until the kernel has taken the frame (a peer that stops reading stalls
+/// them); ``trySend(binaries:)`` never waits for the peer: what the kernel does not take at once is kept, and
+/// written before anything else by the next send or ``flush()``.
 public final class WebSocket: AsyncSequence, Sendable {
     public typealias Element = WebSocketMessage
 
     enum Role: Sendable {
         case server
         case client
+    }
+
+    /// The socket, and the bytes of frames it did not take yet (written before any other).
+    private struct Transport {
+        /// `true` while the socket is open.
+        var open = true
+        var unsent = Data()
+        /// How much of `unsent` is written already.
+        var unsentStart = 0
+
+        var hasUnsent: Bool { unsentStart < unsent.count }
     }
 
     private struct State {
@@ -97,9 +121,11 @@ public final class WebSocket: AsyncSequence, Sendable {
     /// The longest message accepted, in bytes; longer ones close the connection with 1009.
     public let maximumMessageSize: Int
     private let fd: Int32
-    /// `true` while the socket is open. Every write and the final release hold this lock, so no write
-    /// reaches a descriptor that was closed (and perhaps reused).
-    private let transport = Mutex(true)
+    /// Every write and the final release hold this lock, so no write reaches a descriptor that was closed
+    /// (and perhaps reused); a write that waits for the peer lets go of it while it waits.
+    private let transport = Mutex(Transport())
+    /// Set once ``start(consumer:)`` was given a consumer: ``receive()`` is then not for this socket.
+    private let consumed = Atomic(false)
     private let release: @Sendable () -> Void
     private let state = Mutex(State())
     private let messages = HandoffQueue<WebSocketMessage>(capacity: 16) { _ in 1 }
@@ -120,9 +146,10 @@ public final class WebSocket: AsyncSequence, Sendable {
         self.release = release
     }
 
-    /// Starts the reader thread.
-    func start() {
-        Thread.detachNewThread { self.readLoop() }
+    /// Starts the reader thread; with a `consumer`, it takes the messages instead of ``receive()``.
+    func start(consumer: (any WebSocketConsumer)? = nil) {
+        if consumer != nil { consumed.store(true, ordering: .relaxed) }
+        Thread.detachNewThread { self.readLoop(consumer: consumer) }
     }
 
     // MARK: Public API
@@ -136,16 +163,28 @@ public final class WebSocket: AsyncSequence, Sendable {
     /// Sends several binary messages with one write to the socket (in order; for a writer that drains a
     /// queue). Nothing is sent when the socket is closing.
     public func send(binaries: [Data]) async throws {
-        guard !binaries.isEmpty else { return }
-        if state.withLock({ $0.closeSent }) {
-            throw WebSocketError("the WebSocket is closing; open a new connection to send more", closeCode: closeCode)
-        }
-        var bytes = Data()
-        for payload in binaries {
-            bytes.append(Self.frame(opcode: Opcode.binary, payload: payload, masked: role == .client))
-        }
+        guard let bytes = try frames(binaries) else { return }
         try write(bytes)
     }
+
+    /// Sends binary messages without waiting for the peer: the kernel takes what it can at once, and the rest
+    /// is kept and written, before any other frame, by the next send or ``flush()``. Returns `true` if
+    /// everything was written, `false` if some is kept (the caller's writer should call ``flush()`` where it
+    /// may block). Throws ``WebSocketError`` when the socket is closing or the connection dropped.
+    ///
+    /// It waits only for the lock of a send in progress on another thread, never for the peer.
+    public func trySend(binaries: [Data]) throws -> Bool {
+        guard let bytes = try frames(binaries) else { return !transport.withLock { $0.hasUnsent } }
+        return try transport.withLock { transport in
+            guard transport.open else { throw WebSocketError("the WebSocket is closed; open a new connection") }
+            transport.unsent.append(bytes)
+            return try Self.sendUnsent(fd, &transport)
+        }
+    }
+
+    /// Blocks until every byte ``trySend(binaries:)`` kept is written; throws ``WebSocketError`` if the
+    /// connection dropped or closed first.
+    public func flush() throws { try write(Data()) }
 
     /// Sends a ping (at most 125 bytes of payload); the peer's pong is consumed by the reader.
     public func ping(_ payload: Data = Data()) async throws {
@@ -158,16 +197,29 @@ public final class WebSocket: AsyncSequence, Sendable {
     /// The next message; `nil` once the connection has closed with a close handshake. Throws
     /// ``WebSocketError`` if it failed (a protocol violation, whose code is in the error, or a connection
     /// that dropped without a close frame).
-    public func receive() async throws -> WebSocketMessage? { try await messages.next() }
+    public func receive() async throws -> WebSocketMessage? {
+        guard !consumed.load(ordering: .relaxed) else {
+            throw WebSocketError("this WebSocket's messages go to its WebSocketConsumer; receive() is not for it")
+        }
+        return try await messages.next()
+    }
 
     /// Starts the close handshake with `code` and `reason` (at most 123 bytes of UTF-8), then waits until
     /// the peer answers or 5 seconds pass, and closes the connection. Calling it again only waits.
     /// Messages still unread are dropped.
     public func close(code: WebSocketCloseCode = .normalClosure, reason: String = "") async {
+        startClosing(code: code, reason: reason)
+        await waitUntilClosed()
+    }
+
+    /// Starts the close handshake as ``close(code:reason:)`` does, without waiting for it to end: the socket
+    /// closes when the peer answers or 5 seconds pass (a consumer hears of it in
+    /// ``WebSocketConsumer/ended(_:)``). Blocks only while earlier frames and the close frame are written.
+    public func startClosing(code: WebSocketCloseCode = .normalClosure, reason: String = "") {
+        // Armed first: a peer that reads nothing cannot hold the close frame's write past it.
+        watchdog(after: .seconds(5))
         sendClose(code: code, reason: reason)
         messages.abandon()
-        watchdog(after: .seconds(5))
-        await waitUntilClosed()
     }
 
     /// The close code: the one the peer sent, or the one we closed with after a protocol violation; `nil`
@@ -195,8 +247,7 @@ public final class WebSocket: AsyncSequence, Sendable {
 
     /// The 101 answer to a valid upgrade request, or the 426/400 that says what is wrong with it.
     static func upgrade(
-        _ request: HTTPRequest, maximumMessageSize: Int,
-        handler: @escaping @Sendable (HTTPRequest, WebSocket) async throws -> Void
+        _ request: HTTPRequest, maximumMessageSize: Int, run: WebSocketUpgrade.Run
     ) throws(HTTPError) -> HTTPResponse {
         let connection = request.headers.values(for: "Connection")
             .flatMap { $0.split(separator: ",") }
@@ -222,8 +273,7 @@ public final class WebSocket: AsyncSequence, Sendable {
         var response = HTTPResponse(
             status: .switchingProtocols,
             headers: ["Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Accept": acceptKey(for: key)])
-        response.webSocket = WebSocketUpgrade(
-            request: request, maximumMessageSize: maximumMessageSize, handler: handler)
+        response.webSocket = WebSocketUpgrade(request: request, maximumMessageSize: maximumMessageSize, run: run)
         return response
     }
 
@@ -271,13 +321,57 @@ public final class WebSocket: AsyncSequence, Sendable {
         try write(Self.frame(opcode: opcode, payload: payload, masked: role == .client))
     }
 
+    /// `binaries` as binary frames, one after the other; nil for none. Throws once the close was sent.
+    private func frames(_ binaries: [Data]) throws -> Data? {
+        guard !binaries.isEmpty else { return nil }
+        if state.withLock({ $0.closeSent }) {
+            throw WebSocketError("the WebSocket is closing; open a new connection to send more", closeCode: closeCode)
+        }
+        var bytes = Data()
+        for payload in binaries {
+            bytes.append(Self.frame(opcode: Opcode.binary, payload: payload, masked: role == .client))
+        }
+        return bytes
+    }
+
+    /// Writes `bytes` after whatever ``trySend(binaries:)`` kept, blocking until the kernel has taken it all.
+    /// While the peer's window is full it waits in `poll(2)` without the lock, so ``shutdownNow()`` (the close
+    /// watchdog, a server shutdown) can still end the connection.
     private func write(_ bytes: Data) throws {
-        try transport.withLock { open in
-            guard open else { throw WebSocketError("the WebSocket is closed; open a new connection") }
-            guard Socket.sendAll(fd, bytes) else {
+        var appended = false
+        while true {
+            let done = try transport.withLock { transport in
+                guard transport.open else { throw WebSocketError("the WebSocket is closed; open a new connection") }
+                if !appended {
+                    transport.unsent.append(bytes)
+                    appended = true
+                }
+                return try Self.sendUnsent(fd, &transport)
+            }
+            if done { return }
+            var descriptor = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+            _ = poll(&descriptor, 1, 100)
+        }
+    }
+
+    /// Sends what the kernel takes of `transport.unsent` without blocking; `true` once nothing is left.
+    private static func sendUnsent(_ fd: Int32, _ transport: inout Transport) throws -> Bool {
+        while transport.hasUnsent {
+            let n = transport.unsent.withUnsafeBytes { buffer in
+                Glibc.send(
+                    fd, buffer.baseAddress! + transport.unsentStart, buffer.count - transport.unsentStart,
+                    Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+            }
+            if n < 0 {
+                if errno == EINTR { continue }
+                if errno == EAGAIN || errno == EWOULDBLOCK { return false }
                 throw WebSocketError("the connection dropped while sending (errno \(errno))")
             }
+            transport.unsentStart += n
         }
+        transport.unsent.removeAll(keepingCapacity: transport.unsent.count <= 1 << 20)
+        transport.unsentStart = 0
+        return true
     }
 
     /// Sends a close frame unless one was sent already.
@@ -312,8 +406,8 @@ public final class WebSocket: AsyncSequence, Sendable {
 
     /// Shuts the socket down at once: the reader sees the end and releases the connection.
     func shutdownNow() {
-        transport.withLock { open in
-            if open { _ = Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
+        transport.withLock { transport in
+            if transport.open { _ = Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
         }
     }
 
@@ -340,32 +434,52 @@ public final class WebSocket: AsyncSequence, Sendable {
         case dropped
     }
 
-    private func readLoop() {
+    /// Messages read but not yet handed to the consumer, on the reader thread only.
+    private final class Batch {
+        var messages: [WebSocketMessage] = []
+        let consumer: (any WebSocketConsumer)?
+
+        init(consumer: (any WebSocketConsumer)?) { self.consumer = consumer }
+
+        func handOver() {
+            guard let consumer, !messages.isEmpty else { return }
+            let ready = messages
+            messages = []
+            consumer.received(ready)
+        }
+    }
+
+    private func readLoop(consumer: (any WebSocketConsumer)?) {
+        let batch = Batch(consumer: consumer)
         var reader = Socket.Reader(fd: fd, buffered: [UInt8](initialBytes))
-        let ending = readFrames(&reader)
+        // A consumer gets what has arrived before the reader waits for more.
+        if consumer != nil { reader.beforeWaiting = { batch.handOver() } }
+        let ending = readFrames(&reader, batch: batch)
+        batch.handOver()
+        reader.beforeWaiting = nil
+        let error: WebSocketError?
         switch ending {
         case .closed:
-            messages.finish()
+            error = nil
         case .failed(let code, let reason):
             state.withLock { $0.closeCode = code }
             sendClose(code: code, reason: reason)
             // Give the peer a moment to read the close frame and answer before the socket closes.
             watchdog(after: .seconds(2))
             while reader.read(1) != nil {}
-            messages.finish(
-                throwing: WebSocketError("the peer broke the WebSocket protocol: \(reason)", closeCode: code))
+            error = WebSocketError("the peer broke the WebSocket protocol: \(reason)", closeCode: code)
         case .dropped:
-            if state.withLock({ $0.closeSent }) {
-                messages.finish()
-            } else {
-                messages.finish(throwing: WebSocketError("the connection dropped without a close frame"))
-            }
+            error =
+                state.withLock({ $0.closeSent }) ? nil : WebSocketError("the connection dropped without a close frame")
         }
-        transport.withLock { open in
-            guard open else { return }
-            open = false
+        if let error { messages.finish(throwing: error) } else { messages.finish() }
+        transport.withLock { transport in
+            guard transport.open else { return }
+            transport.open = false
+            transport.unsent = Data()
             release()
         }
+        consumer?.ended(error)
         let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             state.readerDone = true
             defer { state.doneWaiters = [] }
@@ -382,7 +496,7 @@ public final class WebSocket: AsyncSequence, Sendable {
         return true
     }
 
-    private func readFrames(_ reader: inout Socket.Reader) -> Ending {
+    private func readFrames(_ reader: inout Socket.Reader, batch: Batch) -> Ending {
         var fragments: [UInt8] = []
         var fragmentOpcode: UInt8?
         while true {
@@ -444,27 +558,29 @@ public final class WebSocket: AsyncSequence, Sendable {
                 fragmentOpcode = nil
                 let message = fragments
                 fragments = []
-                if let failure = deliver(opcode: opcode, payload: message) { return failure }
+                if let failure = deliver(opcode: opcode, payload: message, to: batch) { return failure }
             default:
                 guard fin else {
                     fragmentOpcode = opcode
                     fragments = payload
                     continue
                 }
-                if let failure = deliver(opcode: opcode, payload: payload) { return failure }
+                if let failure = deliver(opcode: opcode, payload: payload, to: batch) { return failure }
             }
         }
     }
 
-    private func deliver(opcode: UInt8, payload: [UInt8]) -> Ending? {
+    private func deliver(opcode: UInt8, payload: [UInt8], to batch: Batch) -> Ending? {
+        let message: WebSocketMessage
         if opcode == Opcode.text {
             guard let text = String(validating: payload, as: UTF8.self) else {
                 return .failed(.invalidPayload, "a text message is not valid UTF-8")
             }
-            messages.put(.text(text))
+            message = .text(text)
         } else {
-            messages.put(.binary(Data(payload)))
+            message = .binary(Data(payload))
         }
+        if batch.consumer != nil { batch.messages.append(message) } else { messages.put(message) }
         return nil
     }
 
@@ -511,6 +627,9 @@ enum Socket {
         private var start = 0
         private var chunk = [UInt8](repeating: 0, count: 64 << 10)
 
+        /// Called before each read that waits for the socket (not before one that only takes buffered bytes).
+        var beforeWaiting: (() -> Void)?
+
         init(fd: Int32, buffered: [UInt8]) {
             self.fd = fd
             self.buffered = buffered
@@ -526,6 +645,7 @@ enum Socket {
                     buffered.removeFirst(start)
                     start = 0
                 }
+                beforeWaiting?()
                 let n = chunk.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, $0.count, 0) }
                 if n < 0, errno == EINTR { continue }
                 guard n > 0 else { return nil }

@@ -16,19 +16,39 @@ public enum WebSocketClient {
     public static func connect(
         port: UInt16, path: String = "/", headers: HTTPHeaders = HTTPHeaders(), maximumMessageSize: Int = 1 << 20
     ) async throws -> WebSocket {
+        try await connect(port: port, path: path, headers: headers, maximumMessageSize: maximumMessageSize, make: nil)
+    }
+
+    /// Connects as ``connect(port:path:headers:maximumMessageSize:)`` does; the messages go to the
+    /// ``WebSocketConsumer`` that `consumer` makes for the open socket, on its reader thread.
+    public static func connect(
+        port: UInt16, path: String = "/", headers: HTTPHeaders = HTTPHeaders(), maximumMessageSize: Int = 1 << 20,
+        consumer: @escaping @Sendable (WebSocket) -> any WebSocketConsumer
+    ) async throws -> WebSocket {
+        try await connect(
+            port: port, path: path, headers: headers, maximumMessageSize: maximumMessageSize, make: consumer)
+    }
+
+    private static func connect(
+        port: UInt16, path: String, headers: HTTPHeaders, maximumMessageSize: Int,
+        make: (@Sendable (WebSocket) -> any WebSocketConsumer)?
+    ) async throws -> WebSocket {
         // The handshake blocks on the socket: on a thread of its own, not the Swift concurrency pool.
         try await withCheckedThrowingContinuation { continuation in
             Thread.detachNewThread {
                 continuation.resume(
                     with: Result {
-                        try handshake(port: port, path: path, headers: headers, maximumMessageSize: maximumMessageSize)
+                        try handshake(
+                            port: port, path: path, headers: headers, maximumMessageSize: maximumMessageSize,
+                            make: make)
                     })
             }
         }
     }
 
     private static func handshake(
-        port: UInt16, path: String, headers: HTTPHeaders, maximumMessageSize: Int
+        port: UInt16, path: String, headers: HTTPHeaders, maximumMessageSize: Int,
+        make: (@Sendable (WebSocket) -> any WebSocketConsumer)?
     ) throws -> WebSocket {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw WebSocketError("could not create a socket (errno \(errno))") }
@@ -91,7 +111,7 @@ public enum WebSocketClient {
             role: .client, fd: fd, maximumMessageSize: maximumMessageSize, initialBytes: Data(reader.remaining)
         ) { _ = Glibc.close(fd) }
         handedOver = true
-        socket.start()
+        socket.start(consumer: make?(socket))
         return socket
     }
 

@@ -1,0 +1,18 @@
+/// Takes a ``WebSocket``'s messages on the socket's reader thread, in place of ``WebSocket/receive()`` (from
+/// ``Router/webSocket(_:maximumMessageSize:consumer:)`` or
+/// ``WebSocketClient/connect(port:path:headers:maximumMessageSize:consumer:)``).
+///
+/// No task stands between the socket and the consumer: each call hands over every message that the reads
+/// so far completed, in order, before the reader waits for more, so a burst of pipelined messages costs one
+/// call. The reader reads nothing while a call runs, so a consumer that takes long slows its peer down
+/// rather than filling memory; it may block briefly (a store write) but should hand long waits elsewhere.
+/// Calls for one socket never overlap.
+public protocol WebSocketConsumer: Sendable {
+    /// Messages that arrived, oldest first (never empty).
+    func received(_ messages: [WebSocketMessage])
+
+    /// The connection has ended and its socket is released; called once, after the last ``received(_:)``.
+    /// `error` is nil after a close handshake (or a drop after our close frame), else what went wrong, as
+    /// ``WebSocket/receive()`` would throw it.
+    func ended(_ error: WebSocketError?)
+}
