@@ -49,26 +49,82 @@ struct CredentialTokenTests {
         #expect(response.status == .ok, "\(response.bodyText)")
         #expect(tokens.count == 4)
         let spender = try #require(fixture.application.credential?.spender)
-        for token in tokens { try await spender.spend(token.rawRepresentation) }
+        for token in tokens { try spender.spend(token.rawRepresentation) }
         // A double spend, a forged token and garbage are refused.
         for token in tokens.prefix(2) {
-            let again = await #expect(throws: HTTPError.self) { try await spender.spend(token.rawRepresentation) }
+            let again = #expect(throws: HTTPError.self) { try spender.spend(token.rawRepresentation) }
             #expect(again?.code == .tokenSpent)
         }
         var forged = tokens[2].rawRepresentation
         forged[forged.count - 1] ^= 1
         do {
-            try await spender.spend(forged)
+            try spender.spend(forged)
             Issue.record("a forged token was accepted")
         } catch {
             #expect(error.code == .tokenInvalid)
         }
         do {
-            try await spender.spend(Data(count: 10))
+            try spender.spend(Data(count: 10))
             Issue.record("garbage was accepted")
         } catch {
             #expect(error.code == .tokenInvalid)
         }
+    }
+
+    /// The relay spends a burst's tokens with one call: each gets its own outcome, in order, and a token
+    /// repeated within the burst is spent once.
+    @Test func aBatchOfTokensIsSpentTokenByToken() async throws {
+        let fixture = try Fixture { $0.approvalTokensPerHour = 16 }
+        let client = try await fixture.tokenClient()
+        let cert = try await fixture.phoneCert()
+        let tokens =
+            try await fixture.approvalTokens(client, cert: cert).1 + fixture.approvalTokens(client, cert: cert).1
+        try #require(tokens.count == 8)
+        let spender = try #require(fixture.application.credential?.spender)
+        let raw = tokens.map(\.rawRepresentation)
+        try spender.spend(raw[0])
+        var forged = raw[1]
+        forged[forged.count - 1] ^= 1
+        let batch = [raw[2], raw[0], forged, raw[3], raw[3], Data(count: 10), raw[4]]
+        let outcomes = spender.spend(batch).map { result -> String in
+            switch result {
+            case .success: "spent"
+            case .failure(let error): error.code.rawValue
+            }
+        }
+        #expect(
+            outcomes == ["spent", "token_spent", "token_invalid", "spent", "token_spent", "token_invalid", "spent"])
+        #expect(try fixture.count("spent_tokens") == 4)
+        #expect(spender.spend([]).isEmpty)
+    }
+
+    /// A store that fails a burst's write spends none of its tokens: each verified one is a 503, and spends
+    /// once the store is back.
+    @Test func aFailedStoreWriteSpendsNoneOfTheBatch() async throws {
+        let fixture = try Fixture()
+        let client = try await fixture.tokenClient()
+        let (_, tokens) = try await fixture.approvalTokens(client, cert: try await fixture.phoneCert())
+        try #require(tokens.count == 4)
+        let spender = try #require(fixture.application.credential?.spender)
+        let raw = tokens.map(\.rawRepresentation)
+        // The third token's insert fails, after the first two were written in the same transaction.
+        let third = Data(SHA256.hash(data: raw[2])).map { String(format: "%02X", $0) }.joined()
+        try fixture.database.transaction {
+            try $0.executeScript(
+                "CREATE TRIGGER fail_third BEFORE INSERT ON spent_tokens WHEN NEW.token_hash = X'\(third)' "
+                    + "BEGIN SELECT RAISE(ABORT, 'injected failure'); END;")
+        }
+        let outcomes = spender.spend(raw).map { result -> String in
+            switch result {
+            case .success: "spent"
+            case .failure(let error): "\(error.status.code) \(error.code)"
+            }
+        }
+        #expect(outcomes == Array(repeating: "503 storage", count: 4))
+        #expect(try fixture.count("spent_tokens") == 0)
+        try fixture.database.transaction { try $0.executeScript("DROP TRIGGER fail_third;") }
+        #expect(spender.spend(raw).allSatisfy { if case .success = $0 { true } else { false } })
+        #expect(try fixture.count("spent_tokens") == 4)
     }
 
     @Test func theBucketIsThePhoneIDsAndRefills() async throws {

@@ -108,6 +108,61 @@ struct RelayTests {
         await relay.server.shutdown()
     }
 
+    /// Frames written together reach the relay as one burst, whose tokens are spent with one call: every
+    /// frame still gets its own answer, in order, and nothing after a malformed frame is handled or spent.
+    @Test("a burst of frames: answers in order, a token repeated in the burst spent once, nothing after a bad frame")
+    func bursts() async throws {
+        let relay = try RelayHarness()
+        let listener = try await relay.connect()
+        let sender = try await relay.connect()
+        let inbox = randomSubject()
+        try await listener.subscribe(inbox)
+        let (first, second) = (relay.token(), relay.token())
+        let send = { (id: UInt32, token: Data, text: String) in
+            RelayClientFrame.send(requestID: id, subject: inbox, wake: .silent, token: token, payload: Data(text.utf8))
+                .encoded()
+        }
+        try await sender.socket.send(binaries: [
+            send(10, first, "a"), send(11, first, "again"), send(12, Data([9]), "bogus"),
+            RelayClientFrame.ping(requestID: 13).encoded(), send(14, second, "b"),
+        ])
+        #expect(try await sender.next() == .ok(requestID: 10))
+        guard case .error(11, .tokenSpent, _) = try await sender.next() else {
+            Issue.record("a token repeated within a burst was not refused as spent")
+            return
+        }
+        guard case .error(12, .tokenInvalid, _) = try await sender.next() else {
+            Issue.record("a bad token within a burst was not refused")
+            return
+        }
+        #expect(try await sender.next() == .ok(requestID: 13))
+        #expect(try await sender.next() == .ok(requestID: 14))
+        #expect(try await listener.next() == .deliver(subject: inbox, wake: .silent, payload: Data("a".utf8)))
+        #expect(try await listener.next() == .deliver(subject: inbox, wake: .silent, payload: Data("b".utf8)))
+
+        // A malformed frame closes the connection: the SEND after it in the same burst is not handled, and its
+        // token stays unspent (another connection spends it).
+        let third = relay.token()
+        try await sender.socket.send(binaries: [
+            send(20, relay.token(), "c"), Data([0x04, 0, 0]), send(21, third, "never"),
+        ])
+        #expect(try await sender.next() == .ok(requestID: 20))
+        guard case .error(0, .malformed, _) = try await sender.next() else {
+            Issue.record("a malformed frame in a burst was not answered with ERROR")
+            return
+        }
+        #expect(try await sender.socket.receive() == nil)
+        #expect(sender.socket.closeCode == .protocolError)
+        #expect(try await listener.next() == .deliver(subject: inbox, wake: .silent, payload: Data("c".utf8)))
+        let other = try await relay.connect()
+        #expect(try await other.send(Data("later".utf8), to: inbox, token: third) == .ok(requestID: 1))
+        #expect(try await listener.next() == .deliver(subject: inbox, wake: .silent, payload: Data("later".utf8)))
+        #expect(relay.metrics.counter("pixie_relay_frames_forwarded_total") == 4)
+        await listener.close()
+        await other.close()
+        await relay.server.shutdown()
+    }
+
     @Test("a sleeping device gets exactly one push per wake episode; Silent never pushes")
     func pushOncePerEpisode() async throws {
         let relay = try RelayHarness()

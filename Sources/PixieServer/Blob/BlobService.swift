@@ -172,7 +172,7 @@ public struct BlobService: Sendable {
             account = session.accountID
             budget = try reserveUpload(account: session.accountID, declared: declared)
         case .privateToken(let token):
-            try await tokens.spend(token)
+            try tokens.spend(token)
         }
         guard let stream = request.bodyStream else {
             throw HTTPError(.internalServerError, .internalError, "the upload route did not stream its body")

@@ -4,6 +4,7 @@ import PixieWire
 import PrivacyPass
 import SiblingsCrypto
 import Storage
+import Synchronization
 import Transparency
 
 /// credential-svc's rate-limit tokens (000_e422bd9a7c930342.txt): unlinkable, spend-once VOPRF tokens
@@ -233,21 +234,53 @@ public struct CredentialTokenSpender: TokenSpender {
             issuers: [TokenIssuer(privateKey: keys.tokenOPRF)], database: database, clock: clock, logger: logger)
     }
 
-    public func spend(_ raw: Data) async throws(HTTPError) {
-        guard let token = try? Token(rawRepresentation: raw), let issuer = issuers[token.tokenKeyID],
-            issuer.verify(token)
-        else {
-            throw HTTPError(.unauthorized, .tokenInvalid, "the token does not verify; mint another")
+    /// Verifies the tokens (spread over every core when there are several: one verification is a
+    /// hash-to-group and a scalar multiplication, ~80 µs), then records the ones that verify in one
+    /// transaction; a token whose hash is recorded already, or that came earlier in `tokens`, is `token_spent`.
+    /// The cores verification is spread over (`activeProcessorCount` reads the cgroup's quota each time).
+    private static let cores = ProcessInfo.processInfo.activeProcessorCount
+
+    public func spend(_ tokens: [Data]) -> [Result<Void, HTTPError>] {
+        guard !tokens.isEmpty else { return [] }
+        let parsed = tokens.map { raw in
+            (try? Token(rawRepresentation: raw)).flatMap { token in issuers[token.tokenKeyID].map { (token, $0) } }
+        }
+        let lanes = min(tokens.count, Self.cores)
+        let verifiedByLane = Mutex([Bool](repeating: false, count: tokens.count))
+        let verifyLane = { @Sendable (lane: Int) in
+            var mine: [(Int, Bool)] = []
+            for index in stride(from: lane, to: parsed.count, by: lanes) {
+                if let (token, issuer) = parsed[index] { mine.append((index, issuer.verify(token))) }
+            }
+            verifiedByLane.withLock { verified in for (index, ok) in mine { verified[index] = ok } }
+        }
+        if lanes > 1 { DispatchQueue.concurrentPerform(iterations: lanes, execute: verifyLane) } else { verifyLane(0) }
+        let verified = verifiedByLane.withLock { $0 }
+        var results = [Result<Void, HTTPError>](repeating: .failure(.tokenInvalid), count: tokens.count)
+        let now = clock.now().unixSeconds
+        let record = { (store: any SQLQuerying) throws in
+            for (index, raw) in tokens.enumerated() where verified[index] {
+                let recorded = try store.execute(
+                    "INSERT INTO spent_tokens (token_hash, token_key_id, spent_at) VALUES (?, ?, ?) "
+                        + "ON CONFLICT (token_hash) DO NOTHING",
+                    [.blob(Data(SHA256.hash(data: raw))), .blob(parsed[index]!.0.tokenKeyID), .integer(now)])
+                results[index] = recorded == 1 ? .success(()) : .failure(.tokenSpent)
+            }
         }
         do {
-            try database.execute(
-                "INSERT INTO spent_tokens (token_hash, token_key_id, spent_at) VALUES (?, ?, ?)",
-                [.blob(Data(SHA256.hash(data: raw))), .blob(token.tokenKeyID), .integer(clock.now().unixSeconds)])
-        } catch let error as StorageError where error.code == .constraint {
-            throw HTTPError(.conflict, .tokenSpent, "this token was already spent; mint another")
+            // One insert is a transaction of its own; several share one.
+            if verified.filter({ $0 }).count > 1 {
+                try database.transaction { try record($0) }
+            } else {
+                try record(database)
+            }
         } catch {
-            logger.error("a token could not be recorded as spent", ["error": "\(error)"])
-            throw HTTPError(.serviceUnavailable, .storage, "the server's store is unavailable; try again shortly")
+            logger.error(
+                "tokens could not be recorded as spent", ["error": "\(error)", "tokens": verified.filter { $0 }.count])
+            let unavailable = HTTPError(
+                .serviceUnavailable, .storage, "the server's store is unavailable; try again shortly")
+            for index in tokens.indices where verified[index] { results[index] = .failure(unavailable) }
         }
+        return results
     }
 }

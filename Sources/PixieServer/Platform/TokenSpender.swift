@@ -7,9 +7,20 @@ import Synchronization
 /// credential-svc issues them (VOPRF tokens, RFC 9497/9578 style) and provides the real spender; tests use
 /// ``InMemoryTokenSpender``.
 public protocol TokenSpender: Sendable {
-    /// Verifies `token` and marks it spent, or throws an ``HTTPServer/HTTPError``: 401 `token_invalid` for a
-    /// token that does not verify, 409 `token_spent` for one already spent.
-    func spend(_ token: Data) async throws(HTTPError)
+    /// Verifies each token and marks the ones that verify spent, all before it returns: one result per token,
+    /// in order, failing with an ``HTTPServer/HTTPError``: 401 `token_invalid` for a token that does not
+    /// verify, 409 `token_spent` for one already spent (earlier, or earlier in `tokens`), 503 when the spent
+    /// set cannot be written (then none of `tokens` is spent).
+    ///
+    /// Synchronous, and it may block briefly on the store: the relay calls it on a connection's reader thread
+    /// with every SEND of a burst at once, so one store write (and, for the real spender, verification on
+    /// every core) serves them all.
+    func spend(_ tokens: [Data]) -> [Result<Void, HTTPError>]
+}
+
+extension TokenSpender {
+    /// Spends one token (``spend(_:)-([Data])``), or throws why not.
+    public func spend(_ token: Data) throws(HTTPError) { try spend([token])[0].get() }
 }
 
 extension HTTPError.Code {
@@ -27,17 +38,21 @@ public final class InMemoryTokenSpender: TokenSpender {
     /// Adds tokens that will verify.
     public func issue(_ tokens: some Sequence<Data>) { state.withLock { $0.valid.formUnion(tokens) } }
 
-    public func spend(_ token: Data) async throws(HTTPError) {
-        let outcome = state.withLock { state -> HTTPError.Code? in
-            if state.spent.contains(token) { return .tokenSpent }
-            guard state.valid.remove(token) != nil else { return .tokenInvalid }
-            state.spent.insert(token)
-            return nil
-        }
-        switch outcome {
-        case nil: return
-        case .tokenSpent?: throw HTTPError(.conflict, .tokenSpent, "this token was already spent; mint another")
-        default: throw HTTPError(.unauthorized, .tokenInvalid, "the token does not verify; mint another")
+    public func spend(_ tokens: [Data]) -> [Result<Void, HTTPError>] {
+        state.withLock { state in
+            tokens.map { token in
+                if state.spent.contains(token) { return .failure(.tokenSpent) }
+                guard state.valid.remove(token) != nil else { return .failure(.tokenInvalid) }
+                state.spent.insert(token)
+                return .success(())
+            }
         }
     }
+}
+
+extension HTTPError {
+    /// 401 `token_invalid`: the token does not verify.
+    public static let tokenInvalid = HTTPError(.unauthorized, .tokenInvalid, "the token does not verify; mint another")
+    /// 409 `token_spent`: the token was spent before.
+    public static let tokenSpent = HTTPError(.conflict, .tokenSpent, "this token was already spent; mint another")
 }

@@ -10,11 +10,14 @@ public final class InsecureDevelopmentTokenSpender: TokenSpender {
 
     public init() {}
 
-    public func spend(_ token: Data) async throws(HTTPError) {
-        guard !token.isEmpty else {
-            throw HTTPError(.unauthorized, .tokenInvalid, "the token is empty; mint another")
+    public func spend(_ tokens: [Data]) -> [Result<Void, HTTPError>] {
+        spent.withLock { spent in
+            tokens.map { token in
+                guard !token.isEmpty else {
+                    return .failure(HTTPError(.unauthorized, .tokenInvalid, "the token is empty; mint another"))
+                }
+                return spent.insert(token).inserted ? .success(()) : .failure(.tokenSpent)
+            }
         }
-        let fresh = spent.withLock { $0.insert(token).inserted }
-        guard fresh else { throw HTTPError(.conflict, .tokenSpent, "this token was already spent; mint another") }
     }
 }

@@ -7,18 +7,21 @@ import Synchronization
 ///
 /// ``InProcessRelayBus`` serves one process; a NATS implementation behind the same protocol is the path past
 /// one machine (subjects map to NATS subjects, ``hasSubscribers(_:)`` to a presence lookup).
+///
+/// Synchronous: the relay calls it on a connection's reader thread, for every frame of a burst, with no task in
+/// between; an implementation may block briefly (a network bus's publish) but never on a consumer.
 public protocol RelayBus: Sendable {
     /// Hands `frame` (an encoded DELIVER) to every subscription of `subject`; returns how many took it.
     @discardableResult
-    func publish(_ frame: Data, to subject: RelaySubject) async -> Int
+    func publish(_ frame: Data, to subject: RelaySubject) -> Int
 
     /// A new subscription of `subject`: each frame published to it is passed to `deliver` on the publisher's
-    /// thread, which must not block (the relay's connections only queue it for their writer, whose bounded
-    /// queue is what cuts a slow consumer).
-    func subscribe(_ subject: RelaySubject, deliver: @escaping @Sendable (Data) -> Void) async -> RelayBusSubscription
+    /// thread (or a bus's own), which must not block (the relay's connections only queue it for their writer,
+    /// whose bounded queue is what cuts a slow consumer).
+    func subscribe(_ subject: RelaySubject, deliver: @escaping @Sendable (Data) -> Void) -> RelayBusSubscription
 
     /// Whether any live connection holds `subject` (the push rule's "no live connection").
-    func hasSubscribers(_ subject: RelaySubject) async -> Bool
+    func hasSubscribers(_ subject: RelaySubject) -> Bool
 }
 
 /// One subscription, ended by ``cancel()``.
@@ -48,7 +51,7 @@ public final class InProcessRelayBus: RelayBus {
     public init() {}
 
     @discardableResult
-    public func publish(_ frame: Data, to subject: RelaySubject) async -> Int {
+    public func publish(_ frame: Data, to subject: RelaySubject) -> Int {
         let deliveries = state.withLock { state in state.subjects[subject].map { Array($0.values) } ?? [] }
         for deliver in deliveries { deliver(frame) }
         return deliveries.count
@@ -56,7 +59,7 @@ public final class InProcessRelayBus: RelayBus {
 
     public func subscribe(
         _ subject: RelaySubject, deliver: @escaping @Sendable (Data) -> Void
-    ) async -> RelayBusSubscription {
+    ) -> RelayBusSubscription {
         let key = state.withLock { state -> Int in
             state.next += 1
             state.subjects[subject, default: [:]][state.next] = deliver
@@ -65,7 +68,7 @@ public final class InProcessRelayBus: RelayBus {
         return RelayBusSubscription(subject: subject) { [weak self] in self?.remove(subject, key) }
     }
 
-    public func hasSubscribers(_ subject: RelaySubject) async -> Bool {
+    public func hasSubscribers(_ subject: RelaySubject) -> Bool {
         state.withLock { !($0.subjects[subject]?.isEmpty ?? true) }
     }
 

@@ -14,9 +14,14 @@ import Synchronization
 ///   through ``PushGateway``; further Sync frames for it are deduplicated until a connection subscribes the
 ///   subject again. Silent frames never push. A device registers its push token with SUBSCRIBE.
 /// - Fan-out goes through ``RelayBus``, which hands each frame to the subscribing connections' queues.
-///   Each connection's frames wait in a bounded queue and are written by a
-///   thread of the connection's own, so a slow or vanished peer stalls nobody else; a connection whose queue
-///   overflows is closed with 1008.
+///
+/// **Where the work happens.** Each connection's frames are handled on its WebSocket reader thread (a
+/// ``RelaySession``, the socket's ``HTTPServer/WebSocketConsumer``), a burst at a time: every frame one read
+/// brought is decoded, the burst's tokens are spent with one call (verified on every core, recorded in one
+/// transaction), the frames are forwarded in order, and each connection written to is written once, at the
+/// end of the burst, without waiting for its peer. What a peer's socket does not take at once waits in that
+/// connection's bounded queue for a writer of its own, so a slow or vanished peer stalls nobody else; a
+/// connection whose queue overflows is closed with 1008.
 public final class RelayService: Sendable {
     /// Limits per connection.
     public struct Configuration: Sendable, Equatable {
@@ -71,7 +76,7 @@ public final class RelayService: Sendable {
         // The header and a maximal token fit in 1 KiB beside the payload.
         router.webSocket("/v1/relay", maximumMessageSize: configuration.maximumPayloadBytes + 1024) {
             [self] _, socket in
-            await serve(socket)
+            RelaySession(service: self, socket: socket)
         }
     }
 
@@ -83,83 +88,75 @@ public final class RelayService: Sendable {
         case close(WebSocketCloseCode, String)
     }
 
-    /// Runs one connection until the peer leaves or breaks the protocol.
-    func serve(_ socket: WebSocket) async {
-        metrics.increment("pixie_relay_connections")
-        logger.debug("relay connection opened")
-        defer {
-            metrics.increment("pixie_relay_connections", by: -1)
-            logger.debug("relay connection closed", ["close_code": socket.closeCode.map { "\($0)" } ?? "none"])
+    /// The connections written to while one burst of frames is handled, on that reader thread: each is
+    /// written once, when the burst is done. Outside a burst (a bus delivering on a thread of its own) a
+    /// connection is written at once.
+    final class Burst: @unchecked Sendable {
+        // @unchecked: used by the one thread that bound it (``RelayService/burst``).
+        private var touched: [ObjectIdentifier: RelayConnection] = [:]
+
+        func add(_ connection: RelayConnection) { touched[ObjectIdentifier(connection)] = connection }
+
+        /// Writes every connection touched, then forgets them.
+        func writeAll() {
+            let connections = touched.values
+            touched = [:]
+            for connection in connections { connection.write() }
         }
-        let connection = RelayConnection(configuration: configuration) { [metrics, logger, configuration] reason in
-            metrics.increment("pixie_relay_slow_consumers_total")
-            logger.warning(
-                "relay closed a slow consumer", ["queued_limit": configuration.maximumQueuedFrames, "reason": reason])
-        }
-        let executor = ThreadExecutor(name: "relay-writer")
-        let writer = Task(executorPreference: executor) { [logger] in
-            // Each wake-up takes every frame queued meanwhile and writes them with one send (a burst of
-            // deliveries or OKs costs one system call, not one each); a close ends the batch and the connection.
-            while true {
-                let batch = await connection.next()
-                if let reason = connection.killedReason {
-                    await socket.close(code: .policyViolation, reason: reason)
-                    return
-                }
-                guard !batch.isEmpty else { return }
-                var frames: [Data] = []
-                var closing: (WebSocketCloseCode, String)?
-                for item in batch {
-                    switch item {
-                    case .frame(let bytes): frames.append(bytes)
-                    case .close(let code, let reason): closing = (code, reason)
-                    }
-                    if closing != nil { break }
-                }
-                do {
-                    try await socket.send(binaries: frames)
-                } catch {
-                    logger.debug("relay connection dropped while sending", ["error": "\(error)"])
-                    return
-                }
-                if let (code, reason) = closing {
-                    await socket.close(code: code, reason: reason)
-                    return
-                }
-            }
-        }
-        do {
-            loop: for try await message in socket {
-                guard case .binary(let bytes) = message else {
-                    connection.enqueue(.close(.unsupportedData, "relay frames are binary messages, not text"))
-                    break loop
-                }
-                let frame: RelayClientFrame
-                do {
-                    frame = try RelayClientFrame(decoding: bytes)
-                } catch {
-                    dropped(error.code)
-                    connection.enqueue(
-                        .frame(
-                            RelayServerFrame.error(requestID: error.requestID, code: error.code, reason: error.reason)
-                                .encoded()))
-                    connection.enqueue(.close(.protocolError, "malformed relay frame: \(error.code)"))
-                    break loop
-                }
-                await handle(frame, on: connection)
-                if connection.killedReason != nil { break loop }
-            }
-        } catch {
-            // The peer vanished (mid-frame or not) or broke the WebSocket framing: only this connection ends.
-            logger.debug("relay connection ended", ["error": "\(error)"])
-        }
-        for subscription in connection.removeAll() { subscription.cancel() }
-        connection.finish()
-        await writer.value
-        executor.stop()
     }
 
-    private func handle(_ frame: RelayClientFrame, on connection: RelayConnection) async {
+    @TaskLocal static var burst: Burst?
+
+    /// Handles one burst of a connection's messages (``RelaySession/received(_:)``).
+    func handle(_ messages: [WebSocketMessage], on connection: RelayConnection) {
+        guard connection.killedReason == nil else { return }
+        // Decode up to the first message that breaks the protocol: it closes the connection, and nothing
+        // after it is handled (or has its token spent).
+        var frames: [RelayClientFrame] = []
+        var failure: (RelayServerFrame?, WebSocketCloseCode, String)?
+        for message in messages {
+            guard case .binary(let bytes) = message else {
+                failure = (nil, .unsupportedData, "relay frames are binary messages, not text")
+                break
+            }
+            do {
+                frames.append(try RelayClientFrame(decoding: bytes))
+            } catch {
+                dropped(error.code)
+                failure = (
+                    RelayServerFrame.error(requestID: error.requestID, code: error.code, reason: error.reason),
+                    .protocolError, "malformed relay frame: \(error.code)"
+                )
+                break
+            }
+        }
+        // Every token of the burst at once; a SEND too large to forward spends none.
+        var sends: [Int: Int] = [:]
+        var tokens: [Data] = []
+        for (index, frame) in frames.enumerated() {
+            if case .send(_, _, _, let token, let payload) = frame, payload.count <= configuration.maximumPayloadBytes {
+                sends[index] = tokens.count
+                tokens.append(token)
+            }
+        }
+        let spent = tokens.isEmpty ? [] : self.tokens.spend(tokens)
+        var forwarded = 0
+        for (index, frame) in frames.enumerated() {
+            if handle(frame, spent: sends[index].map { spent[$0] }, on: connection) { forwarded += 1 }
+            if connection.killedReason != nil { break }
+        }
+        if forwarded > 0 { metrics.increment("pixie_relay_frames_forwarded_total", by: Double(forwarded)) }
+        if let (frame, code, reason) = failure, connection.killedReason == nil {
+            if let frame { connection.enqueue(.frame(frame.encoded())) }
+            connection.enqueue(.close(code, reason))
+        }
+    }
+
+    /// Handles one frame; `spent` is its token's outcome when it is a SEND within the size limit. Returns
+    /// whether a SEND was forwarded.
+    private func handle(
+        _ frame: RelayClientFrame, spent: Result<Void, HTTPError>?, on connection: RelayConnection
+    ) -> Bool {
         switch frame {
         case .ping(let id):
             connection.enqueue(.frame(RelayServerFrame.ok(requestID: id).encoded()))
@@ -167,17 +164,17 @@ public final class RelayService: Sendable {
             if connection.holds(subject) {
                 waker.register(subject, pushToken: pushToken)
                 connection.enqueue(.frame(RelayServerFrame.ok(requestID: id).encoded()))
-                return
+                return false
             }
             guard connection.count < configuration.maximumSubjects else {
                 refuse(
                     id, .tooManySubjects,
                     "this connection already holds \(configuration.maximumSubjects) subjects; unsubscribe one first",
                     on: connection)
-                return
+                return false
             }
             // Frames go straight from the publisher to this connection's bounded queue (no task in between).
-            let subscription = await bus.subscribe(subject) { deliver in connection.enqueue(.frame(deliver)) }
+            let subscription = bus.subscribe(subject) { deliver in connection.enqueue(.frame(deliver)) }
             connection.add(subscription)
             // A connection holds the subject again: its device is awake, so the next Sync may push again.
             waker.register(subject, pushToken: pushToken)
@@ -186,21 +183,19 @@ public final class RelayService: Sendable {
         case .unsubscribe(let id, let subject):
             guard let subscription = connection.remove(subject) else {
                 refuse(id, .notSubscribed, "this connection does not hold that subject", on: connection)
-                return
+                return false
             }
             subscription.cancel()
             connection.enqueue(.frame(RelayServerFrame.ok(requestID: id).encoded()))
-        case .send(let id, let subject, let wake, let token, let payload):
-            guard payload.count <= configuration.maximumPayloadBytes else {
+        case .send(let id, let subject, let wake, _, let payload):
+            guard let spent else {
                 refuse(
                     id, .frameTooLarge,
                     "the payload is \(payload.count) bytes; this relay forwards at most \(configuration.maximumPayloadBytes)",
                     on: connection)
-                return
+                return false
             }
-            do {
-                try await tokens.spend(token)
-            } catch {
+            if case .failure(let error) = spent {
                 switch error.code {
                 case .tokenSpent:
                     refuse(id, .tokenSpent, "this token was already spent; the frame was dropped", on: connection)
@@ -209,14 +204,15 @@ public final class RelayService: Sendable {
                 default:
                     refuse(id, .unavailable, "tokens cannot be checked: \(error.reason)", on: connection)
                 }
-                return
+                return false
             }
-            let delivered = await bus.publish(
+            let delivered = bus.publish(
                 RelayServerFrame.deliver(subject: subject, wake: wake, payload: payload).encoded(), to: subject)
-            metrics.increment("pixie_relay_frames_forwarded_total")
-            if wake == .sync, delivered == 0, !(await bus.hasSubscribers(subject)) { wakeDevice(subject) }
+            if wake == .sync, delivered == 0, !bus.hasSubscribers(subject) { wakeDevice(subject) }
             connection.enqueue(.frame(RelayServerFrame.ok(requestID: id).encoded()))
+            return true
         }
+        return false
     }
 
     private func refuse(_ id: UInt32, _ code: RelayErrorCode, _ reason: String, on connection: RelayConnection) {
@@ -291,24 +287,80 @@ final class PushWaker: Sendable {
     }
 }
 
+/// One relay connection: the ``HTTPServer/WebSocketConsumer`` of its socket, on its reader thread.
+final class RelaySession: WebSocketConsumer {
+    let service: RelayService
+    let connection: RelayConnection
+
+    init(service: RelayService, socket: WebSocket) {
+        self.service = service
+        let (metrics, logger, configuration) = (service.metrics, service.logger, service.configuration)
+        connection = RelayConnection(socket: socket, configuration: configuration) { reason in
+            metrics.increment("pixie_relay_slow_consumers_total")
+            logger.warning(
+                "relay closed a slow consumer", ["queued_limit": configuration.maximumQueuedFrames, "reason": reason])
+        }
+        metrics.increment("pixie_relay_connections")
+        logger.debug("relay connection opened")
+    }
+
+    func received(_ messages: [WebSocketMessage]) {
+        let burst = RelayService.Burst()
+        RelayService.$burst.withValue(burst) { service.handle(messages, on: connection) }
+        burst.writeAll()
+    }
+
+    func ended(_ error: WebSocketError?) {
+        // The peer left, vanished (mid-frame or not) or broke the WebSocket framing: only this connection ends.
+        for subscription in connection.removeAll() { subscription.cancel() }
+        connection.finish()
+        service.metrics.increment("pixie_relay_connections", by: -1)
+        service.logger.debug(
+            "relay connection closed",
+            [
+                "close_code": connection.socket.closeCode.map { "\($0)" } ?? "none",
+                "error": error.map { "\($0)" } ?? "none",
+            ])
+    }
+}
+
 /// One connection's subscriptions and its bounded queue of outgoing frames.
+///
+/// Frames are written by whoever queued them, once per burst (``write()``), with
+/// ``HTTPServer/WebSocket/trySend(binaries:)``, which never waits for the peer. When the peer's socket does
+/// not take everything, or a close is due, the connection's writer queue takes over and writes in order, blocking
+/// as long as it must; frames queued meanwhile wait for it, at most ``RelayService/Configuration/maximumQueuedFrames``.
+/// Only one of the two writes at a time.
 final class RelayConnection: Sendable {
+    private enum Writer {
+        /// Nobody is writing: the next ``RelayConnection/write()`` does.
+        case idle
+        /// A thread is writing with `trySend` (the one that queued the frames).
+        case direct
+        /// The writer queue is writing (the peer did not take everything, or a close is due).
+        case queue
+    }
+
     private struct State {
         var subscriptions: [RelaySubject: RelayBusSubscription] = [:]
         var killedReason: String?
-        /// Frames waiting for the writer, oldest first.
+        /// Frames waiting to be written, oldest first.
         var queued: [RelayService.Outbound] = []
-        /// The writer, when it waits for the next frame.
-        var waiter: CheckedContinuation<[RelayService.Outbound], Never>?
+        var writer = Writer.idle
+        /// No more frames are taken (the connection ended, closed or was killed).
         var finished = false
     }
 
+    let socket: WebSocket
     /// Frames allowed to wait; two more places so an ERROR and the close after it always fit.
     private let capacity: Int
     private let state = Mutex(State())
     private let onKill: @Sendable (String) -> Void
+    /// Where writes that may block run (a thread only while it has work).
+    private let writerQueue = DispatchQueue(label: "relay-writer")
 
-    init(configuration: RelayService.Configuration, onKill: @escaping @Sendable (String) -> Void) {
+    init(socket: WebSocket, configuration: RelayService.Configuration, onKill: @escaping @Sendable (String) -> Void) {
+        self.socket = socket
         self.onKill = onKill
         capacity = configuration.maximumQueuedFrames
     }
@@ -333,59 +385,124 @@ final class RelayConnection: Sendable {
         }
     }
 
-    /// Queues an item for the writer; a full queue makes this a slow consumer.
+    /// Queues an item, written at the end of the current burst (at once outside one); a full queue makes
+    /// this a slow consumer.
     func enqueue(_ item: RelayService.Outbound) {
-        enum Outcome { case queued, overflow, gone }
-        let (outcome, waiter, batch) = state.withLock {
-            state -> (Outcome, CheckedContinuation<[RelayService.Outbound], Never>?, [RelayService.Outbound]) in
-            guard !state.finished else { return (.gone, nil, []) }
-            guard state.queued.count < capacity + 2 else { return (.overflow, nil, []) }
+        let overflow = state.withLock { state -> Bool in
+            guard !state.finished else { return false }
+            guard state.queued.count < capacity + 2 else { return true }
             state.queued.append(item)
-            guard let waiter = state.waiter else { return (.queued, nil, []) }
-            state.waiter = nil
-            defer { state.queued = [] }
-            return (.queued, waiter, state.queued)
+            return false
         }
-        waiter?.resume(returning: batch)
-        if outcome == .overflow { kill("slow consumer: more than \(capacity) frames waiting") }
+        if overflow {
+            kill("slow consumer: more than \(capacity) frames waiting")
+        } else if let burst = RelayService.burst {
+            burst.add(self)
+        } else {
+            write()
+        }
     }
 
-    /// Every frame queued since the last call, waiting for one if there is none; empty once finished.
-    func next() async -> [RelayService.Outbound] {
-        await withCheckedContinuation { continuation in
-            let ready = state.withLock { state -> [RelayService.Outbound]? in
-                if !state.queued.isEmpty {
-                    defer { state.queued = [] }
-                    return state.queued
+    /// Writes what is queued without waiting for the peer, unless a writer is at work already; what the peer
+    /// does not take at once, and any close, is left to the writer queue.
+    func write() {
+        guard var batch = take(as: .direct) else { return }
+        // Frames that others queue meanwhile are written too, for a few rounds: then the writer queue takes
+        // over, so a busy subscriber cannot keep a publisher's reader thread from its own connection.
+        for round in 0... {
+            let frames = batch.prefix { if case .frame = $0 { true } else { false } }
+            let written: Bool
+            do {
+                written = try socket.trySend(
+                    binaries: frames.map { if case .frame(let bytes) = $0 { bytes } else { Data() } })
+            } catch {
+                // The connection dropped: its reader ends it.
+                return state.withLock { $0.writer = .idle }
+            }
+            let rest = batch.dropFirst(frames.count)
+            guard written, rest.isEmpty, round < 4 else {
+                state.withLock { state in
+                    state.queued.insert(contentsOf: rest, at: 0)
+                    state.writer = .queue
                 }
-                if state.finished { return [] }
-                state.waiter = continuation
+                writerQueue.async { self.drain() }
+                return
+            }
+            guard let next = take(as: .direct, continuing: true) else { return }
+            batch = next
+        }
+    }
+
+    /// On the writer queue: writes in order, blocking as long as the peer needs, until nothing is queued.
+    private func drain() {
+        do {
+            while true {
+                try socket.flush()
+                guard let batch = take(as: .queue, continuing: true) else { return }
+                var frames: [Data] = []
+                for item in batch {
+                    switch item {
+                    case .frame(let bytes):
+                        frames.append(bytes)
+                    case .close(let code, let reason):
+                        if !(try socket.trySend(binaries: frames)) { try socket.flush() }
+                        socket.startClosing(code: code, reason: reason)
+                        return state.withLock { state in
+                            state.finished = true
+                            state.queued = []
+                        }
+                    }
+                }
+                _ = try socket.trySend(binaries: frames)
+            }
+        } catch {
+            // The connection dropped: its reader ends it.
+            state.withLock { state in
+                state.finished = true
+                state.queued = []
+            }
+        }
+    }
+
+    /// The queued items for a writer of kind `writer` to write, claiming the connection for it; nil when another
+    /// writer is at work, or (`continuing`, the writer already at work) when nothing is queued, which leaves the
+    /// connection idle.
+    private func take(as writer: Writer, continuing: Bool = false) -> [RelayService.Outbound]? {
+        state.withLock { state in
+            guard continuing || state.writer == .idle else { return nil }
+            guard !state.queued.isEmpty else {
+                if continuing { state.writer = .idle }
                 return nil
             }
-            if let ready { continuation.resume(returning: ready) }
+            state.writer = writer
+            defer { state.queued = [] }
+            return state.queued
         }
     }
 
-    /// Marks the connection for closing with 1008 (the first time only).
+    /// Closes the connection with 1008 (the first time only): what was queued is dropped.
     func kill(_ reason: String) {
         let first = state.withLock { state -> Bool in
             guard state.killedReason == nil else { return false }
             state.killedReason = reason
+            state.queued = [.close(.policyViolation, reason)]
+            state.finished = true
             return true
         }
-        if first {
-            finish()
-            onKill(reason)
+        guard first else { return }
+        onKill(reason)
+        // The close waits for the writer at work, if any; else the writer queue writes it.
+        if let batch = take(as: .queue) {
+            state.withLock { $0.queued = batch }
+            writerQueue.async { self.drain() }
         }
     }
 
-    /// No more frames: the writer takes what is queued, then stops.
+    /// No more frames: what is queued is dropped (the socket is gone).
     func finish() {
-        let waiter = state.withLock { state -> CheckedContinuation<[RelayService.Outbound], Never>? in
+        state.withLock { state in
             state.finished = true
-            defer { state.waiter = nil }
-            return state.waiter
+            state.queued = []
         }
-        waiter?.resume(returning: [])
     }
 }
