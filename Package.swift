@@ -123,7 +123,7 @@ let package = Package(
         .executableTarget(
             name: "bench",
             dependencies: [
-                "SiblingsCrypto", "CommandLineKit", "Sempere", "Storage", "Transparency", "PrivacyPass",
+                "SiblingsCrypto", "CommandLineKit", "Sempere", "Storage", "Transparency", "PrivacyPass", "PixieServer",
             ],
             swiftSettings: strict),
 

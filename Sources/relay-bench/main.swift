@@ -117,26 +117,27 @@ struct RelayBench: ParsableCommand {
             finish = { link.close() }
         case .relay(let port, let supply):
             let subject = try RelaySubject(rawRepresentation: (0..<32).map { _ in UInt8.random(in: 0...255) })
-            let receiver = try await WebSocketClient.connect(port: UInt16(port), path: "/v1/relay")
-            let sender = try await WebSocketClient.connect(port: UInt16(port), path: "/v1/relay")
-            try await receiver.send(
-                binary: RelayClientFrame.subscribe(requestID: 0, subject: subject, pushToken: Data()).encoded())
-            guard case .binary(let answer)? = try await receiver.receive(),
-                try RelayServerFrame(decoding: answer) == .ok(requestID: 0)
-            else { throw BenchError("the relay did not accept SUBSCRIBE") }
-            let receiving = Task {
-                while case .binary(let bytes)? = try await receiver.receive() {
-                    guard case .deliver(_, _, let payload) = try RelayServerFrame(decoding: bytes) else { continue }
-                    recorder.received(payload)
-                }
-            }
-            let acknowledging = Task {
-                while case .binary(let bytes)? = try await sender.receive() {
-                    if case .error(_, let code, let reason) = try RelayServerFrame(decoding: bytes) {
-                        throw BenchError("the relay refused a SEND: \(code): \(reason)")
+            // Both clients take their messages on their reader threads, as libnats' subscriber callback does.
+            let subscribed = Subscribed()
+            let receiver = try await WebSocketClient.connect(port: UInt16(port), path: "/v1/relay") { _ in
+                Consumer { bytes in
+                    switch try? RelayServerFrame(decoding: bytes) {
+                    case .deliver(_, _, let payload)?: recorder.received(payload)
+                    case .ok(0)?: subscribed.signal()
+                    default: recorder.fail("the relay sent the subscriber something else than OK or DELIVER")
                     }
                 }
             }
+            let sender = try await WebSocketClient.connect(port: UInt16(port), path: "/v1/relay") { _ in
+                Consumer { bytes in
+                    if case .error(_, let code, let reason)? = try? RelayServerFrame(decoding: bytes) {
+                        recorder.fail("the relay refused a SEND: \(code): \(reason)")
+                    }
+                }
+            }
+            try await receiver.send(
+                binary: RelayClientFrame.subscribe(requestID: 0, subject: subject, pushToken: Data()).encoded())
+            guard await subscribed.wait() else { throw BenchError("the relay did not accept SUBSCRIBE") }
             let counter = Atomic<UInt32>(0)
             publish = { payload in
                 let id = counter.add(1, ordering: .relaxed).newValue
@@ -150,8 +151,6 @@ struct RelayBench: ParsableCommand {
             finish = {
                 await sender.close()
                 await receiver.close()
-                receiving.cancel()
-                acknowledging.cancel()
             }
         }
         var payload = Data(count: size)
@@ -162,13 +161,39 @@ struct RelayBench: ParsableCommand {
             withUnsafeBytes(of: now) { payload.replaceSubrange(0..<8, with: $0) }
             try await publish(payload)
         }
-        await recorder.done()
+        try await recorder.done()
         let elapsed = Double(recorder.lastArrival - start) / 1e9
         await finish()
         let latencies = recorder.latencies.sorted()
         return Result(
             rate: Double(count) / elapsed, p50: latencies[count / 2] / 1000,
             p99: latencies[min(count - 1, count * 99 / 100)] / 1000)
+    }
+}
+
+/// A client's WebSocketConsumer: each binary message to `take`, on the reader thread.
+struct Consumer: WebSocketConsumer {
+    let take: @Sendable (Data) -> Void
+
+    func received(_ messages: [WebSocketMessage]) {
+        for case .binary(let bytes) in messages { take(bytes) }
+    }
+
+    func ended(_ error: WebSocketError?) {}
+}
+
+/// The subscriber's OK to SUBSCRIBE, awaited once (false after 10 s).
+final class Subscribed: Sendable {
+    private let semaphore = DispatchSemaphore(value: 0)
+
+    func signal() { semaphore.signal() }
+
+    func wait() async -> Bool {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(returning: self.semaphore.wait(timeout: .now() + 10) == .success)
+            }
+        }
     }
 }
 
@@ -179,7 +204,8 @@ final class Recorder: Sendable {
         var waiter: CheckedContinuation<Void, Never>?
         var latencies: [Double] = []
         var lastArrival: UInt64 = 0
-        var finished: CheckedContinuation<Void, Never>?
+        var finished: CheckedContinuation<Void, any Error>?
+        var failure: String?
     }
 
     private let state: Mutex<State>
@@ -195,6 +221,7 @@ final class Recorder: Sendable {
     func acquire() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let go = state.withLock { state -> Bool in
+                if state.failure != nil { return true }
                 if state.permits > 0 {
                     state.permits -= 1
                     return true
@@ -222,16 +249,26 @@ final class Recorder: Sendable {
         finished?.resume()
     }
 
-    /// Returns once every message has arrived.
-    func done() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let already = state.withLock { state -> Bool in
-                if state.latencies.count >= count { return true }
+    /// Returns once every message has arrived; throws when a client saw something wrong.
+    func done() async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let (already, failure) = state.withLock { state -> (Bool, String?) in
+                if state.latencies.count >= count || state.failure != nil { return (true, state.failure) }
                 state.finished = continuation
-                return false
+                return (false, nil)
             }
-            if already { continuation.resume() }
+            if already { continuation.resume(with: failure.map { .failure(BenchError($0)) } ?? .success(())) }
         }
+    }
+
+    /// Ends the run with `reason` (the relay refused a frame, or sent one the driver did not expect).
+    func fail(_ reason: String) {
+        let (waiter, finished) = state.withLock { state in
+            if state.failure == nil { state.failure = reason }
+            return (state.waiter.take(), state.finished.take())
+        }
+        waiter?.resume()
+        finished?.resume(throwing: BenchError(reason))
     }
 
     var latencies: [Double] { state.withLock { $0.latencies } }
