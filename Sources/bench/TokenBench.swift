@@ -96,4 +96,3 @@ private func spendRows(_ options: Bench, row: (String, Double) -> Void) throws {
     row("relay: spend one token (verify + insert in SQLite, WAL)", single)
     row("relay: spend a burst of 64, per token (verified on every core, one transaction)", bursts * 64)
 }
-
