@@ -375,7 +375,9 @@ public final class WebSocket: AsyncSequence, Sendable {
     }
 
     /// Sends a close frame unless one was sent already.
-    private func sendClose(code: WebSocketCloseCode, reason: String) {
+    /// `wait: false` writes what the kernel takes at once and keeps the rest (for a shutdown that follows at
+    /// once: a peer that reads nothing must not hold it).
+    private func sendClose(code: WebSocketCloseCode, reason: String, wait: Bool = true) {
         let first = state.withLock { state -> Bool in
             defer { state.closeSent = true }
             return !state.closeSent
@@ -387,7 +389,15 @@ public final class WebSocket: AsyncSequence, Sendable {
             reasonBytes = reasonBytes.dropLast()
         }
         payload.append(reasonBytes)
-        try? write(Self.frame(opcode: Opcode.close, payload: payload, masked: role == .client))
+        let frame = Self.frame(opcode: Opcode.close, payload: payload, masked: role == .client)
+        guard wait else {
+            return transport.withLock { transport in
+                guard transport.open else { return }
+                transport.unsent.append(frame)
+                _ = try? Self.sendUnsent(fd, &transport)
+            }
+        }
+        try? write(frame)
     }
 
     /// Shuts the socket down after `delay` unless the reader has finished by then (a peer that never
@@ -400,8 +410,16 @@ public final class WebSocket: AsyncSequence, Sendable {
 
     /// Sends 1001 (going away) and shuts the socket down without waiting for the answer (server shutdown).
     func goAway() {
-        sendClose(code: .goingAway, reason: "the server is shutting down")
+        sendClose(code: .goingAway, reason: "the server is shutting down", wait: false)
         shutdownNow()
+    }
+
+    /// Shuts the socket down `delay` from now unless it has closed by then: a deadline for a connection
+    /// its owner gave up on (a relay slow consumer), whose writer may be waiting for a peer that reads
+    /// nothing. Every send then throws, and the reader ends the connection.
+    public func shutDown(after delay: Duration) {
+        let (seconds, attoseconds) = delay.components
+        watchdog(after: .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)))
     }
 
     /// Shuts the socket down at once: the reader sees the end and releases the connection.

@@ -163,6 +163,72 @@ struct RelayTests {
         await relay.server.shutdown()
     }
 
+    /// A burst longer than a connection's queue is no slow consumer: the queue is written as it fills.
+    @Test("bursts longer than the queue: 600 PINGs answered, 400 SENDs delivered, nobody cut off")
+    func longBursts() async throws {
+        let relay = try RelayHarness(maximumQueuedFrames: 256)
+        let listener = try await relay.connect()
+        let sender = try await relay.connect()
+        let inbox = randomSubject()
+        try await listener.subscribe(inbox)
+        try await sender.socket.send(binaries: (1...600).map { RelayClientFrame.ping(requestID: UInt32($0)).encoded() })
+        for id in 1...600 { #expect(try await sender.next() == .ok(requestID: UInt32(id))) }
+        let tokens = (0..<400).map { _ in relay.token() }
+        try await sender.socket.send(
+            binaries: tokens.enumerated().map { index, token in
+                RelayClientFrame.send(
+                    requestID: UInt32(1000 + index), subject: inbox, wake: .silent, token: token,
+                    payload: Data("\(index)".utf8)
+                ).encoded()
+            })
+        for index in 0..<400 {
+            #expect(try await sender.next() == .ok(requestID: UInt32(1000 + index)))
+            #expect(
+                try await listener.next() == .deliver(subject: inbox, wake: .silent, payload: Data("\(index)".utf8)))
+        }
+        #expect(relay.metrics.counter("pixie_relay_slow_consumers_total") == 0)
+        await listener.close()
+        await sender.close()
+        await relay.server.shutdown()
+    }
+
+    /// After a malformed frame nothing more of the connection is handled, in that burst or a later one.
+    @Test("after a malformed frame, frames sent later are neither forwarded nor spent")
+    func nothingAfterAMalformedFrame() async throws {
+        let relay = try RelayHarness()
+        let listener = try await relay.connect()
+        let sender = try await relay.connect()
+        let inbox = randomSubject()
+        try await listener.subscribe(inbox)
+        let tokens = (0..<20).map { _ in relay.token() }
+        try await sender.socket.send(binary: Data([0x04, 0, 0]))
+        for (index, token) in tokens.enumerated() {
+            try await sender.socket.send(
+                binary: RelayClientFrame.send(
+                    requestID: UInt32(index + 1), subject: inbox, wake: .silent, token: token, payload: Data()
+                ).encoded())
+        }
+        guard case .error(0, .malformed, _) = try await sender.next() else {
+            Issue.record("the malformed frame was not answered with ERROR")
+            return
+        }
+        #expect(try await sender.socket.receive() == nil)
+        // None of the 20 tokens was spent: another connection spends every one.
+        let other = try await relay.connect()
+        for token in tokens {
+            guard case .ok = try await other.send(Data("x".utf8), to: randomSubject(), token: token) else {
+                Issue.record("a token sent after the malformed frame had been spent")
+                return
+            }
+        }
+        // The listener got nothing from the closed connection (a PING answered proves it is still in order).
+        #expect(try await listener.request { .ping(requestID: $0) } == .ok(requestID: 2))
+        #expect(relay.metrics.counter("pixie_relay_frames_forwarded_total") == 20)
+        await listener.close()
+        await other.close()
+        await relay.server.shutdown()
+    }
+
     @Test("a sleeping device gets exactly one push per wake episode; Silent never pushes")
     func pushOncePerEpisode() async throws {
         let relay = try RelayHarness()
@@ -323,6 +389,11 @@ struct RelayTests {
         // Everyone else carries on.
         try await sender.send(Data("still here".utf8), to: other, token: relay.token())
         #expect(try await fast.next() == .deliver(subject: other, wake: .silent, payload: Data("still here".utf8)))
+        // The slow client still reads nothing, so its close frame cannot get through: the relay ends the
+        // connection itself 5 s after the cut (its writer does not wait for the peer for good).
+        try await eventually("the relay kept a slow consumer that reads nothing open") {
+            relay.metrics.counter("pixie_relay_connections") == 2
+        }
         await slow.close()
         await fast.close()
         await sender.close()

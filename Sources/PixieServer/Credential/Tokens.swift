@@ -234,11 +234,13 @@ public struct CredentialTokenSpender: TokenSpender {
             issuers: [TokenIssuer(privateKey: keys.tokenOPRF)], database: database, clock: clock, logger: logger)
     }
 
+    /// The cores verification is spread over, read once (`activeProcessorCount` reads the cgroup's quota from
+    /// files on every call).
+    private static let cores = ProcessInfo.processInfo.activeProcessorCount
+
     /// Verifies the tokens (spread over every core when there are several: one verification is a
     /// hash-to-group and a scalar multiplication, ~80 µs), then records the ones that verify in one
     /// transaction; a token whose hash is recorded already, or that came earlier in `tokens`, is `token_spent`.
-    /// The cores verification is spread over (`activeProcessorCount` reads the cgroup's quota each time).
-    private static let cores = ProcessInfo.processInfo.activeProcessorCount
 
     public func spend(_ tokens: [Data]) -> [Result<Void, HTTPError>] {
         guard !tokens.isEmpty else { return [] }

@@ -109,7 +109,8 @@ public final class RelayService: Sendable {
 
     /// Handles one burst of a connection's messages (``RelaySession/received(_:)``).
     func handle(_ messages: [WebSocketMessage], on connection: RelayConnection) {
-        guard connection.killedReason == nil else { return }
+        // A connection that is closing (killed, or after a malformed frame) handles nothing more.
+        guard !connection.isClosing else { return }
         // Decode up to the first message that breaks the protocol: it closes the connection, and nothing
         // after it is handled (or has its token spent).
         var frames: [RelayClientFrame] = []
@@ -143,12 +144,12 @@ public final class RelayService: Sendable {
         var forwarded = 0
         for (index, frame) in frames.enumerated() {
             if handle(frame, spent: sends[index].map { spent[$0] }, on: connection) { forwarded += 1 }
-            if connection.killedReason != nil { break }
+            if connection.isClosing { break }
         }
         if forwarded > 0 { metrics.increment("pixie_relay_frames_forwarded_total", by: Double(forwarded)) }
-        if let (frame, code, reason) = failure, connection.killedReason == nil {
+        if let (frame, code, reason) = failure, !connection.isClosing {
             if let frame { connection.enqueue(.frame(frame.encoded())) }
-            connection.enqueue(.close(code, reason))
+            connection.close(code, reason)
         }
     }
 
@@ -232,7 +233,8 @@ public final class RelayService: Sendable {
         case .deduplicated:
             metrics.increment("pixie_relay_pushes_total", labels: ["outcome": "deduplicated"])
         case .push(let pushToken):
-            Task { [self] in
+            // Detached: the push is no part of the burst being handled (nor of its task-local `burst`).
+            Task.detached { [self] in
                 do {
                     try await push.wake(subject, pushToken: pushToken)
                     metrics.increment("pixie_relay_pushes_total", labels: ["outcome": "sent"])
@@ -366,6 +368,8 @@ final class RelayConnection: Sendable {
     }
 
     var killedReason: String? { state.withLock { $0.killedReason } }
+    /// Whether a close is queued or done: killed, closed after a malformed frame, or ended.
+    var isClosing: Bool { state.withLock { $0.finished } }
     var count: Int { state.withLock { $0.subscriptions.count } }
 
     func holds(_ subject: RelaySubject) -> Bool { state.withLock { $0.subscriptions[subject] != nil } }
@@ -385,22 +389,33 @@ final class RelayConnection: Sendable {
         }
     }
 
-    /// Queues an item, written at the end of the current burst (at once outside one); a full queue makes
-    /// this a slow consumer.
+    /// Queues a frame, written at the end of the current burst (at once outside one, or once half the
+    /// queue's places are taken, so a long burst never counts against the peer); a full queue makes this a
+    /// slow consumer.
     func enqueue(_ item: RelayService.Outbound) {
-        let overflow = state.withLock { state -> Bool in
-            guard !state.finished else { return false }
-            guard state.queued.count < capacity + 2 else { return true }
+        let queued = state.withLock { state -> Int? in
+            guard !state.finished else { return 0 }
+            guard state.queued.count < capacity + 2 else { return nil }
             state.queued.append(item)
-            return false
+            return state.queued.count
         }
-        if overflow {
-            kill("slow consumer: more than \(capacity) frames waiting")
-        } else if let burst = RelayService.burst {
+        guard let queued else { return kill("slow consumer: more than \(capacity) frames waiting") }
+        if let burst = RelayService.burst, queued < max(1, capacity / 2) {
             burst.add(self)
-        } else {
+        } else if queued > 0 {
             write()
         }
+    }
+
+    /// Queues a close after what is queued; nothing is queued after it.
+    func close(_ code: WebSocketCloseCode, _ reason: String) {
+        let queued = state.withLock { state -> Bool in
+            guard !state.finished else { return false }
+            state.queued.append(.close(code, reason))
+            state.finished = true
+            return true
+        }
+        if queued { write() }
     }
 
     /// Writes what is queued without waiting for the peer, unless a writer is at work already; what the peer
@@ -491,6 +506,8 @@ final class RelayConnection: Sendable {
         }
         guard first else { return }
         onKill(reason)
+        // A writer waiting for a peer that reads nothing would hold the close back for good.
+        socket.shutDown(after: .seconds(5))
         // The close waits for the writer at work, if any; else the writer queue writes it.
         if let batch = take(as: .queue) {
             state.withLock { $0.queued = batch }
