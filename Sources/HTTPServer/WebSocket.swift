@@ -175,7 +175,12 @@ public final class WebSocket: AsyncSequence, Sendable {
     /// It waits only for the lock of a send in progress on another thread, never for the peer.
     public func trySend(binaries: [Data]) throws -> Bool {
         guard let bytes = try frames(binaries) else { return !transport.withLock { $0.hasUnsent } }
-        return try transport.withLock { transport in
+        return try sendWithoutWaiting(bytes)
+    }
+
+    /// Appends `bytes` to what is kept and sends what the kernel takes at once; `true` once nothing is kept.
+    private func sendWithoutWaiting(_ bytes: Data) throws -> Bool {
+        try transport.withLock { transport in
             guard transport.open else { throw WebSocketError("the WebSocket is closed; open a new connection") }
             transport.unsent.append(bytes)
             return try Self.sendUnsent(fd, &transport)
@@ -390,14 +395,7 @@ public final class WebSocket: AsyncSequence, Sendable {
         }
         payload.append(reasonBytes)
         let frame = Self.frame(opcode: Opcode.close, payload: payload, masked: role == .client)
-        guard wait else {
-            return transport.withLock { transport in
-                guard transport.open else { return }
-                transport.unsent.append(frame)
-                _ = try? Self.sendUnsent(fd, &transport)
-            }
-        }
-        try? write(frame)
+        if wait { try? write(frame) } else { _ = try? sendWithoutWaiting(frame) }
     }
 
     /// Shuts the socket down after `delay` unless the reader has finished by then (a peer that never

@@ -258,6 +258,7 @@ public struct CredentialTokenSpender: TokenSpender {
         }
         if lanes > 1 { DispatchQueue.concurrentPerform(iterations: lanes, execute: verifyLane) } else { verifyLane(0) }
         let verified = verifiedByLane.withLock { $0 }
+        let verifiedCount = verified.count { $0 }
         var results = [Result<Void, HTTPError>](repeating: .failure(.tokenInvalid), count: tokens.count)
         let now = clock.now().unixSeconds
         let record = { (store: any SQLQuerying) throws in
@@ -271,14 +272,14 @@ public struct CredentialTokenSpender: TokenSpender {
         }
         do {
             // One insert is a transaction of its own; several share one.
-            if verified.filter({ $0 }).count > 1 {
+            if verifiedCount > 1 {
                 try database.transaction { try record($0) }
             } else {
                 try record(database)
             }
         } catch {
             logger.error(
-                "tokens could not be recorded as spent", ["error": "\(error)", "tokens": verified.filter { $0 }.count])
+                "tokens could not be recorded as spent", ["error": "\(error)", "tokens": verifiedCount])
             let unavailable = HTTPError(
                 .serviceUnavailable, .storage, "the server's store is unavailable; try again shortly")
             for index in tokens.indices where verified[index] { results[index] = .failure(unavailable) }

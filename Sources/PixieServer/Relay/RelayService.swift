@@ -345,7 +345,6 @@ final class RelayConnection: Sendable {
 
     private struct State {
         var subscriptions: [RelaySubject: RelayBusSubscription] = [:]
-        var killedReason: String?
         /// Frames waiting to be written, oldest first.
         var queued: [RelayService.Outbound] = []
         var writer = Writer.idle
@@ -367,7 +366,6 @@ final class RelayConnection: Sendable {
         capacity = configuration.maximumQueuedFrames
     }
 
-    var killedReason: String? { state.withLock { $0.killedReason } }
     /// Whether a close is queued or done: killed, closed after a malformed frame, or ended.
     var isClosing: Bool { state.withLock { $0.finished } }
     var count: Int { state.withLock { $0.subscriptions.count } }
@@ -497,22 +495,20 @@ final class RelayConnection: Sendable {
 
     /// Closes the connection with 1008 (the first time only): what was queued is dropped.
     func kill(_ reason: String) {
-        let first = state.withLock { state -> Bool in
-            guard state.killedReason == nil else { return false }
-            state.killedReason = reason
+        // The close waits for the writer at work, if any; else the writer queue writes it.
+        let (first, startWriter) = state.withLock { state -> (Bool, Bool) in
+            guard !state.finished else { return (false, false) }
             state.queued = [.close(.policyViolation, reason)]
             state.finished = true
-            return true
+            guard state.writer == .idle else { return (true, false) }
+            state.writer = .queue
+            return (true, true)
         }
         guard first else { return }
         onKill(reason)
         // A writer waiting for a peer that reads nothing would hold the close back for good.
         socket.shutDown(after: .seconds(5))
-        // The close waits for the writer at work, if any; else the writer queue writes it.
-        if let batch = take(as: .queue) {
-            state.withLock { $0.queued = batch }
-            writerQueue.async { self.drain() }
-        }
+        if startWriter { writerQueue.async { self.drain() } }
     }
 
     /// No more frames: what is queued is dropped (the socket is gone).
