@@ -201,12 +201,21 @@ struct RelayTests {
         let inbox = randomSubject()
         try await listener.subscribe(inbox)
         let tokens = (0..<20).map { _ in relay.token() }
-        try await sender.socket.send(binary: Data([0x04, 0, 0]))
-        for (index, token) in tokens.enumerated() {
-            try await sender.socket.send(
-                binary: RelayClientFrame.send(
-                    requestID: UInt32(index + 1), subject: inbox, wake: .silent, token: token, payload: Data()
-                ).encoded())
+        let frames = tokens.enumerated().map { index, token in
+            RelayClientFrame.send(
+                requestID: UInt32(index + 1), subject: inbox, wake: .silent, token: token, payload: Data()
+            ).encoded()
+        }
+        // The malformed frame and the first ten SENDs in one write: one burst.
+        try await sender.socket.send(binaries: [Data([0x04, 0, 0])] + frames[..<10])
+        // The other ten one write each, for later bursts, until this client hears the relay's 1002.
+        for frame in frames[10...] {
+            do {
+                try await sender.socket.send(binary: frame)
+            } catch let error as WebSocketError {
+                #expect(error.closeCode == .protocolError)
+                break
+            }
         }
         guard case .error(0, .malformed, _) = try await sender.next() else {
             Issue.record("the malformed frame was not answered with ERROR")
