@@ -448,7 +448,8 @@ struct BodyStreamTests {
             return .text("late")
         }
         router.get("/quick") { _, _ in .text("quick") }
-        let server = try Self.start(router, timeout: .milliseconds(300))
+        // Long enough that /quick, queued behind a busy pool, still answers in time; /sleepy never does.
+        let server = try Self.start(router, timeout: .seconds(2))
         let reply = try await RawClient.request(port: server.port, head: "GET /sleepy HTTP/1.1\r\nHost: x")
         #expect(reply.status == 503)
         let body = try JSONDecoder().decode([String: String].self, from: reply.body)

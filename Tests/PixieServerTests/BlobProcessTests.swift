@@ -145,16 +145,12 @@ struct BlobProcessTests {
             + "Content-Length: \(64 << 20)\r\n\r\n"
         socket.send(Data(head.utf8) + SecureRandom.bytes(count: 4 << 20))
         let temporary = data.appendingPathComponent("blobs/tmp")
+        let partFiles = { (try? FileManager.default.contentsOfDirectory(atPath: temporary.path)) ?? [] }
         // The upload is under way: its temporary file exists.
-        for _ in 0..<100 where ((try? FileManager.default.contentsOfDirectory(atPath: temporary.path)) ?? []).isEmpty {
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        #expect(((try? FileManager.default.contentsOfDirectory(atPath: temporary.path)) ?? []).count == 1)
+        try await eventually("the upload's temporary file did not appear") { !partFiles().isEmpty }
+        #expect(partFiles().count == 1)
         socket.close()
-        for _ in 0..<250 where !((try? FileManager.default.contentsOfDirectory(atPath: temporary.path)) ?? []).isEmpty {
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        #expect(((try? FileManager.default.contentsOfDirectory(atPath: temporary.path)) ?? []).isEmpty)
+        try await eventually("the vanished client's temporary file was kept") { partFiles().isEmpty }
         let stored = try FileManager.default.contentsOfDirectory(atPath: data.appendingPathComponent("blobs").path)
         #expect(stored == ["tmp"])
         #expect(server.terminate() == 0)

@@ -37,7 +37,7 @@ struct RelayPushTests {
         let server = try HTTPServer(responder: router)
         let base = "http://127.0.0.1:\(server.port)"
         let subject = randomSubject()
-        let gateway = WebhookPushGateway(url: URL(string: base + "/push")!, bearerSecret: "s3cret")
+        let gateway = WebhookPushGateway(url: URL(string: base + "/push")!, bearerSecret: "s3cret", timeout: 120)
         try await gateway.wake(subject, pushToken: Data([1, 2, 3]))
         let request = try #require(received.withLock { $0.first })
         #expect(request.headers["Authorization"] == "Bearer s3cret")
@@ -47,7 +47,7 @@ struct RelayPushTests {
             body == [
                 "subject": subject.rawRepresentation.base64URLEncodedString(), "wake": "sync", "push_token": "AQID",
             ])
-        let down = WebhookPushGateway(url: URL(string: base + "/down")!)
+        let down = WebhookPushGateway(url: URL(string: base + "/down")!, timeout: 120)
         await #expect(throws: ServerError.self) { try await down.wake(subject, pushToken: Data([1])) }
         await server.shutdown()
         await #expect(throws: ServerError.self) { try await gateway.wake(subject, pushToken: Data([1])) }

@@ -62,7 +62,7 @@ struct SchemathesisTests {
         let common = [
             "run", spec, "--url", server.address.absoluteString, "--checks", Self.checks, "--seed", "20261129",
             "--max-examples", "30", "--suppress-health-check", "all", "--generation-database", "none",
-            "--no-color", "--header", "Authorization: Bearer \(token)",
+            "--no-color", "--request-timeout", "120", "--header", "Authorization: Bearer \(token)",
         ]
         // Revoking ends the session, so that operation runs last, alone: without the stateful phase, which has
         // no links to follow inside one operation (schemathesis counts that as an error).

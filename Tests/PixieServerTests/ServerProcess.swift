@@ -78,8 +78,8 @@ final class ServerProcess: Sendable {
         process.standardError = err
         process.standardOutput = FileHandle.nullDevice
         let log = LogCollector()
-        err.fileHandleForReading.readabilityHandler = { handle in log.append(handle.availableData) }
         try process.run()
+        log.drain(err.fileHandleForReading)
         self.process = process
         self.log = log
         let deadline = Date().addingTimeInterval(120)  // a hang's limit: start-up shares two cores with the suite
@@ -109,18 +109,15 @@ final class ServerProcess: Sendable {
     /// Waits for the process to exit by itself (after a signal the test sent) and returns its status.
     func waitForExit() -> Int32 {
         process.waitUntilExit()
-        // The pipe may still hold the last lines when the process is gone.
-        Thread.sleep(forTimeInterval: 0.1)
+        // The pipe may still hold the last lines when the process is gone: read them all.
+        log.waitForEnd()
         return process.terminationStatus
     }
 
     /// Sends SIGTERM and waits for the exit status.
     func terminate() -> Int32 {
         process.terminate()
-        process.waitUntilExit()
-        // The pipe may still hold the last lines when the process is gone.
-        Thread.sleep(forTimeInterval: 0.1)
-        return process.terminationStatus
+        return waitForExit()
     }
 
     /// One request over real HTTP; returns the status, the headers and the body.
@@ -143,8 +140,22 @@ final class ServerProcess: Sendable {
 /// Collects a process's standard error as it comes (the pipe's handler runs on a Foundation thread).
 private final class LogCollector: Sendable {
     private let data = Mutex(Data())
+    private let ended = DispatchSemaphore(value: 0)
 
-    func append(_ chunk: Data) { data.withLock { $0.append(chunk) } }
+    /// Reads `handle` to its end on a thread of its own (not the Dispatch pool, which the suite keeps busy).
+    func drain(_ handle: FileHandle) {
+        Thread.detachNewThread { [self] in
+            while case let chunk = handle.availableData, !chunk.isEmpty {
+                data.withLock { $0.append(chunk) }
+            }
+            ended.signal()
+        }
+    }
+
+    /// Waits until the process's standard error is closed and read (a hang's limit: 120 s).
+    func waitForEnd() {
+        if ended.wait(timeout: .now() + 120) == .success { ended.signal() }
+    }
 
     var text: String { String(decoding: data.withLock { $0 }, as: UTF8.self) }
 

@@ -42,28 +42,28 @@ def main(port, first, second):
     url = f"ws://127.0.0.1:{port}/v1/relay"
     subject = os.urandom(32)
     payload = os.urandom(1024)
-    with connect(url, open_timeout=10, close_timeout=10) as listener, connect(url, open_timeout=10, close_timeout=10) as sender:
+    with connect(url, open_timeout=120, close_timeout=120) as listener, connect(url, open_timeout=120, close_timeout=120) as sender:
         listener.send(subscribe(7, subject))
-        if listener.recv(timeout=10) != ok(7):
+        if listener.recv(timeout=120) != ok(7):
             fail("SUBSCRIBE was not answered OK 7")
         sender.send(send(1, subject, 1, first, payload))
-        if sender.recv(timeout=10) != ok(1):
+        if sender.recv(timeout=120) != ok(1):
             fail("SEND with a fresh token was not answered OK 1")
-        deliver = listener.recv(timeout=10)
+        deliver = listener.recv(timeout=120)
         if deliver != bytes([0x81]) + subject + bytes([1]) + payload:
             fail(f"the DELIVER differs: {deliver[:40].hex()}...")
         sender.send(send(2, subject, 0, first, payload))
-        error = sender.recv(timeout=10)
+        error = sender.recv(timeout=120)
         if error[:7] != bytes([0x83]) + struct.pack(">IH", 2, 4):
             fail(f"a spent token was answered {error.hex()}, not ERROR 2 token_spent (4)")
         reason = error[7:].decode("utf-8")
         sender.send(send(3, subject, 0, second, b""))
-        if sender.recv(timeout=10) != ok(3):
+        if sender.recv(timeout=120) != ok(3):
             fail("SEND with the second token was not answered OK 3")
-        if listener.recv(timeout=10) != bytes([0x81]) + subject + bytes([0]):
+        if listener.recv(timeout=120) != bytes([0x81]) + subject + bytes([0]):
             fail("the empty DELIVER differs")
         sender.send(ping(9))
-        if sender.recv(timeout=10) != ok(9):
+        if sender.recv(timeout=120) != ok(9):
             fail("PING was not answered OK 9")
     print(json.dumps({"ok": True, "reason": reason}), flush=True)
 

@@ -23,30 +23,30 @@ def fail(message):
 
 
 def client(port):
-    with connect(f"ws://127.0.0.1:{port}/echo", max_size=None, open_timeout=10, close_timeout=10) as ws:
+    with connect(f"ws://127.0.0.1:{port}/echo", max_size=None, open_timeout=120, close_timeout=120) as ws:
         ws.send("héllo, wörld")
-        if ws.recv(timeout=10) != "héllo, wörld":
+        if ws.recv(timeout=120) != "héllo, wörld":
             fail("text echo differs")
         ws.send(b"\x00\x01\xfe\xff")
-        if ws.recv(timeout=10) != b"\x00\x01\xfe\xff":
+        if ws.recv(timeout=120) != b"\x00\x01\xfe\xff":
             fail("binary echo differs")
         big = os.urandom(1 << 20)
         ws.send(big)
-        if ws.recv(timeout=10) != big:
+        if ws.recv(timeout=120) != big:
             fail("the 1 MiB echo differs")
-        ws.ping(b"are you there").wait(timeout=10) or fail("no pong")
+        ws.ping(b"are you there").wait(timeout=120) or fail("no pong")
         # Our server closes with 4002 when asked.
         ws.send("close 4002")
         try:
-            ws.recv(timeout=10)
+            ws.recv(timeout=120)
             fail("the server did not close")
         except ConnectionClosed as closed:
             if closed.rcvd is None or closed.rcvd.code != 4002 or closed.rcvd.reason != "asked to":
                 fail(f"the server closed with {closed.rcvd!r}, not 4002 'asked to'")
     # A second connection closes from the client side with a code of its own.
-    with connect(f"ws://127.0.0.1:{port}/echo", open_timeout=10, close_timeout=10) as ws:
+    with connect(f"ws://127.0.0.1:{port}/echo", open_timeout=120, close_timeout=120) as ws:
         ws.send("x")
-        ws.recv(timeout=10)
+        ws.recv(timeout=120)
         ws.close(code=4100, reason="client done")
         if ws.protocol.close_rcvd is None or ws.protocol.close_rcvd.code != 4100:
             fail(f"the server answered the close with {ws.protocol.close_rcvd!r}, not 4100")

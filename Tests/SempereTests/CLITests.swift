@@ -62,11 +62,16 @@ struct CLITests {
         inPipe.fileHandleForWriting.write(Data((input ?? "").utf8))
         try inPipe.fileHandleForWriting.close()
         // Drain both pipes concurrently so a full one never blocks the program.
+        // The second reader gets a thread of its own: a Dispatch worker held for the program's lifetime
+        // would be one fewer for the in-process servers of other tests.
         let errBox = DataBox()
-        let group = DispatchGroup()
-        DispatchQueue.global().async(group: group) { errBox.data = err.fileHandleForReading.readDataToEndOfFile() }
+        let errRead = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            errBox.data = err.fileHandleForReading.readDataToEndOfFile()
+            errRead.signal()
+        }
         let outData = out.fileHandleForReading.readDataToEndOfFile()
-        group.wait()
+        errRead.wait()
         process.waitUntilExit()
         return Result(
             status: process.terminationStatus, out: String(decoding: outData, as: UTF8.self),

@@ -116,13 +116,14 @@ struct SQLiteReaderTests {
             try tx.execute("INSERT INTO t VALUES (2)")
             let done = DispatchSemaphore(value: 0)
             let seen = Mutex<Int?>(nil)
-            DispatchQueue.global().async {
+            // A thread of its own, not a Dispatch worker the rest of the suite may be holding.
+            Thread.detachNewThread {
                 let count = try? db.queryOne("SELECT count(*) AS n FROM t")?.int("n")
                 seen.withLock { $0 = count }
                 done.signal()
             }
-            // Were reads queued behind the writer, this would time out.
-            #expect(done.wait(timeout: .now() + 10) == .success)
+            // Were reads queued behind the writer, this would time out (120 s: a hang's limit).
+            #expect(done.wait(timeout: .now() + 120) == .success)
             #expect(try tx.queryOne("SELECT count(*) AS n FROM t")?.int("n") == 2)
             return seen.withLock { $0 }
         }

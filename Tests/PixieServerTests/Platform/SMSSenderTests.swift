@@ -17,14 +17,14 @@ struct SMSSenderTests {
         router.post("/down") { _, _ in HTTPResponse(status: .serviceUnavailable) }
         let server = try HTTPServer(responder: router)
         let base = "http://127.0.0.1:\(server.port)"
-        let sender = WebhookSMSSender(url: URL(string: base + "/sms")!, bearerSecret: "s3cret")
+        let sender = WebhookSMSSender(url: URL(string: base + "/sms")!, bearerSecret: "s3cret", timeout: 120)
         try await sender.send("Your Pixie code is 123456.", to: try PhoneNumber("+14155550123"))
         let request = try #require(received.withLock { $0.first })
         #expect(request.headers["Authorization"] == "Bearer s3cret")
         let body = try #require(try JSONSerialization.jsonObject(with: request.body) as? [String: String])
         #expect(body == ["to": "+14155550123", "text": "Your Pixie code is 123456."])
 
-        let down = WebhookSMSSender(url: URL(string: base + "/down")!)
+        let down = WebhookSMSSender(url: URL(string: base + "/down")!, timeout: 120)
         await #expect(throws: ServerError.self) { try await down.send("x", to: try PhoneNumber("+14155550123")) }
         await server.shutdown()
         await #expect(throws: ServerError.self) {
