@@ -1,5 +1,6 @@
 import Foundation
 import SiblingsCrypto
+import SiblingsTestSupport
 import Storage
 import Testing
 
@@ -11,8 +12,13 @@ import Testing
 /// constant memory, and a client that vanishes mid-upload.
 @Suite("blob-svc, run as a process", .serialized)
 struct BlobProcessTests {
-    /// Runs curl and returns its standard output (curl must succeed).
-    static func curl(_ arguments: [String], failOnHTTPError: Bool = true) throws -> String {
+    /// Runs curl and returns its standard output (curl must succeed). It waits on a thread of its own, so the
+    /// 2 GiB transfers hold none of the suite's two concurrency threads.
+    static func curl(_ arguments: [String], failOnHTTPError: Bool = true) async throws -> String {
+        try await onThread { try runCurl(arguments, failOnHTTPError: failOnHTTPError) }
+    }
+
+    private static func runCurl(_ arguments: [String], failOnHTTPError: Bool) throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
         process.arguments = ["-sS"] + (failOnHTTPError ? ["--fail-with-body"] : []) + arguments
@@ -51,7 +57,7 @@ struct BlobProcessTests {
     /// cheap to make at any size. Checks the size and SHA-256 the server reports; returns what the test needs.
     static func uploadedBlob(
         mebibytes: Int, repeating: Bool, in directory: URL
-    ) throws -> (server: ServerProcess, url: String, blobID: String, source: URL, sha256: Data) {
+    ) async throws -> (server: ServerProcess, url: String, blobID: String, source: URL, sha256: Data) {
         let server = try ServerProcess(
             dataDirectory: directory.appendingPathComponent("data"),
             extraArguments: ["blob", "--blob-allow-anonymous-uploads", "true"])
@@ -68,7 +74,7 @@ struct BlobProcessTests {
         try writer.close()
         let sha256 = Data(hasher.finalize().rawRepresentation)
         let url = server.address.appendingPathComponent("v1/blobs").absoluteString
-        let uploaded = try curl([
+        let uploaded = try await curl([
             "-X", "POST", "-T", source.path, "-H", "Content-Type: application/x-pixie-sync", "-H", "Expect:", url,
         ])
         let object = Data(uploaded.utf8).jsonObject
@@ -81,17 +87,18 @@ struct BlobProcessTests {
     @Test func a256MiBBlobStreamsThroughInConstantMemory() async throws {
         let directory = try ServerProcess.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let (server, url, blobID, _, sha256) = try Self.uploadedBlob(mebibytes: 256, repeating: false, in: directory)
+        let (server, url, blobID, _, sha256) = try await Self.uploadedBlob(
+            mebibytes: 256, repeating: false, in: directory)
 
         let target = directory.appendingPathComponent("downloaded.bin")
-        _ = try Self.curl(["-o", target.path, "\(url)/\(blobID)"])
+        _ = try await Self.curl(["-o", target.path, "\(url)/\(blobID)"])
         #expect(try Self.sha256(of: target) == sha256)
 
         // Resume: the first 100 MiB, then the rest with Range: bytes=N-.
         let head = directory.appendingPathComponent("head.bin")
         let tail = directory.appendingPathComponent("tail.bin")
-        _ = try Self.curl(["-o", head.path, "-r", "0-104857599", "\(url)/\(blobID)"])
-        _ = try Self.curl(["-o", tail.path, "-H", "Range: bytes=104857600-", "\(url)/\(blobID)"])
+        _ = try await Self.curl(["-o", head.path, "-r", "0-104857599", "\(url)/\(blobID)"])
+        _ = try await Self.curl(["-o", tail.path, "-H", "Range: bytes=104857600-", "\(url)/\(blobID)"])
         let joined = directory.appendingPathComponent("joined.bin")
         _ = FileManager.default.createFile(atPath: joined.path, contents: nil)
         let output = try FileHandle(forWritingTo: joined)
@@ -103,7 +110,7 @@ struct BlobProcessTests {
         try output.close()
         #expect(try Self.sha256(of: joined) == sha256)
 
-        let headers = try Self.curl(["-I", "\(url)/\(blobID)"])
+        let headers = try await Self.curl(["-I", "\(url)/\(blobID)"])
         #expect(headers.contains("Content-Length: \(256 << 20)"))
         #expect(headers.contains("Accept-Ranges: bytes"))
         #expect(headers.contains("ETag: \"\(sha256.base64URLEncodedString())\""))
@@ -120,11 +127,11 @@ struct BlobProcessTests {
     @Test func a2GiBBlobMovesThroughInConstantMemory() async throws {
         let directory = try ServerProcess.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let (server, url, blobID, source, sha256) = try Self.uploadedBlob(
+        let (server, url, blobID, source, sha256) = try await Self.uploadedBlob(
             mebibytes: 2048, repeating: true, in: directory)
         try? FileManager.default.removeItem(at: source)
         let target = directory.appendingPathComponent("downloaded.bin")
-        _ = try Self.curl(["-o", target.path, "\(url)/\(blobID)"])
+        _ = try await Self.curl(["-o", target.path, "\(url)/\(blobID)"])
         #expect(try Self.sha256(of: target) == sha256)
         let peak = try Self.peakResidentBytes(of: server.processIdentifier)
         #expect(peak < 128 << 20, "pixie-server's peak RSS was \(peak >> 20) MiB for a 2 GiB blob")
@@ -169,7 +176,7 @@ struct BlobProcessTests {
         try SecureRandom.bytes(count: (1 << 20) + 1).write(to: source)
         let url = server.address.appendingPathComponent("v1/blobs").absoluteString
         for framing in ["Transfer-Encoding: chunked", "X-Declared: yes"] {
-            let status = try Self.curl(
+            let status = try await Self.curl(
                 [
                     "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "-T", source.path, "-H", "Expect:", "-H",
                     framing, "-H", "Content-Type: application/octet-stream", url,
@@ -199,7 +206,7 @@ struct BlobProcessTests {
         let answers = try await withThrowingTaskGroup(of: (Int, String).self) { group in
             for (index, source) in sources.enumerated() {
                 group.addTask {
-                    let body = try Self.curl([
+                    let body = try await Self.curl([
                         "-X", "POST", "-T", source.path, "-H", "Expect:", "-H",
                         "Content-Type: application/x-pixie-sync", url,
                     ])

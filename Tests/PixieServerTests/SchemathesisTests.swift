@@ -1,4 +1,5 @@
 import Foundation
+import SiblingsTestSupport
 import Testing
 
 /// docs/openapi.yaml against the built pixie-server, by schemathesis (the venv's, pinned in requirements.txt):
@@ -45,7 +46,7 @@ struct SchemathesisTests {
             ])
 
         // An account and its session, so the bearer endpoints are tested past 401.
-        let prepared = try Self.run(
+        let prepared = try await Self.run(
             python,
             [
                 ServerProcess.packageRoot.appendingPathComponent("scripts/pixie_bench_prepare.py").path,
@@ -70,7 +71,7 @@ struct SchemathesisTests {
             ["--exclude-path", "/v1/auth/sessions/revoke"],
             ["--include-path", "/v1/auth/sessions/revoke", "--phases", "examples,coverage,fuzzing"],
         ] {
-            let run = try Self.run(schemathesis, common + selection, in: directory)
+            let run = try await Self.run(schemathesis, common + selection, in: directory)
             if run.status != 0 {
                 Attachment.record(run.output, named: "schemathesis \(selection.joined(separator: " ")).txt")
             }
@@ -87,7 +88,19 @@ struct SchemathesisTests {
 
     /// Runs `tool arguments` in `directory` (schemathesis writes nothing else there) and returns its exit
     /// status and its standard output and error, interleaved.
-    static func run(_ tool: URL, _ arguments: [String], in directory: URL) throws -> (status: Int32, output: String) {
+    /// It waits on a thread of its own: schemathesis runs for a minute, and must not hold one of the suite's two
+    /// concurrency threads for all of it.
+    static func run(
+        _ tool: URL, _ arguments: [String], in directory: URL
+    ) async throws -> (
+        status: Int32, output: String
+    ) {
+        try await onThread { try runBlocking(tool, arguments, in: directory) }
+    }
+
+    private static func runBlocking(
+        _ tool: URL, _ arguments: [String], in directory: URL
+    ) throws -> (status: Int32, output: String) {
         let process = Process()
         process.executableURL = tool
         process.arguments = arguments
