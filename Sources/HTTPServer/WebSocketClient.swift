@@ -10,44 +10,52 @@ public enum WebSocketClient {
     /// Connects to `ws://127.0.0.1:port/path`, performs the opening handshake (checking the server's
     /// `Sec-WebSocket-Accept`), and returns the open socket, with the same message API as the server's.
     ///
-    /// `headers` are added to the upgrade request (an `Authorization`, say). Throws ``WebSocketError``
-    /// saying what failed: the connection, or a server that answered other than 101 (its status and body
-    /// are in the reason).
-    public static func connect(
-        port: UInt16, path: String = "/", headers: HTTPHeaders = HTTPHeaders(), maximumMessageSize: Int = 1 << 20
-    ) async throws -> WebSocket {
-        try await connect(port: port, path: path, headers: headers, maximumMessageSize: maximumMessageSize, make: nil)
-    }
-
-    /// Connects as ``connect(port:path:headers:maximumMessageSize:)`` does; the messages go to the
-    /// ``WebSocketConsumer`` that `consumer` makes for the open socket, on its reader thread.
+    /// `headers` are added to the upgrade request (an `Authorization`, say). The server must answer the
+    /// handshake within `handshakeTimeout`; afterwards reads wait as long as the connection lives. Throws
+    /// ``WebSocketError`` saying what failed: the connection, or a server that answered other than 101 (its
+    /// status and body are in the reason).
     public static func connect(
         port: UInt16, path: String = "/", headers: HTTPHeaders = HTTPHeaders(), maximumMessageSize: Int = 1 << 20,
-        consumer: @escaping @Sendable (WebSocket) -> any WebSocketConsumer
+        handshakeTimeout: Duration = .seconds(10)
     ) async throws -> WebSocket {
         try await connect(
-            port: port, path: path, headers: headers, maximumMessageSize: maximumMessageSize, make: consumer)
+            port: port, path: path, headers: headers, maximumMessageSize: maximumMessageSize,
+            handshakeTimeout: handshakeTimeout, make: nil)
+    }
+
+    /// Connects as ``connect(port:path:headers:maximumMessageSize:handshakeTimeout:)`` does; the messages go
+    /// to the ``WebSocketConsumer`` that `consumer` makes for the open socket, on its reader thread.
+    public static func connect(
+        port: UInt16, path: String = "/", headers: HTTPHeaders = HTTPHeaders(), maximumMessageSize: Int = 1 << 20,
+        handshakeTimeout: Duration = .seconds(10), consumer: @escaping @Sendable (WebSocket) -> any WebSocketConsumer
+    ) async throws -> WebSocket {
+        try await connect(
+            port: port, path: path, headers: headers, maximumMessageSize: maximumMessageSize,
+            handshakeTimeout: handshakeTimeout, make: consumer)
     }
 
     private static func connect(
-        port: UInt16, path: String, headers: HTTPHeaders, maximumMessageSize: Int,
+        port: UInt16, path: String, headers: HTTPHeaders, maximumMessageSize: Int, handshakeTimeout: Duration,
         make: (@Sendable (WebSocket) -> any WebSocketConsumer)?
     ) async throws -> WebSocket {
+        guard handshakeTimeout >= .microseconds(1) else {
+            throw WebSocketError("handshakeTimeout is \(handshakeTimeout); give the server a positive time to answer")
+        }
         // The handshake blocks on the socket: on a thread of its own, not the Swift concurrency pool.
-        try await withCheckedThrowingContinuation { continuation in
+        return try await withCheckedThrowingContinuation { continuation in
             Thread.detachNewThread {
                 continuation.resume(
                     with: Result {
                         try handshake(
                             port: port, path: path, headers: headers, maximumMessageSize: maximumMessageSize,
-                            make: make)
+                            handshakeTimeout: handshakeTimeout, make: make)
                     })
             }
         }
     }
 
     private static func handshake(
-        port: UInt16, path: String, headers: HTTPHeaders, maximumMessageSize: Int,
+        port: UInt16, path: String, headers: HTTPHeaders, maximumMessageSize: Int, handshakeTimeout: Duration,
         make: (@Sendable (WebSocket) -> any WebSocketConsumer)?
     ) throws -> WebSocket {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -67,8 +75,8 @@ public enum WebSocketClient {
             throw WebSocketError(
                 "could not connect to 127.0.0.1:\(port) (errno \(errno)); is the server running on that port?")
         }
-        // The handshake must answer within 10 s; afterwards reads wait as long as the connection lives.
-        setReceiveTimeout(fd, seconds: 10)
+        // The handshake must answer in time; afterwards reads wait as long as the connection lives.
+        setReceiveTimeout(fd, handshakeTimeout)
 
         var generator = SystemRandomNumberGenerator()
         let key = Data((0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }).base64EncodedString()
@@ -83,7 +91,13 @@ public enum WebSocketClient {
         var reader = Socket.Reader(fd: fd, buffered: [])
         var head: [UInt8] = []
         while !head.ends(with: [13, 10, 13, 10]) {
+            errno = 0
             guard head.count < 16 << 10, let byte = reader.read(1) else {
+                if errno == EAGAIN || errno == EWOULDBLOCK {
+                    throw WebSocketError(
+                        "the server did not answer the WebSocket handshake within \(handshakeTimeout); "
+                            + "is it overloaded, or not a WebSocket server?")
+                }
                 throw WebSocketError("the server closed the connection or sent no complete response head")
             }
             head += byte
@@ -106,7 +120,7 @@ public enum WebSocketClient {
             throw WebSocketError(
                 "the server's Sec-WebSocket-Accept does not match the key sent; it is no WebSocket server")
         }
-        setReceiveTimeout(fd, seconds: 0)
+        setReceiveTimeout(fd, .zero)
         let socket = WebSocket(
             role: .client, fd: fd, maximumMessageSize: maximumMessageSize, initialBytes: Data(reader.remaining)
         ) { _ = Glibc.close(fd) }
@@ -115,8 +129,10 @@ public enum WebSocketClient {
         return socket
     }
 
-    private static func setReceiveTimeout(_ fd: Int32, seconds: Int) {
-        var timeout = timeval(tv_sec: seconds, tv_usec: 0)
+    /// `SO_RCVTIMEO`: reads give up after `duration` (`.zero`: they wait as long as the connection lives).
+    private static func setReceiveTimeout(_ fd: Int32, _ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        var timeout = timeval(tv_sec: Int(seconds), tv_usec: Int(attoseconds / 1_000_000_000_000))
         _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }
 }

@@ -198,6 +198,37 @@ struct WebSocketTests {
         await server.shutdown()
     }
 
+    @Test("the client gives up on a server that accepts the connection and never answers the handshake")
+    func handshakeTimeout() async throws {
+        // A listening socket nobody accepts on: the kernel completes the TCP handshake, nothing answers.
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #expect(fd >= 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, length) == 0 && listen(fd, 4) == 0 && getsockname(fd, $0, &length) == 0
+            }
+        }
+        #expect(bound)
+        let port = UInt16(bigEndian: address.sin_port)
+        let started = ContinuousClock.now
+        let timedOut = await #expect(throws: WebSocketError.self) {
+            _ = try await WebSocketClient.connect(port: port, path: "/", handshakeTimeout: .milliseconds(200))
+        }
+        #expect(timedOut?.reason.contains("did not answer the WebSocket handshake within") == true)
+        // It waited for the limit, not for ever (the upper bound is a hang's, not a timing check).
+        #expect(ContinuousClock.now - started >= .milliseconds(200))
+        #expect(ContinuousClock.now - started < .seconds(120))
+        let error = await #expect(throws: WebSocketError.self) {
+            _ = try await WebSocketClient.connect(port: port, path: "/", handshakeTimeout: .zero)
+        }
+        #expect(error?.reason.contains("positive") == true)
+    }
+
     @Test("echo of text and binary with 7-, 16- and 64-bit lengths through our client")
     func echo() async throws {
         let server = try Self.start()

@@ -41,7 +41,9 @@ struct RelayHarness {
     var port: UInt16 { server.port }
 
     func connect() async throws -> RelayTestClient {
-        RelayTestClient(socket: try await WebSocketClient.connect(port: port, path: "/v1/relay"))
+        // The handshake's limit is a hang's: hundreds of upgrades at once on a loaded machine take a while.
+        RelayTestClient(
+            socket: try await WebSocketClient.connect(port: port, path: "/v1/relay", handshakeTimeout: .seconds(120)))
     }
 
     /// A fresh token the relay will accept once.
