@@ -8,17 +8,14 @@ import Testing
 struct BlobFixture {
     let fixture: Fixture
     let tokens = InMemoryTokenSpender()
-    let directory: URL
+    var directory: URL { fixture.dataDirectory.url }
     var blob: BlobService { fixture.application.blob! }
     var blobs: URL { directory.appendingPathComponent("blobs") }
 
     init(
         services: [PixieConfiguration.Service] = [.blob], configure: (inout PixieConfiguration) -> Void = { _ in }
     ) throws {
-        let directory = try ServerProcess.temporaryDirectory()
-        self.directory = directory
         fixture = try Fixture(services: services, tokens: tokens) { configuration in
-            configuration.dataDirectory = directory.path
             configuration.blobMaxBytes = 1000
             configuration.syncMaxBlobBytes = 1 << 20
             configure(&configuration)

@@ -26,9 +26,20 @@ final class RecordingSMSSender: SMSSender {
     }
 }
 
-/// One in-process pixie-server on an in-memory store with a manual clock.
+/// A fresh directory under the system's temporary directory, removed with the last reference to it.
+final class TemporaryDirectory: Sendable {
+    let url: URL
+
+    init() throws { url = try ServerProcess.temporaryDirectory() }
+
+    deinit { try? FileManager.default.removeItem(at: url) }
+}
+
+/// One in-process pixie-server on an in-memory store with a manual clock. Its data directory (blob files)
+/// is a fresh temporary one unless `configure` sets another: never `pixie-data` in the working directory.
 struct Fixture {
     let clock = ManualClock()
+    let dataDirectory = try! TemporaryDirectory()
     let sms = RecordingSMSSender()
     let keys = ServiceKeys.generate()
     let database: SQLiteDatabase
@@ -42,6 +53,7 @@ struct Fixture {
     ) throws {
         var configuration = PixieConfiguration()
         configuration.checkpointInterval = .milliseconds(1)
+        configuration.dataDirectory = dataDirectory.url.path
         configure(&configuration)
         configuration.services = services
         if !pinned, services.contains(.phoneVerify) {
