@@ -137,7 +137,7 @@ final class ServerProcess: Sendable {
     }
 }
 
-/// Collects a process's standard error as it comes (the pipe's handler runs on a Foundation thread).
+/// Collects a process's standard error as it comes, on a thread of its own, to the end of the pipe.
 private final class LogCollector: Sendable {
     private let data = Mutex(Data())
     private let ended = DispatchSemaphore(value: 0)
