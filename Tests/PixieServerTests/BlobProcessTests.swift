@@ -58,7 +58,7 @@ struct BlobProcessTests {
     static func uploadedBlob(
         mebibytes: Int, repeating: Bool, in directory: URL
     ) async throws -> (server: ServerProcess, url: String, blobID: String, source: URL, sha256: Data) {
-        let server = try ServerProcess(
+        let server = try await ServerProcess(
             dataDirectory: directory.appendingPathComponent("data"),
             extraArguments: ["blob", "--blob-allow-anonymous-uploads", "true"])
         let source = directory.appendingPathComponent("source.bin")
@@ -142,7 +142,7 @@ struct BlobProcessTests {
         let directory = try ServerProcess.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let data = directory.appendingPathComponent("data")
-        let server = try ServerProcess(
+        let server = try await ServerProcess(
             dataDirectory: data, extraArguments: ["blob", "--blob-allow-anonymous-uploads", "true"])
         let port = try #require(server.address.port)
 
@@ -169,7 +169,7 @@ struct BlobProcessTests {
         let directory = try ServerProcess.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let data = directory.appendingPathComponent("data")
-        let server = try ServerProcess(
+        let server = try await ServerProcess(
             dataDirectory: data,
             extraArguments: ["blob", "--blob-allow-anonymous-uploads", "true", "--blob-max-bytes", "1048576"])
         let source = directory.appendingPathComponent("source.bin")
@@ -194,7 +194,7 @@ struct BlobProcessTests {
     @Test func manyUploadsAtOnceOverTheSocket() async throws {
         let directory = try ServerProcess.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let server = try ServerProcess(
+        let server = try await ServerProcess(
             dataDirectory: directory.appendingPathComponent("data"),
             extraArguments: ["blob", "--blob-allow-anonymous-uploads", "true"])
         let url = server.address.appendingPathComponent("v1/blobs").absoluteString

@@ -193,7 +193,7 @@ struct RelayProcessTests {
     func relayAlone() async throws {
         let directory = try ServerProcess.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let server = try ServerProcess(
+        let server = try await ServerProcess(
             dataDirectory: directory, extraArguments: ["relay", "--relay-tokens", "insecure-dev"])
         #expect(server.logText.contains("DEVELOPMENT ONLY"))
         #expect(server.logText.contains(#""services":"relay""#))

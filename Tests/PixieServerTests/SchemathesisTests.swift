@@ -39,7 +39,7 @@ struct SchemathesisTests {
         }
         let directory = try ServerProcess.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let server = try ServerProcess(
+        let server = try await ServerProcess(
             dataDirectory: directory,
             extraArguments: [
                 "--codes-per-number-per-hour", "1000000", "--client-requests-per-minute", "1000000",

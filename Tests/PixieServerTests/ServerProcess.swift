@@ -67,8 +67,9 @@ final class ServerProcess: Sendable {
     private let process: Process
     private let log: LogCollector
 
-    /// Starts `pixie-server --data-dir DIR --port 0 extra...` and waits (up to 20 s) for its "listening" line.
-    init(dataDirectory: URL, extraArguments: [String] = []) throws {
+    /// Starts `pixie-server --data-dir DIR --port 0 extra...` and waits (up to 120 s, a hang's limit) for its
+    /// "listening" line, without holding a thread of the concurrency pool.
+    init(dataDirectory: URL, extraArguments: [String] = []) async throws {
         try Self.requireBinary()
         self.dataDirectory = dataDirectory
         let process = Process()
@@ -92,7 +93,7 @@ final class ServerProcess: Sendable {
                 if process.isRunning { process.terminate() }
                 throw ProcessTestError("pixie-server did not report \"listening\"; its log:\n\(log.text)")
             }
-            Thread.sleep(forTimeInterval: 0.05)
+            try await Task.sleep(for: .milliseconds(50))
         }
     }
 

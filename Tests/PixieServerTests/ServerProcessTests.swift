@@ -19,7 +19,7 @@ struct ServerProcessTests {
     func endToEnd() async throws {
         let directory = try ServerProcess.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let server = try ServerProcess(dataDirectory: directory)
+        let server = try await ServerProcess(dataDirectory: directory)
 
         let health = try await server.request("GET", "/healthz")
         #expect(health.status == 200)
@@ -73,7 +73,8 @@ struct ServerProcessTests {
     func audit() async throws {
         let directory = try ServerProcess.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let server = try ServerProcess(dataDirectory: directory, extraArguments: ["--checkpoint-interval-ms", "5"])
+        let server = try await ServerProcess(
+            dataDirectory: directory, extraArguments: ["--checkpoint-interval-ms", "5"])
         defer { _ = server.terminate() }
 
         // A first device creates an account over real HTTP: three bindings reach the log, after the OPRF key
@@ -178,7 +179,7 @@ struct ServerProcessTests {
         defer { Task { await gateway.shutdown() } }
         let directory = try ServerProcess.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let server = try ServerProcess(
+        let server = try await ServerProcess(
             dataDirectory: directory,
             extraArguments: [
                 "phone-verify", "--sms-webhook-url", "http://127.0.0.1:\(gateway.port)/sms", "--sms-webhook-secret",
@@ -228,7 +229,7 @@ struct ServerProcessTests {
     func sigtermFinishesTheRequestInFlight() async throws {
         let directory = try ServerProcess.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let server = try ServerProcess(
+        let server = try await ServerProcess(
             dataDirectory: directory, extraArguments: ["--blob-allow-anonymous-uploads", "true"])
         let port = try #require(server.address.port)
         let socket = try #require(RawSocket(port: port))
@@ -259,7 +260,7 @@ struct ServerProcessTests {
         #expect(!server.logText.contains("cut off"), "\(server.logText)")
 
         // The blob was kept: the next start serves it.
-        let restarted = try ServerProcess(dataDirectory: directory)
+        let restarted = try await ServerProcess(dataDirectory: directory)
         defer { _ = restarted.terminate() }
         let fetched = try await restarted.request("GET", "/v1/blobs/\(blobID)")
         #expect(fetched.status == 200)
@@ -295,19 +296,19 @@ struct ServerProcessTests {
             try? FileManager.default.removeItem(at: verifyDirectory)
             try? FileManager.default.removeItem(at: identityDirectory)
         }
-        let phoneVerify = try ServerProcess(dataDirectory: verifyDirectory, extraArguments: ["phone-verify"])
+        let phoneVerify = try await ServerProcess(dataDirectory: verifyDirectory, extraArguments: ["phone-verify"])
         defer { _ = phoneVerify.terminate() }
         let bundle = try ServerProcess.run(["trust-bundle", "--data-dir", verifyDirectory.path])
         #expect(bundle.status == 0, "\(bundle.err)")
         let pinned = try #require(Data(bundle.out.utf8).jsonObject["phone_verify_key"] as? String)
 
-        let identity = try ServerProcess(
+        let identity = try await ServerProcess(
             dataDirectory: identityDirectory, extraArguments: ["identity", "--phone-verify-key", pinned])
         defer { _ = identity.terminate() }
         // Without a pinned key identity-svc refuses certs, never skips the check.
         let unpinnedDirectory = try ServerProcess.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: unpinnedDirectory) }
-        let unpinned = try ServerProcess(dataDirectory: unpinnedDirectory, extraArguments: ["identity"])
+        let unpinned = try await ServerProcess(dataDirectory: unpinnedDirectory, extraArguments: ["identity"])
         defer { _ = unpinned.terminate() }
 
         // Each process serves its own service only.
@@ -327,7 +328,7 @@ struct ServerProcessTests {
         // A cert from a phone-verify the identity process does not pin is refused.
         let strangerDirectory = try ServerProcess.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: strangerDirectory) }
-        let stranger = try ServerProcess(dataDirectory: strangerDirectory, extraArguments: ["phone-verify"])
+        let stranger = try await ServerProcess(dataDirectory: strangerDirectory, extraArguments: ["phone-verify"])
         defer { _ = stranger.terminate() }
         let foreign = try await stranger.phoneCert(for: "+14155550123")
         let forged = try await identity.request("POST", "/v1/discovery/own", json: ["phone_cert": foreign])
