@@ -38,13 +38,15 @@ public struct Application: Sendable {
         }
         let sms: any SMSSender =
             configuration.smsWebhookURL.map {
-                WebhookSMSSender(url: $0, bearerSecret: configuration.smsWebhookSecret)
+                WebhookSMSSender(
+                    url: $0, bearerSecret: configuration.smsWebhookSecret, timeout: configuration.webhookTimeout)
             }
             ?? DevelopmentSMSSink(
                 outbox: root.appendingPathComponent("sms-outbox.jsonl"), logger: logger.named("phone-verify"))
         let push: any PushGateway =
             configuration.relayPushWebhookURL.map {
-                WebhookPushGateway(url: $0, bearerSecret: configuration.relayPushWebhookSecret)
+                WebhookPushGateway(
+                    url: $0, bearerSecret: configuration.relayPushWebhookSecret, timeout: configuration.webhookTimeout)
             } ?? RecordingPushGateway(logger: logger.named("relay"))
         return try Application(
             configuration: configuration, keys: keys, database: database, sms: sms, logger: logger, push: push)

@@ -100,6 +100,8 @@ struct Serve: ParsableCommand {
     var relayPushWebhookUrl: String?
     @OptionalOption(name: .long("relay-push-webhook-secret"), help: "Bearer secret for the push webhook.")
     var relayPushWebhookSecret: String?
+    @OptionalOption(name: .long("webhook-timeout"), help: "Seconds the SMS and push webhooks get to answer.")
+    var webhookTimeout: String?
 
     func run() async throws {
         let configuration = try loadConfiguration(
@@ -124,7 +126,7 @@ struct Serve: ParsableCommand {
                 ("relay_max_subjects", relayMaxSubjects),
                 ("relay_max_payload_bytes", relayMaxPayloadBytes), ("relay_max_queued_frames", relayMaxQueuedFrames),
                 ("relay_tokens", relayTokens), ("relay_push_webhook_url", relayPushWebhookUrl),
-                ("relay_push_webhook_secret", relayPushWebhookSecret),
+                ("relay_push_webhook_secret", relayPushWebhookSecret), ("webhook_timeout", webhookTimeout),
             ])
         let logger = Logger.standardError(service: "pixie-server", minimumLevel: configuration.logLevel)
         do {

@@ -53,6 +53,18 @@ struct RelayPushTests {
         await #expect(throws: ServerError.self) { try await gateway.wake(subject, pushToken: Data([1])) }
     }
 
+    @Test("a push gateway that takes the wake and never answers fails it after the timeout", .timeLimit(.minutes(1)))
+    func stalledPushGateway() async throws {
+        let gateway = try StalledGateway()
+        let push = WebhookPushGateway(url: gateway.url, timeout: 1)
+        let error = await #expect(throws: ServerError.self) {
+            try await push.wake(randomSubject(), pushToken: Data([1]))
+        }
+        #expect(error?.reason.contains("push webhook") == true, "\(String(describing: error))")
+        #expect(error?.reason.contains("did not answer within 1 s") == true)
+        await gateway.stop()
+    }
+
     @Test("a push that fails ends the episode: the next Sync frame tries again")
     func failedPushRetries() async throws {
         var configuration = PixieConfiguration()

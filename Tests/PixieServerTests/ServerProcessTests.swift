@@ -183,7 +183,7 @@ struct ServerProcessTests {
             dataDirectory: directory,
             extraArguments: [
                 "phone-verify", "--sms-webhook-url", "http://127.0.0.1:\(gateway.port)/sms", "--sms-webhook-secret",
-                "s3cret",
+                "s3cret", "--webhook-timeout", "120",
             ])
         defer { _ = server.terminate() }
         let started = try await server.request(

@@ -1,10 +1,6 @@
 import Foundation
 import PixieWire
 
-#if canImport(FoundationNetworking)
-    import FoundationNetworking
-#endif
-
 /// Sends the one-time passcode to a phone. phone-verify-svc takes one of these; the development sink is
 /// the default, an HTTP webhook reaches a real SMS gateway.
 public protocol SMSSender: Sendable {
@@ -51,32 +47,16 @@ public struct DevelopmentSMSSink: SMSSender {
 /// configured, `Authorization: Bearer <secret>`. Any status outside 2xx, or no answer within `timeout`, is a
 /// failure, which the start request reports as 502.
 public struct WebhookSMSSender: SMSSender {
-    public let url: URL
-    public let bearerSecret: String?
-    public let timeout: TimeInterval
+    private let webhook: Webhook
+    public var url: URL { webhook.url }
+    public var bearerSecret: String? { webhook.bearerSecret }
+    public var timeout: TimeInterval { webhook.timeout }
 
     public init(url: URL, bearerSecret: String? = nil, timeout: TimeInterval = 10) {
-        self.url = url
-        self.bearerSecret = bearerSecret
-        self.timeout = timeout
+        webhook = Webhook(name: "SMS webhook", url: url, bearerSecret: bearerSecret, timeout: timeout)
     }
 
     public func send(_ text: String, to number: PhoneNumber) async throws(ServerError) {
-        var request = URLRequest(url: url, timeoutInterval: timeout)
-        request.httpMethod = "POST"
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        if let bearerSecret { request.setValue("Bearer \(bearerSecret)", forHTTPHeaderField: "Authorization") }
-        request.httpBody = try? JSONSerialization.data(
-            withJSONObject: ["to": number.e164, "text": text], options: [.sortedKeys])
-        let status: Int
-        do {
-            let (_, response) = try await URLSession.shared.data(for: request)
-            status = (response as? HTTPURLResponse)?.statusCode ?? 0
-        } catch {
-            throw ServerError(.upstream, "the SMS webhook \(url.absoluteString) did not answer: \(error)")
-        }
-        guard (200..<300).contains(status) else {
-            throw ServerError(.upstream, "the SMS webhook \(url.absoluteString) answered \(status)")
-        }
+        try await webhook.post(["to": number.e164, "text": text])
     }
 }

@@ -87,6 +87,8 @@ public struct PixieConfiguration: Sendable, Equatable {
     /// The push provider's webhook; when nil, wakes are only logged (development).
     public var relayPushWebhookURL: URL?
     public var relayPushWebhookSecret: String?
+    /// Seconds the SMS and push webhooks get to answer before the message counts as failed.
+    public var webhookTimeout: TimeInterval = 10
 
     /// How the relay checks the rate-limit token on every SEND.
     public enum RelayTokens: String, Sendable, Equatable {
@@ -146,6 +148,7 @@ public struct PixieConfiguration: Sendable, Equatable {
         ),
         ("relay_push_webhook_url", "push provider webhook URL (default: wakes are only logged)"),
         ("relay_push_webhook_secret", "bearer secret sent to the push webhook"),
+        ("webhook_timeout", "seconds the SMS and push webhooks get to answer (default 10)"),
     ]
 
     /// Sets one setting from text; `source` names where it came from in the error.
@@ -266,6 +269,7 @@ public struct PixieConfiguration: Sendable, Equatable {
             relayPushWebhookURL = url
         case "relay_push_webhook_secret":
             relayPushWebhookSecret = value
+        case "webhook_timeout": webhookTimeout = try seconds()
         case "client_requests_per_minute":
             guard let number = Int(value), number > 0 else { throw fail("a whole number above 0") }
             clientRequestsPerMinute = number

@@ -2,10 +2,6 @@ import Foundation
 import PixieWire
 import Synchronization
 
-#if canImport(FoundationNetworking)
-    import FoundationNetworking
-#endif
-
 /// Delivers the relay's one alert-class push to a sleeping device (000_e422bd9a7c930342.txt: "a reliable
 /// alert-class push, strong enough to relaunch a force-quit app"). The relay decides when (a Sync frame to a
 /// subject no connection holds, once per wake episode); the gateway only delivers.
@@ -19,37 +15,20 @@ public protocol PushGateway: Sendable {
 /// `{"subject": "<base64url>", "wake": "sync", "push_token": "<base64url>"}` and, when configured,
 /// `Authorization: Bearer <secret>`. A status outside 2xx, or no answer within `timeout`, is a failure.
 public struct WebhookPushGateway: PushGateway {
-    public let url: URL
-    public let bearerSecret: String?
-    public let timeout: TimeInterval
+    private let webhook: Webhook
+    public var url: URL { webhook.url }
+    public var bearerSecret: String? { webhook.bearerSecret }
+    public var timeout: TimeInterval { webhook.timeout }
 
     public init(url: URL, bearerSecret: String? = nil, timeout: TimeInterval = 10) {
-        self.url = url
-        self.bearerSecret = bearerSecret
-        self.timeout = timeout
+        webhook = Webhook(name: "push webhook", url: url, bearerSecret: bearerSecret, timeout: timeout)
     }
 
     public func wake(_ subject: RelaySubject, pushToken: Data) async throws(ServerError) {
-        var request = URLRequest(url: url, timeoutInterval: timeout)
-        request.httpMethod = "POST"
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        if let bearerSecret { request.setValue("Bearer \(bearerSecret)", forHTTPHeaderField: "Authorization") }
-        request.httpBody = try? JSONSerialization.data(
-            withJSONObject: [
-                "subject": subject.rawRepresentation.base64URLEncodedString(), "wake": "sync",
-                "push_token": pushToken.base64URLEncodedString(),
-            ],
-            options: [.sortedKeys])
-        let status: Int
-        do {
-            let (_, response) = try await URLSession.shared.data(for: request)
-            status = (response as? HTTPURLResponse)?.statusCode ?? 0
-        } catch {
-            throw ServerError(.upstream, "the push webhook \(url.absoluteString) did not answer: \(error)")
-        }
-        guard (200..<300).contains(status) else {
-            throw ServerError(.upstream, "the push webhook \(url.absoluteString) answered \(status)")
-        }
+        try await webhook.post([
+            "subject": subject.rawRepresentation.base64URLEncodedString(), "wake": "sync",
+            "push_token": pushToken.base64URLEncodedString(),
+        ])
     }
 }
 

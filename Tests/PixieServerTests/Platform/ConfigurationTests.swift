@@ -41,6 +41,7 @@ struct ConfigurationTests {
         #expect(configuration.shutdownGrace == 30)
         #expect(configuration.phoneVerifyKey == nil)
         #expect(configuration.smsWebhookURL == nil)
+        #expect(configuration.webhookTimeout == 10)
         #expect(!configuration.blobAllowAnonymousUploads)
     }
 
@@ -50,7 +51,9 @@ struct ConfigurationTests {
             ("port", "eighty"), ("port", "70000"), ("services", "identity,mail"), ("services", ""),
             ("phone_verify_key", "AAAA"), ("sms_webhook_url", "ftp://x"), ("rp_id", "https://x"),
             ("allowed_origins", "example.com"), ("require_user_verification", "maybe"), ("log_level", "loud"),
-            ("max_body_bytes", "10"), ("grant_lifetime", "0"), ("codes_per_number_per_hour", "-1"), ("colour", "red"),
+            ("max_body_bytes", "10"), ("grant_lifetime", "0"), ("codes_per_number_per_hour", "-1"),
+            ("webhook_timeout", "0"),
+            ("colour", "red"),
         ]
         for (name, value) in cases {
             do {

@@ -32,6 +32,41 @@ struct SMSSenderTests {
         }
     }
 
+    @Test("a gateway that takes the request and never answers fails it after the timeout", .timeLimit(.minutes(1)))
+    func aStalledGatewayFailsAfterTheTimeout() async throws {
+        let gateway = try StalledGateway()
+        // Whole seconds, at least one (FoundationNetworking's granularity).
+        #expect(WebhookSMSSender(url: gateway.url, timeout: 0.2).timeout == 1)
+        #expect(WebhookSMSSender(url: gateway.url, timeout: 2.5).timeout == 3)
+        let sender = WebhookSMSSender(url: gateway.url, timeout: 1)
+        let error = await #expect(throws: ServerError.self) {
+            try await sender.send("x", to: try PhoneNumber("+14155550123"))
+        }
+        #expect(error?.code == .upstream)
+        #expect(error?.reason.contains("did not answer within 1 s") == true, "\(String(describing: error))")
+        await gateway.stop()
+    }
+
+    /// `webhook_timeout` reaches the webhook the server builds: a stalled gateway makes the start request a
+    /// 502 `sms_failed`.
+    @Test(.timeLimit(.minutes(1)))
+    func theServersWebhookHasWebhookTimeout() async throws {
+        let gateway = try StalledGateway()
+        let directory = try TemporaryDirectory()
+        var configuration = PixieConfiguration()
+        configuration.dataDirectory = directory.url.path
+        configuration.services = [.phoneVerify]
+        try configuration.set("sms_webhook_url", gateway.url.absoluteString, source: "test")
+        try configuration.set("webhook_timeout", "1", source: "test")
+        let application = try Application.open(configuration: configuration, logger: .discard)
+        let started = await application.router.test(
+            .post, "/v1/phone/verifications", headers: ["Content-Type": "application/json"],
+            body: #"{"phone_number":"+14155550123"}"#)
+        #expect(started.status.code == 502, "\(started.bodyText)")
+        #expect(started.errorCode == "sms_failed")
+        await gateway.stop()
+    }
+
     @Test func theDevelopmentSinkAppendsJSONLines() async throws {
         let outbox = FileManager.default.temporaryDirectory.appendingPathComponent("sms-\(UUID().uuidString).jsonl")
         defer { try? FileManager.default.removeItem(at: outbox) }
@@ -45,5 +80,30 @@ struct SMSSenderTests {
         #expect(second["text"] as? String == "two")
         let unwritable = DevelopmentSMSSink(outbox: URL(fileURLWithPath: "/proc/no/such/outbox"), logger: .discard)
         await #expect(throws: ServerError.self) { try await unwritable.send("x", to: try PhoneNumber("+14155550123")) }
+    }
+}
+
+/// A webhook that takes each request and answers none until ``stop()``, with no responder timeout of its
+/// own: a sender that gets an answer before then can only have given up by itself.
+struct StalledGateway {
+    private let server: HTTPServer
+    private let release: AsyncStream<Void>.Continuation
+    let url: URL
+
+    init() throws {
+        let (released, release) = AsyncStream<Void>.makeStream()
+        var router = Router()
+        router.post("/hook") { _, _ in
+            for await _ in released {}
+            return HTTPResponse(status: .accepted)
+        }
+        server = try HTTPServer(responder: router, configuration: HTTPServer.Configuration(responderTimeout: nil))
+        self.release = release
+        url = URL(string: "http://127.0.0.1:\(server.port)/hook")!
+    }
+
+    func stop() async {
+        release.finish()
+        await server.shutdown()
     }
 }
