@@ -39,6 +39,21 @@ extension Fixture {
 
 @Suite("identity-svc key transparency")
 struct KeyTransparencyTests {
+    /// `pixie-server audit` against a server that takes its requests and never answers: an error naming the
+    /// endpoint, not a hang.
+    @Test(.timeLimit(.minutes(1)))
+    func anAuditOfAStalledServerFailsAfterItsTimeout() async throws {
+        let stalled = try StalledGateway()
+        let source = HTTPLogSource(
+            baseURL: try #require(URL(string: "/", relativeTo: stalled.url)?.absoluteURL),
+            logKey: try LogKey(origin: "pixie.localhost/kt", publicKey: HybridSignature.PrivateKey().publicKey),
+            timeout: 1)
+        let error = await #expect(throws: ServerError.self) { _ = try await source.checkpointSizes(after: 0, limit: 8) }
+        #expect(error?.reason.contains("/v1/kt/checkpoints") == true, "\(String(describing: error))")
+        #expect(error?.reason.contains("did not answer within 1 s") == true)
+        await stalled.stop()
+    }
+
     @Test func theDiscoveryAnswerAndItsProofAgree() async throws {
         let fixture = try Fixture()
         var phone = TestDevice(name: "phone")

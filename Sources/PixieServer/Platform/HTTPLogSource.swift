@@ -22,14 +22,21 @@ public struct HTTPLogSource: LogSource {
         self.fetch = fetch
     }
 
-    /// Reads the server at `baseURL` (`http://127.0.0.1:8080`) with URLSession.
-    public init(baseURL: URL, logKey: LogKey) {
+    /// Reads the server at `baseURL` (`http://127.0.0.1:8080`) with URLSession. A request that has not been
+    /// answered within `timeout` seconds (whole, at least 1) fails, naming the endpoint.
+    public init(baseURL: URL, logKey: LogKey, timeout: TimeInterval = 60) {
+        let session = URLSession.limited(to: timeout)
+        let limit = Int(session.configuration.timeoutIntervalForResource)
         self.init(logKey: logKey) { path in
             guard let url = URL(string: path, relativeTo: baseURL) else {
                 throw ServerError(.upstream, "cannot form a URL from \(baseURL) and \(path)")
             }
-            let (data, response) = try await URLSession.shared.data(from: url)
-            return ((response as? HTTPURLResponse)?.statusCode ?? 0, data)
+            do {
+                let (data, response) = try await session.data(from: url)
+                return ((response as? HTTPURLResponse)?.statusCode ?? 0, data)
+            } catch let error as URLError where error.code == .timedOut {
+                throw ServerError(.upstream, "\(url.absoluteString) did not answer within \(limit) s")
+            }
         }
     }
 

@@ -7,11 +7,7 @@ import Foundation
 /// A JSON `POST` to an operator's webhook (the SMS gateway, the push provider), with
 /// `Authorization: Bearer <secret>` when one is configured. It fails, as an `.upstream` ``ServerError``
 /// naming the webhook, when the webhook answers outside 2xx or has not answered within `timeout` seconds
-/// (rounded up to whole seconds, at least 1: FoundationNetworking times a sub-second limit out at once).
-///
-/// The time limit is the session's (`timeoutIntervalForResource`), not the request's: FoundationNetworking on
-/// Linux does not apply a `URLRequest`'s `timeoutInterval` to a server that takes the request and never
-/// answers, so with it alone a stalled gateway would hold each message for good.
+/// (``Foundation/URLSession/limited(to:)``).
 struct Webhook: Sendable {
     /// What the errors call it: "SMS webhook", "push webhook".
     let name: String
@@ -24,11 +20,8 @@ struct Webhook: Sendable {
         self.name = name
         self.url = url
         self.bearerSecret = bearerSecret
-        self.timeout = max(1, timeout.rounded(.up))
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.timeoutIntervalForRequest = self.timeout
-        configuration.timeoutIntervalForResource = self.timeout
-        session = URLSession(configuration: configuration)
+        session = URLSession.limited(to: timeout)
+        self.timeout = session.configuration.timeoutIntervalForResource
     }
 
     /// Posts `object` as JSON (keys sorted) and returns once the webhook answered 2xx.
@@ -50,5 +43,21 @@ struct Webhook: Sendable {
         guard (200..<300).contains(status) else {
             throw ServerError(.upstream, "the \(name) \(url.absoluteString) answered \(status)")
         }
+    }
+}
+
+extension URLSession {
+    /// A session whose every request fails with `URLError.timedOut` once it has taken `seconds`, rounded up
+    /// to whole seconds and at least 1 (FoundationNetworking times a sub-second limit out at once).
+    ///
+    /// The limit is the session's (`timeoutIntervalForResource`), not the request's: FoundationNetworking on
+    /// Linux does not apply a `URLRequest`'s `timeoutInterval` to a server that takes the request and never
+    /// answers, so with that alone a stalled peer would hold the caller for good.
+    static func limited(to seconds: TimeInterval) -> URLSession {
+        let limit = max(1, seconds.rounded(.up))
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = limit
+        configuration.timeoutIntervalForResource = limit
+        return URLSession(configuration: configuration)
     }
 }

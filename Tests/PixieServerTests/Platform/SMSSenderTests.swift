@@ -83,8 +83,9 @@ struct SMSSenderTests {
     }
 }
 
-/// A webhook that takes each request and answers none until ``stop()``, with no responder timeout of its
-/// own: a sender that gets an answer before then can only have given up by itself.
+/// A webhook (`POST /hook`), or a log (`GET /v1/kt/checkpoints`), that takes each request and answers none
+/// until ``stop()``, with no responder timeout of its own: a client that gets an answer before then can only
+/// have given up by itself.
 struct StalledGateway {
     private let server: HTTPServer
     private let release: AsyncStream<Void>.Continuation
@@ -93,10 +94,12 @@ struct StalledGateway {
     init() throws {
         let (released, release) = AsyncStream<Void>.makeStream()
         var router = Router()
-        router.post("/hook") { _, _ in
+        let stall: Router.Handler = { _, _ in
             for await _ in released {}
             return HTTPResponse(status: .accepted)
         }
+        router.post("/hook", use: stall)
+        router.get("/v1/kt/checkpoints", use: stall)
         server = try HTTPServer(responder: router, configuration: HTTPServer.Configuration(responderTimeout: nil))
         self.release = release
         url = URL(string: "http://127.0.0.1:\(server.port)/hook")!
