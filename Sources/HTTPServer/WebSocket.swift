@@ -78,7 +78,7 @@ struct WebSocketUpgrade: Sendable {
 }
 
 /// One WebSocket connection (RFC 6455), on the server (from ``Router/webSocket(_:maximumMessageSize:handler:)``)
-/// or the client side (``WebSocketClient/connect(port:path:headers:maximumMessageSize:)``).
+/// or the client side (``WebSocketClient/connect(port:path:headers:maximumMessageSize:handshakeTimeout:)``).
 ///
 /// A thread of its own reads frames: it answers pings with pongs, reassembles fragmented messages, checks
 /// the framing (masking by role, reserved bits and opcodes, control frame rules, UTF-8 of text, the

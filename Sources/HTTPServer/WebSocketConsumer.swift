@@ -1,6 +1,6 @@
 /// Takes a ``WebSocket``'s messages on the socket's reader thread, in place of ``WebSocket/receive()`` (from
 /// ``Router/webSocket(_:maximumMessageSize:consumer:)`` or
-/// ``WebSocketClient/connect(port:path:headers:maximumMessageSize:consumer:)``).
+/// ``WebSocketClient/connect(port:path:headers:maximumMessageSize:handshakeTimeout:consumer:)``).
 ///
 /// No task stands between the socket and the consumer: each call hands over every message that the reads
 /// so far completed, in order, before the reader waits for more, so a burst of pipelined messages costs one

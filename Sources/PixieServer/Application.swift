@@ -36,6 +36,17 @@ public struct Application: Sendable {
         } catch {
             throw ServerError(.storage, "cannot open the store in \(root.path): \(error)")
         }
+        if configuration.smsWebhookURL != nil, configuration.services.contains(.phoneVerify),
+            configuration.webhookTimeout >= configuration.requestTimeout
+        {
+            logger.warning(
+                "webhook_timeout is not below request_timeout: a stalled SMS gateway makes start requests 503 timeout, "
+                    + "not 502 sms_failed",
+                [
+                    "webhook_timeout": Int(configuration.webhookTimeout),
+                    "request_timeout": Int(configuration.requestTimeout),
+                ])
+        }
         let sms: any SMSSender =
             configuration.smsWebhookURL.map {
                 WebhookSMSSender(

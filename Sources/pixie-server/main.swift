@@ -172,16 +172,28 @@ struct Audit: ParsableCommand {
         commandName: "audit",
         abstract: "Follow a server's transparency log from its start and check everything it signed.",
         discussion: """
-            Reads every checkpoint and entry over HTTP, checks each checkpoint's signature (both halves) and that             it extends the last (consistency proof), recomputes the log and the map from the entries, and stops             at the first thing that does not add up: a fork, a rollback, a rewritten or withheld entry, a version             gap. The log key and origin come from the trust bundle (pixie-server trust-bundle). Exit status 0             when everything checks, 1 when the log misbehaved or could not be read.
+            Reads every checkpoint and entry over HTTP, checks each checkpoint's signature (both halves) and that \
+            it extends the last (consistency proof), recomputes the log and the map from the entries, and stops \
+            at the first thing that does not add up: a fork, a rollback, a rewritten or withheld entry, a version \
+            gap. The log key and origin come from the trust bundle (pixie-server trust-bundle). Exit status 0 \
+            when everything checks, 1 when the log misbehaved or could not be read (a request that has not \
+            finished within --timeout seconds counts as unread).
             """)
 
     @Option(name: .long("url"), help: "The identity service, like http://127.0.0.1:8080.") var url: String
     @Option(name: .long("trust-bundle"), help: "The trust bundle JSON file devices pin.") var trustBundle: String
     @Flag(name: .long("json"), help: "Print the result as JSON.") var json: Bool
+    @OptionalOption(name: .long("timeout"), help: "Seconds one request may take, its answer included (default 300).")
+    var timeout: String?
 
     func run() async throws {
         guard let base = URL(string: url), ["http", "https"].contains(base.scheme ?? "") else {
             streams.err("pixie-server: error: --url must be an http or https URL, not \(url)")
+            throw ExitCode.usage
+        }
+        let seconds = timeout.map { Int($0) } ?? 300
+        guard let seconds, (1...86_400).contains(seconds) else {
+            streams.err("pixie-server: error: --timeout must be a number of seconds, 1 to 86400, not \(timeout ?? "")")
             throw ExitCode.usage
         }
         let bundle: TrustBundle
@@ -197,7 +209,8 @@ struct Audit: ParsableCommand {
         do {
             let key = try LogKey(origin: bundle.transparencyLogOrigin, publicKey: bundle.transparencyLogKey)
             auditor = Auditor(logKey: key)
-            let checked = try await auditor.follow(HTTPLogSource(baseURL: base, logKey: key))
+            let checked = try await auditor.follow(
+                HTTPLogSource(baseURL: base, logKey: key, timeout: TimeInterval(seconds)))
             let size = auditor.checkpoint?.size ?? 0
             if json {
                 streams.out(#"{"checkpoints_checked":\#(checked),"entries":\#(size),"ok":true}"#)

@@ -118,7 +118,7 @@ struct RelayProtocolTests {
         let token = try #require(try client.finish(try issuer.respond(to: request), pending: pending).first)
 
         let server = try HTTPServer(responder: application.router)
-        let relay = RelayTestClient(socket: try await WebSocketClient.connect(port: server.port, path: "/v1/relay"))
+        let relay = try await RelayTestClient.connect(port: server.port)
         guard case .error(1, .tokenInvalid, _) = try await relay.send(Data(), to: randomSubject(), token: Data([1]))
         else {
             Issue.record("a SEND went through with a token that does not verify")
@@ -198,8 +198,8 @@ struct RelayProcessTests {
         #expect(server.logText.contains("DEVELOPMENT ONLY"))
         #expect(server.logText.contains(#""services":"relay""#))
         let port = UInt16(server.address.port!)
-        let listener = RelayTestClient(socket: try await WebSocketClient.connect(port: port, path: "/v1/relay"))
-        let sender = RelayTestClient(socket: try await WebSocketClient.connect(port: port, path: "/v1/relay"))
+        let listener = try await RelayTestClient.connect(port: port)
+        let sender = try await RelayTestClient.connect(port: port)
         let subject = randomSubject()
         #expect(try await listener.subscribe(subject) == .ok(requestID: 1))
         #expect(try await sender.send(Data("hi".utf8), to: subject, token: Data("t1".utf8)) == .ok(requestID: 1))

@@ -82,11 +82,11 @@ struct RelayPushTests {
             return token
         }
         let subject = randomSubject()
-        let device = RelayTestClient(socket: try await WebSocketClient.connect(port: server.port, path: "/v1/relay"))
+        let device = try await RelayTestClient.connect(port: server.port)
         try await device.subscribe(subject, pushToken: Data("device".utf8))
         await device.close()
         try await eventually("the device is still connected") { metrics.counter("pixie_relay_connections") == 0 }
-        let sender = RelayTestClient(socket: try await WebSocketClient.connect(port: server.port, path: "/v1/relay"))
+        let sender = try await RelayTestClient.connect(port: server.port)
         try await sender.send(Data(), to: subject, wake: .sync, token: token())
         try await eventually("the first push did not fail") {
             metrics.counter("pixie_relay_pushes_total", labels: ["outcome": "failed"]) == 1

@@ -41,9 +41,7 @@ struct RelayHarness {
     var port: UInt16 { server.port }
 
     func connect() async throws -> RelayTestClient {
-        // The handshake's limit is a hang's: hundreds of upgrades at once on a loaded machine take a while.
-        RelayTestClient(
-            socket: try await WebSocketClient.connect(port: port, path: "/v1/relay", handshakeTimeout: .seconds(120)))
+        try await RelayTestClient.connect(port: port)
     }
 
     /// A fresh token the relay will accept once.
@@ -82,6 +80,13 @@ final class RelayTestClient: Sendable {
     private let nextID = Mutex<UInt32>(1)
 
     init(socket: WebSocket) { self.socket = socket }
+
+    /// Connects to `ws://127.0.0.1:port/v1/relay`. The handshake's limit is a hang's: hundreds of upgrades at
+    /// once on a loaded machine take a while.
+    static func connect(port: UInt16) async throws -> RelayTestClient {
+        RelayTestClient(
+            socket: try await WebSocketClient.connect(port: port, path: "/v1/relay", handshakeTimeout: .seconds(120)))
+    }
 
     private func id() -> UInt32 {
         nextID.withLock { next in

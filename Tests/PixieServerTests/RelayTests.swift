@@ -212,9 +212,8 @@ struct RelayTests {
         for frame in frames[10...] {
             do {
                 try await sender.socket.send(binary: frame)
-            } catch let error as WebSocketError {
-                #expect(error.closeCode == .protocolError)
-                break
+            } catch is WebSocketError {
+                break  // the relay's 1002 arrived, or its close watchdog already shut the socket
             }
         }
         guard case .error(0, .malformed, _) = try await sender.next() else {

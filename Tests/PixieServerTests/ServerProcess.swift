@@ -91,6 +91,8 @@ final class ServerProcess: Sendable {
             }
             guard process.isRunning, Date() < deadline else {
                 if process.isRunning { process.terminate() }
+                process.waitUntilExit()
+                log.waitForEnd()  // the last lines say why
                 throw ProcessTestError("pixie-server did not report \"listening\"; its log:\n\(log.text)")
             }
             try await Task.sleep(for: .milliseconds(50))
@@ -121,6 +123,15 @@ final class ServerProcess: Sendable {
         return waitForExit()
     }
 
+    /// The requests' session: its limit is a hang's (FoundationNetworking ignores a request's own timeout for
+    /// a server that never answers).
+    private static let session: URLSession = {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = 120
+        configuration.timeoutIntervalForResource = 120
+        return URLSession(configuration: configuration)
+    }()
+
     /// One request over real HTTP; returns the status, the headers and the body.
     func request(
         _ method: String, _ path: String, json: [String: Any]? = nil, headers: [String: String] = [:]
@@ -132,7 +143,7 @@ final class ServerProcess: Sendable {
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")
             request.httpBody = try JSONSerialization.data(withJSONObject: json)
         }
-        let (body, response) = try await URLSession.shared.data(for: request)
+        let (body, response) = try await Self.session.data(for: request)
         guard let http = response as? HTTPURLResponse else { throw ProcessTestError("not an HTTP response") }
         return (http.statusCode, http.allHeaderFields, body)
     }

@@ -120,6 +120,17 @@ struct ServerProcessTests {
             ["audit", "--url", server.address.absoluteString, "--trust-bundle", otherFile.path])
         #expect(refused.status == 1)
         #expect(refused.err.contains("audit failed"), "\(refused.err)")
+
+        // --timeout is whole seconds, 1 to a day.
+        for bad in ["0", "soon", "86401"] {
+            let usage = try ServerProcess.run(
+                ["audit", "--url", server.address.absoluteString, "--trust-bundle", bundleFile.path, "--timeout", bad])
+            #expect(usage.status == 64)
+            #expect(usage.err.contains("--timeout must be a number of seconds"), "\(usage.err)")
+        }
+        let patient = try ServerProcess.run(
+            ["audit", "--url", server.address.absoluteString, "--trust-bundle", bundleFile.path, "--timeout", "5"])
+        #expect(patient.status == 0, "\(patient.err)")
     }
 
     @Test("pixie-server audit passes an honest log served over HTTP and catches one rewritten byte of an entry")

@@ -269,7 +269,9 @@ public struct PixieConfiguration: Sendable, Equatable {
             relayPushWebhookURL = url
         case "relay_push_webhook_secret":
             relayPushWebhookSecret = value
-        case "webhook_timeout": webhookTimeout = try seconds()
+        case "webhook_timeout":
+            guard let number = Int(value), (1...3600).contains(number) else { throw fail("1 to 3600 seconds") }
+            webhookTimeout = TimeInterval(number)
         case "client_requests_per_minute":
             guard let number = Int(value), number > 0 else { throw fail("a whole number above 0") }
             clientRequestsPerMinute = number

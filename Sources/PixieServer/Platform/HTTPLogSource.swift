@@ -22,9 +22,11 @@ public struct HTTPLogSource: LogSource {
         self.fetch = fetch
     }
 
-    /// Reads the server at `baseURL` (`http://127.0.0.1:8080`) with URLSession. A request that has not been
-    /// answered within `timeout` seconds (whole, at least 1) fails, naming the endpoint.
-    public init(baseURL: URL, logKey: LogKey, timeout: TimeInterval = 60) {
+    /// Reads the server at `baseURL` (`http://127.0.0.1:8080`) with URLSession. A request that has not
+    /// finished, its whole answer read, within `timeout` seconds (``Foundation/URLSession/limited(to:)``)
+    /// fails, naming the endpoint. A page of entries is up to 10,000 of them, some megabytes: allow a slow
+    /// link its time.
+    public init(baseURL: URL, logKey: LogKey, timeout: TimeInterval = 300) {
         let session = URLSession.limited(to: timeout)
         let limit = Int(session.configuration.timeoutIntervalForResource)
         self.init(logKey: logKey) { path in
@@ -35,7 +37,7 @@ public struct HTTPLogSource: LogSource {
                 let (data, response) = try await session.data(from: url)
                 return ((response as? HTTPURLResponse)?.statusCode ?? 0, data)
             } catch let error as URLError where error.code == .timedOut {
-                throw ServerError(.upstream, "\(url.absoluteString) did not answer within \(limit) s")
+                throw ServerError(.upstream, "\(url.absoluteString) did not finish answering within \(limit) s")
             }
         }
     }

@@ -48,7 +48,7 @@ struct SMSSenderTests {
     }
 
     /// `webhook_timeout` reaches the webhook the server builds: a stalled gateway makes the start request a
-    /// 502 `sms_failed`.
+    /// 502 `sms_failed`, and the log says the webhook gave up after the configured second (not the default 10).
     @Test(.timeLimit(.minutes(1)))
     func theServersWebhookHasWebhookTimeout() async throws {
         let gateway = try StalledGateway()
@@ -58,12 +58,15 @@ struct SMSSenderTests {
         configuration.services = [.phoneVerify]
         try configuration.set("sms_webhook_url", gateway.url.absoluteString, source: "test")
         try configuration.set("webhook_timeout", "1", source: "test")
-        let application = try Application.open(configuration: configuration, logger: .discard)
+        let lines = Mutex<[String]>([])
+        let logger = Logger(service: "test", minimumLevel: .info) { line in lines.withLock { $0.append(line) } }
+        let application = try Application.open(configuration: configuration, logger: logger)
         let started = await application.router.test(
             .post, "/v1/phone/verifications", headers: ["Content-Type": "application/json"],
             body: #"{"phone_number":"+14155550123"}"#)
         #expect(started.status.code == 502, "\(started.bodyText)")
         #expect(started.errorCode == "sms_failed")
+        #expect(lines.withLock { $0 }.contains { $0.contains("did not answer within 1 s") }, "\(lines.withLock { $0 })")
         await gateway.stop()
     }
 
