@@ -241,7 +241,6 @@ public struct CredentialTokenSpender: TokenSpender {
     /// Verifies the tokens (spread over every core when there are several: one verification is a
     /// hash-to-group and a scalar multiplication, ~80 µs), then records the ones that verify in one
     /// transaction; a token whose hash is recorded already, or that came earlier in `tokens`, is `token_spent`.
-
     public func spend(_ tokens: [Data]) -> [Result<Void, HTTPError>] {
         guard !tokens.isEmpty else { return [] }
         let parsed = tokens.map { raw in

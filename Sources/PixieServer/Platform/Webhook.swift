@@ -26,7 +26,7 @@ struct Webhook: Sendable {
 
     /// Posts `object` as JSON (keys sorted) and returns once the webhook answered 2xx.
     func post(_ object: [String: String]) async throws(ServerError) {
-        var request = URLRequest(url: url, timeoutInterval: self.timeout)
+        var request = URLRequest(url: url, timeoutInterval: timeout)
         request.httpMethod = "POST"
         request.setValue("application/json", forHTTPHeaderField: "Content-Type")
         if let bearerSecret { request.setValue("Bearer \(bearerSecret)", forHTTPHeaderField: "Authorization") }
@@ -43,23 +43,5 @@ struct Webhook: Sendable {
         guard (200..<300).contains(status) else {
             throw ServerError(.upstream, "the \(name) \(url.absoluteString) answered \(status)")
         }
-    }
-}
-
-extension URLSession {
-    /// A session whose every request fails with `URLError.timedOut` once it has taken `seconds`, from its
-    /// start to the end of its answer's body. The limit is rounded up to whole seconds, at least 1
-    /// (FoundationNetworking times a sub-second limit out at once), and at most a day (it counts in
-    /// milliseconds in an `Int`).
-    ///
-    /// The limit is the session's (`timeoutIntervalForResource`), not the request's: FoundationNetworking on
-    /// Linux does not apply a `URLRequest`'s `timeoutInterval` to a server that takes the request and never
-    /// answers, so with that alone a stalled peer would hold the caller for good.
-    static func limited(to seconds: TimeInterval) -> URLSession {
-        let limit = min(max(1, seconds.rounded(.up)), 86_400)
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.timeoutIntervalForRequest = limit
-        configuration.timeoutIntervalForResource = limit
-        return URLSession(configuration: configuration)
     }
 }
