@@ -89,7 +89,7 @@ public enum Age {
                 "these recipients cannot share a file: a passphrase must be the only recipient, and hybrid "
                     + "(age1pq1) recipients cannot be mixed with X25519 (age1) ones; encrypt separately")
         }
-        let fileKey = SymmetricKey(data: SecureRandom.bytes(count: StanzaCrypto.fileKeySize))
+        let fileKey = StanzaCrypto.newFileKey()
         let stanzas = try recipients.flatMap { try $0.wrap(fileKey: fileKey) }
         var header = AgeHeader.encode(stanzas)
         header +=

@@ -35,7 +35,7 @@ public struct HybridRecipient: AgeRecipient, Equatable, CustomStringConvertible 
 
     public func wrap(fileKey: SymmetricKey) throws -> [AgeStanza] {
         var sender = try HPKE.Sender(recipientKey: publicKey, ciphersuite: .xWingSHA256ChaChaPoly, info: Self.info)
-        let body = try sender.seal(StanzaCrypto.bytes(fileKey))
+        let body = try fileKey.withUnsafeBytes { try sender.seal($0) }
         return [
             AgeStanza(
                 type: Self.stanzaType, arguments: [StrictBase64.encodeUnpadded(sender.encapsulatedKey)], body: body)
@@ -87,7 +87,9 @@ public struct HybridIdentity: AgeIdentity, CustomStringConvertible {
                 throw AgeError.header(
                     "an mlkem768x25519 stanza's X25519 part is a low-order point (all-zero shared secret)")
             }
-            if let fileKey = try? recipient.open(stanza.body) { return SymmetricKey(data: fileKey) }
+            guard var opened = try? recipient.open(stanza.body) else { continue }
+            defer { opened.cleanse() }
+            return SymmetricKey(data: opened)
         }
         return nil
     }

@@ -28,21 +28,36 @@ enum StanzaCrypto {
     static let fileKeySize = 16
     static let bodySize = fileKeySize + 16
 
-    static func zeroNonce() throws -> ChaChaPoly.Nonce { try ChaChaPoly.Nonce(data: Data(count: 12)) }
-
-    static func bytes(_ key: SymmetricKey) -> Data { key.withUnsafeBytes { Data($0) } }
-
-    static func seal(fileKey: SymmetricKey, wrapKey: SymmetricKey) throws -> Data {
-        let box = try ChaChaPoly.seal(bytes(fileKey), using: wrapKey, nonce: try zeroNonce())
-        return box.ciphertext + box.tag
+    /// A fresh random 16-byte file key, made in wiped memory.
+    static func newFileKey() -> SymmetricKey {
+        SymmetricKey(byteCount: fileKeySize) { SecureRandom.fill($0) }
     }
 
-    /// The file key, or nil when the body does not open under `wrapKey` (not for this identity).
+    /// ChaCha20-Poly1305 of the file key under `wrapKey` with the zero nonce, sealed from the key's own
+    /// wiped bytes (no copy of the file key is made).
+    static func seal(fileKey: SymmetricKey, wrapKey: SymmetricKey) throws -> Data {
+        let nonce = Data(count: 12)
+        var body = Data(count: bodySize)
+        try body.withUnsafeMutableBytes { output in
+            try fileKey.withUnsafeBytes { key in
+                try nonce.withUnsafeBytes { try ChaChaPoly.seal(key, into: output, using: wrapKey, nonce: $0) }
+            }
+        }
+        return body
+    }
+
+    /// The file key, or nil when the body does not open under `wrapKey` (not for this identity); opened
+    /// straight into the key's wiped memory.
     static func open(body: Data, wrapKey: SymmetricKey) throws -> SymmetricKey? {
-        let box = try ChaChaPoly.SealedBox(
-            nonce: try zeroNonce(), ciphertext: body.prefix(fileKeySize), tag: body.suffix(16))
-        guard let fileKey = try? ChaChaPoly.open(box, using: wrapKey) else { return nil }
-        return SymmetricKey(data: fileKey)
+        guard body.count == bodySize else { return nil }
+        let nonce = Data(count: 12)
+        var opened = false
+        let key = try SymmetricKey(byteCount: fileKeySize) { output in
+            opened = try body.withUnsafeBytes { sealed in
+                try nonce.withUnsafeBytes { try ChaChaPoly.open(sealed, into: output, using: wrapKey, nonce: $0) }
+            }
+        }
+        return opened ? key : nil
     }
 
     /// One argument that must be canonical unpadded base64 of exactly `count` bytes.

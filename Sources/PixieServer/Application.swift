@@ -68,7 +68,19 @@ public struct Application: Sendable {
     /// (default: record and log).
     public init(
         configuration: PixieConfiguration, keys: ServiceKeys, database: any SQLDatabase, sms: any SMSSender,
-        clock: PixieClock = .system, random: any SecureRandomSource = SystemRandom(), logger: Logger,
+        clock: PixieClock = .system, logger: Logger, metrics: Metrics = Metrics(), tokens: (any TokenSpender)? = nil,
+        push: (any PushGateway)? = nil, bus: any RelayBus = InProcessRelayBus()
+    ) throws(ServerError) {
+        try self.init(
+            configuration: configuration, keys: keys, database: database, sms: sms, clock: clock,
+            random: SystemRandom(), logger: logger, metrics: metrics, tokens: tokens, push: push, bus: bus)
+    }
+
+    /// The same, with `random` for codes, IDs and keys (`@_spi(Testing)`: tests make them deterministic).
+    @_spi(Testing)
+    public init(
+        configuration: PixieConfiguration, keys: ServiceKeys, database: any SQLDatabase, sms: any SMSSender,
+        clock: PixieClock = .system, random: any SecureRandomSource, logger: Logger,
         metrics: Metrics = Metrics(), tokens: (any TokenSpender)? = nil, push: (any PushGateway)? = nil,
         bus: any RelayBus = InProcessRelayBus()
     ) throws(ServerError) {

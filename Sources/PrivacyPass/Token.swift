@@ -154,7 +154,15 @@ public struct TokenClient: Sendable {
 
     /// Starts minting `count` tokens (1 to 65535; the issuer may accept fewer) answering `challenge`.
     public func begin(
-        count: Int, challenge: Data = Token.defaultChallenge, using random: some SecureRandomSource = SystemRandom()
+        count: Int, challenge: Data = Token.defaultChallenge
+    ) throws -> (request: Data, pending: PendingIssuance) {
+        try begin(count: count, challenge: challenge, using: SystemRandom())
+    }
+
+    /// ``begin(count:challenge:)`` with nonces and blinds from `random` (`@_spi(Testing)`).
+    @_spi(Testing)
+    public func begin(
+        count: Int, challenge: Data = Token.defaultChallenge, using random: some SecureRandomSource
     ) throws -> (request: Data, pending: PendingIssuance) {
         guard count >= 1, count <= VOPRF.maximumBatchSize else {
             throw PrivacyPassError(.batchSizeMismatch, "mint 1 to 65535 tokens at once, not \(count)")
@@ -164,7 +172,7 @@ public struct TokenClient: Sendable {
         let inputs = nonces.map {
             Token.authenticatorInput(nonce: $0, challengeDigest: digest, tokenKeyID: tokenKeyID)
         }
-        let (blinded, state) = try client.blind(inputs, using: random)
+        let (blinded, state) = try client.blind(inputs, blinds: nil, using: random)
         var request = Data([UInt8(Token.tokenType >> 8), UInt8(Token.tokenType & 0xFF)])
         request += tokenKeyID
         request += [UInt8(count >> 8), UInt8(count & 0xFF)]
@@ -210,7 +218,13 @@ public struct TokenIssuer: Sendable {
     /// Throws ``PrivacyPassError/Code/unknownKey`` for a request made for another key,
     /// ``PrivacyPassError/Code/malformedMessage`` for bytes that do not parse (or a batch above the limit) and
     /// ``PrivacyPassError/Code/invalidElement`` for an element that is not a valid non-identity point.
-    public func respond(to request: Data, using random: some SecureRandomSource = SystemRandom()) throws -> Data {
+    public func respond(to request: Data) throws -> Data {
+        try respond(to: request, using: SystemRandom())
+    }
+
+    /// ``respond(to:)`` with the proof's r from `random` (`@_spi(Testing)`).
+    @_spi(Testing)
+    public func respond(to request: Data, using random: some SecureRandomSource) throws -> Data {
         let bytes = [UInt8](request)
         guard bytes.count >= 36 else {
             throw PrivacyPassError(.malformedMessage, "an issuance request has at least 36 bytes, got \(bytes.count)")
@@ -234,7 +248,7 @@ public struct TokenIssuer: Sendable {
                 .malformedMessage, "a request for \(count) tokens has \(36 + count * 32) bytes, got \(bytes.count)")
         }
         let blinded = (0..<count).map { Data(bytes[36 + $0 * 32..<68 + $0 * 32]) }
-        let (evaluated, proof) = try server.blindEvaluate(blinded, using: random)
+        let (evaluated, proof) = try server.blindEvaluate(blinded, proofRandomness: nil, using: random)
         guard let proof else { preconditionFailure("VOPRF mode always proves") }
         return IssuanceResponse.encode(evaluated, proof: proof)
     }

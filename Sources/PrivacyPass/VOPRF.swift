@@ -177,7 +177,9 @@ extension VOPRF {
             self.init(using: SystemRandom())
         }
 
-        /// A random key from `random` (RandomScalar: 64 bytes reduced modulo the group order, never zero).
+        /// A random key from `random` (RandomScalar: 64 bytes reduced modulo the group order, never zero);
+        /// `@_spi(Testing)`, for deterministic tests.
+        @_spi(Testing)
         public init(using random: some SecureRandomSource) {
             Group.readyOrTrap()
             let scalar = Group.randomScalar(using: random)

@@ -40,16 +40,23 @@ extension VOPRF {
             public var count: Int { inputs.count }
         }
 
-        /// Blind (RFC 9497 §3.3.1, §3.3.3): for each input, blindedElement = blind · HashToGroup(input).
+        /// Blind (RFC 9497 §3.3.1, §3.3.3): for each input, blindedElement = blind · HashToGroup(input), with
+        /// fresh random blinds.
         ///
         /// - Parameters:
         ///   - inputs: 1 to 65535 inputs, each at most 65535 bytes.
         ///   - info: the POPRF public info string (at most 65535 bytes); must be empty in the other modes.
-        ///   - blinds: fixed blinds (32-byte scalars), for test vectors only; nil draws them from `random`.
         /// - Returns: the 32-byte blinded elements to send, and the state to finalize with.
+        public func blind(_ inputs: [Data], info: Data = Data()) throws -> (blindedElements: [Data], state: BlindState)
+        {
+            try blind(inputs, info: info, blinds: nil, using: SystemRandom())
+        }
+
+        /// Blind with fixed `blinds` (32-byte scalars) or blinds drawn from `random`: for the RFC 9497 test
+        /// vectors only (`@_spi(Testing)`). A blind used twice links the two requests.
+        @_spi(Testing)
         public func blind(
-            _ inputs: [Data], info: Data = Data(), blinds: [Data]? = nil,
-            using random: some SecureRandomSource = SystemRandom()
+            _ inputs: [Data], info: Data = Data(), blinds: [Data]?, using random: some SecureRandomSource
         ) throws -> (blindedElements: [Data], state: BlindState) {
             try Group.ready()
             guard !inputs.isEmpty, inputs.count <= VOPRF.maximumBatchSize else {
@@ -149,16 +156,26 @@ extension VOPRF {
             suite = Suite(mode)
         }
 
-        /// BlindEvaluate (RFC 9497 §3.3.1–3.3.3) on a batch, with one batched DLEQ proof.
+        /// BlindEvaluate (RFC 9497 §3.3.1–3.3.3) on a batch, with one batched DLEQ proof whose scalar r is
+        /// fresh and random.
         ///
         /// - Parameters:
         ///   - blindedElements: 1 to 65535 elements of 32 bytes; each must decode and not be the identity.
         ///   - info: the POPRF public info string; must be empty in the other modes.
-        ///   - proofRandomness: the proof's scalar r, for test vectors only; nil draws it from `random`.
         /// - Returns: the evaluated elements, and the 64-byte proof (nil in ``Mode/oprf``).
         public func blindEvaluate(
-            _ blindedElements: [Data], info: Data = Data(), proofRandomness: Data? = nil,
-            using random: some SecureRandomSource = SystemRandom()
+            _ blindedElements: [Data], info: Data = Data()
+        ) throws -> (evaluatedElements: [Data], proof: Data?) {
+            try blindEvaluate(blindedElements, info: info, proofRandomness: nil, using: SystemRandom())
+        }
+
+        /// BlindEvaluate with a fixed proof scalar r, or r drawn from `random`: for the RFC 9497 test vectors
+        /// only (`@_spi(Testing)`). Two proofs with the same r give away the server's key (a DLEQ proof is a
+        /// Schnorr proof: s = r − c·k, so two of them with one r solve for k).
+        @_spi(Testing)
+        public func blindEvaluate(
+            _ blindedElements: [Data], info: Data = Data(), proofRandomness: Data?,
+            using random: some SecureRandomSource
         ) throws -> (evaluatedElements: [Data], proof: Data?) {
             guard !blindedElements.isEmpty, blindedElements.count <= VOPRF.maximumBatchSize else {
                 throw PrivacyPassError(

@@ -1,5 +1,6 @@
 internal import CConstantTime
 import Foundation
+import Synchronization
 
 /// Hooks for checking constant time with valgrind memcheck (the ctgrind method): tests mark secrets
 /// as undefined and memcheck reports every branch or memory index that depends on them. Outside
@@ -23,6 +24,34 @@ public enum ConstantTimeTesting {
 }
 
 extension ConstantTimeTesting {
+    /// The byte counts of the declassifications recorded since ``startDeclassificationAudit()``, in order,
+    /// or nil when no audit runs. A declassification is deliberate, so memcheck cannot see a wrong one;
+    /// the audit lets the check assert what an operation makes public (ML-DSA signing: one 4-byte
+    /// accept/reject word per candidate, then the accepted c̃, z and h, and nothing else).
+    private static let audit = Mutex<[Int]?>(nil)
+    private static let auditing = Atomic<Bool>(false)
+
+    /// Starts recording declassifications (process-wide; for the single-threaded check program).
+    public static func startDeclassificationAudit() {
+        audit.withLock { $0 = [] }
+        auditing.store(true, ordering: .sequentiallyConsistent)
+    }
+
+    /// Stops recording and returns the byte count of each declassification since the start, in order.
+    public static func stopDeclassificationAudit() -> [Int] {
+        auditing.store(false, ordering: .sequentiallyConsistent)
+        return audit.withLock { log in
+            defer { log = nil }
+            return log ?? []
+        }
+    }
+
+    /// Records one declassification when an audit runs (one relaxed load otherwise).
+    static func recordDeclassification(byteCount: Int) {
+        guard auditing.load(ordering: .relaxed) else { return }
+        audit.withLock { $0?.append(byteCount) }
+    }
+
     /// Declassifies one value that an algorithm makes public although it is computed from secrets
     /// (a rejection-sampling decision of ML-DSA signing, for instance), and returns it.
     @inline(__always)
@@ -35,6 +64,10 @@ extension ConstantTimeTesting {
 
 extension SecureBytes {
     func poison() { withUnsafeBytes { ConstantTimeTesting.poison($0) } }
+
+    /// Marks a secret public where it crosses into OpenSSL's X25519 or Ed25519, which the valgrind check
+    /// does not cover (their memcheck reports would be about OpenSSL, not this code); a no-op otherwise.
+    func declassifyForOpenSSL() { withUnsafeBytes { ConstantTimeTesting.declassify($0) } }
 }
 
 @_spi(ConstantTimeTesting)
@@ -54,6 +87,16 @@ extension XWing.PrivateKey {
     public func poisonSecrets() {
         seed.poison()
         mlkem.poisonSecrets()
+    }
+}
+
+@_spi(ConstantTimeTesting)
+extension HybridSignature.PrivateKey {
+    /// Marks the seed and both halves' secrets as secret for the valgrind constant-time check. (The
+    /// Ed25519 seed lives inside OpenSSL too, whose Ed25519 is outside this check.)
+    public func poisonSecrets() {
+        seed.poison()
+        mldsa.poisonSecrets()
     }
 }
 

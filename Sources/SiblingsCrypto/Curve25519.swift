@@ -14,7 +14,8 @@ public enum Curve25519 {
                 self.init(source: SystemRandom())
             }
 
-            /// A key from `source`'s next 32 bytes (tests inject a deterministic source).
+            /// A key from `source`'s next 32 bytes (`@_spi(Testing)`: tests inject a deterministic source; production keys come from ``init()``).
+            @_spi(Testing)
             public init(source: some SecureRandomSource) {
                 let scalar = SecureBytes(count: 32) { source.fill($0) }
                 // 32 bytes are always a valid X25519 private key.
@@ -32,6 +33,9 @@ public enum Curve25519 {
 
             private init(validScalar: SecureBytes) {
                 scalar = validScalar
+                // OpenSSL's X25519 is outside the valgrind constant-time check (Tests/ConstantTimeCheck):
+                // the scalar is marked public as it crosses into OpenSSL. A no-op outside valgrind.
+                validScalar.declassifyForOpenSSL()
                 do {
                     key = try PKey.rawPrivate(.x25519, validScalar)
                 } catch {
@@ -100,7 +104,8 @@ public enum Curve25519 {
                 self.init(source: SystemRandom())
             }
 
-            /// A key from `source`'s next 32 bytes.
+            /// A key from `source`'s next 32 bytes (`@_spi(Testing)`: tests inject a deterministic source; production keys come from ``init()``).
+            @_spi(Testing)
             public init(source: some SecureRandomSource) {
                 self.init(validSeed: SecureBytes(count: 32) { source.fill($0) })
             }
@@ -116,6 +121,8 @@ public enum Curve25519 {
 
             private init(validSeed: SecureBytes) {
                 seed = validSeed
+                // OpenSSL's Ed25519 is outside the valgrind constant-time check, as X25519 is (see there).
+                validSeed.declassifyForOpenSSL()
                 do {
                     key = try PKey.rawPrivate(.ed25519, validSeed)
                 } catch {

@@ -18,6 +18,12 @@ extension DataProtocol {
 }
 
 extension Data {
+    /// Overwrites these bytes with zeros (`OPENSSL_cleanse`), for a secret that had to pass through a
+    /// `Data` (the opened plaintext of an HPKE message, say); call it on every path, `defer` included.
+    package mutating func cleanse() {
+        withUnsafeMutableBytes { OpenSSLMemory.cleanse($0) }
+    }
+
     /// `count` bytes written by `body`, without first zero-filling them (the output of a cipher is
     /// written in full; zero-filling a megabyte first costs a third of sealing it). If `body` throws,
     /// whatever it wrote is wiped before the memory is freed.

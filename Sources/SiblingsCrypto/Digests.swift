@@ -4,6 +4,7 @@ import Foundation
 public struct HashAlgorithm: Sendable, Hashable {
     enum Backing: Sendable, Hashable {
         case sha256, sha384, sha512
+        case sha3_256, sha3_512
         /// Only for ``Insecure/SHA1`` (RFC 6455's accept key); never offered where security depends on it.
         case sha1
     }

@@ -40,6 +40,19 @@ public enum HKDF<H: HashFunction> {
                 outputByteCount: H.byteCount))
     }
 
+    /// HKDF-Extract with a secret salt (HPKE's key schedule salts with the KEM's shared secret, RFC 9180
+    /// section 5.1): the salt goes to OpenSSL from its wiped memory, never through a `Data`.
+    static func extract(inputKeyMaterial: SymmetricKey, secretSalt: SymmetricKey) throws -> SymmetricKey {
+        SymmetricKey(
+            secureBytes: try OpenSSLKDF.derive(
+                OpenSSLAlgorithms.hkdf, "HKDF-Extract",
+                parameters: [
+                    .utf8("digest", H.algorithm.openSSLName), .utf8("mode", "EXTRACT_ONLY"),
+                    .secretOctets("key", inputKeyMaterial.bytes), .secretOctets("salt", secretSalt.bytes),
+                ],
+                outputByteCount: H.byteCount))
+    }
+
     /// HKDF-Expand (RFC 5869, section 2.3). `pseudoRandomKey` must be at least HashLen bytes.
     public static func expand(
         pseudoRandomKey: SymmetricKey, info: some DataProtocol, outputByteCount: Int

@@ -15,7 +15,9 @@ public enum P256 {
                 self.init(source: SystemRandom())
             }
 
-            /// A key drawn from `source` (rejection sampling: 32 bytes at a time until one is in [1, n − 1]).
+            /// A key drawn from `source` (rejection sampling: 32 bytes at a time until one is in [1, n − 1])
+            /// (`@_spi(Testing)`: tests inject a deterministic source; production keys come from ``init()``).
+            @_spi(Testing)
             public init(source: some SecureRandomSource) {
                 while true {
                     let candidate = source.bytes(count: 32)

@@ -22,6 +22,15 @@ public struct SymmetricKey: Sendable, ContiguousBytes {
         bytes = secureBytes
     }
 
+    /// A key of `byteCount` bytes written by `initializer` straight into wiped memory, so the key never
+    /// passes through a `Data` that nobody wipes (for this package's formats: age's file key). If
+    /// `initializer` throws, the bytes are wiped and freed.
+    package init(
+        byteCount: Int, initializer: (UnsafeMutableRawBufferPointer) throws -> Void
+    ) rethrows {
+        bytes = try SecureBytes(count: byteCount, initializer: initializer)
+    }
+
     /// The key's length in bits.
     public var bitCount: Int { bytes.count * 8 }
 

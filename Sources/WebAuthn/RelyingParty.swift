@@ -26,9 +26,16 @@ public struct WebAuthnRelyingParty: Sendable {
     public let requiresUserVerification: Bool
     private let random: any SecureRandomSource
 
+    public init(rpID: String, allowedOrigins: Set<String>, requiresUserVerification: Bool) {
+        self.init(
+            rpID: rpID, allowedOrigins: allowedOrigins, requiresUserVerification: requiresUserVerification,
+            random: SystemRandom())
+    }
+
+    /// A relying party whose challenges come from `random` (`@_spi(Testing)`).
+    @_spi(Testing)
     public init(
-        rpID: String, allowedOrigins: Set<String>, requiresUserVerification: Bool,
-        random: some SecureRandomSource = SystemRandom()
+        rpID: String, allowedOrigins: Set<String>, requiresUserVerification: Bool, random: some SecureRandomSource
     ) {
         precondition(!allowedOrigins.isEmpty, "a relying party needs at least one allowed origin")
         self.rpID = rpID

@@ -40,9 +40,15 @@ public final class SoftwareAuthenticator: Sendable {
     ///   - aaguid: the 16-byte model identifier written into attested credential data.
     ///   - userVerifying: whether it reports UV (as a device that unlocked with a PIN or biometrics would).
     ///   - backupEligible: whether its credentials report BE and BS (as a synced passkey would).
+    public convenience init(aaguid: Data = Data(count: 16), userVerifying: Bool = true, backupEligible: Bool = false) {
+        self.init(aaguid: aaguid, userVerifying: userVerifying, backupEligible: backupEligible, random: SystemRandom())
+    }
+
+    /// A new authenticator whose keys and credential IDs come from `random` (`@_spi(Testing)`).
+    @_spi(Testing)
     public init(
         aaguid: Data = Data(count: 16), userVerifying: Bool = true, backupEligible: Bool = false,
-        random: some SecureRandomSource = SystemRandom()
+        random: some SecureRandomSource
     ) {
         precondition(aaguid.count == 16, "an AAGUID is 16 bytes")
         state = Mutex(
@@ -51,7 +57,13 @@ public final class SoftwareAuthenticator: Sendable {
     }
 
     /// An authenticator restored from ``exportState()``.
-    public init(state exported: Data, random: some SecureRandomSource = SystemRandom()) throws {
+    public convenience init(state exported: Data) throws {
+        try self.init(state: exported, random: SystemRandom())
+    }
+
+    /// An authenticator restored from ``exportState()`` whose new keys come from `random` (`@_spi(Testing)`).
+    @_spi(Testing)
+    public init(state exported: Data, random: some SecureRandomSource) throws {
         let decoded: State
         do {
             decoded = try JSONDecoder().decode(State.self, from: exported)

@@ -1,14 +1,32 @@
 import Foundation
-@_spi(ConstantTimeTesting) import SiblingsCrypto
+@_spi(ConstantTimeTesting) @_spi(Testing) import SiblingsCrypto
 
 /// Runs the secret-dependent operations with their secrets marked undefined; under
 /// `valgrind --tool=memcheck` any branch or memory index that depends on a secret is reported.
 /// Tests/SiblingsCryptoTests/ConstantTimeTests.swift runs this program under valgrind and requires
 /// zero reports. Outputs are declassified before they are looked at.
+///
+/// Covered: key generation (ML-KEM-768, ML-DSA-65, X-Wing, the hybrid signature), ML-KEM and X-Wing
+/// encapsulation and decapsulation, HPKE seal and open, ML-DSA-65 and hybrid signing; and a
+/// declassification audit of ML-DSA signing, which a deliberate (wrong) declassification would pass
+/// memcheck by: every candidate may reveal one 4-byte accept/reject word, and only the accepted
+/// signature (c̃, z, h) may be made public after it.
 
 func declassify(_ key: SymmetricKey) -> Data {
     key.withUnsafeBytes { ConstantTimeTesting.declassify($0) }
     return key.withUnsafeBytes { Data($0) }
+}
+
+func declassify(_ data: Data) -> Data {
+    data.withUnsafeBytes { ConstantTimeTesting.declassify($0) }
+    return data
+}
+
+/// Random bytes marked secret.
+func poisoned(_ count: Int) -> Data {
+    let data = SecureRandom.bytes(count: count)
+    data.withUnsafeBytes { ConstantTimeTesting.poison($0) }
+    return data
 }
 
 func check(_ condition: Bool, _ what: String) {
@@ -16,6 +34,24 @@ func check(_ condition: Bool, _ what: String) {
         FileHandle.standardError.write(Data("constant-time check: \(what) gave a wrong answer\n".utf8))
         exit(2)
     }
+}
+
+/// What ML-DSA signing declassified, as recorded by the audit: only 4-byte words (the rejection decision
+/// of each candidate, and SampleInBall's "all τ placed" per block), then c̃ (48 bytes), z and h.
+func checkSigningAudit(_ log: [Int], _ what: String) {
+    let accepted = [48, MLDSA65Layout.zBytes, MLDSA65Layout.hintBytes]
+    guard log.count > accepted.count, Array(log.suffix(accepted.count)) == accepted,
+        log.dropLast(accepted.count).allSatisfy({ $0 == 4 })
+    else {
+        FileHandle.standardError.write(
+            Data("constant-time check: \(what) declassified more than its rejection bits: \(log)\n".utf8))
+        exit(3)
+    }
+}
+
+enum MLDSA65Layout {
+    static let zBytes = 5 * 256 * 4
+    static let hintBytes = 6 * 256 * 4
 }
 
 if CommandLine.arguments.contains("--negative-control") {
@@ -43,39 +79,83 @@ if CommandLine.arguments.contains("--poison-reaches-output") {
     exit(0)
 }
 
+if CommandLine.arguments.contains("--audit-control") {
+    // Proves the audit can fail: declassifying a whole rejected candidate's worth of bytes before the
+    // signature, as the old signing loop did with c̃, is refused.
+    ConstantTimeTesting.startDeclassificationAudit()
+    let dsa = MLDSA65.PrivateKey()
+    _ = try dsa.signature(for: Data("audit".utf8))
+    var log = ConstantTimeTesting.stopDeclassificationAudit()
+    log.insert(48, at: 0)
+    checkSigningAudit(log, "the audit control")
+    exit(0)
+}
+
 do {
-    // ML-KEM-768 decapsulation, of a valid ciphertext and of an invalid one (implicit rejection).
-    let kem = MLKEM768.PrivateKey()
-    let encapsulation = kem.publicKey.encapsulate()
-    var invalid = encapsulation.encapsulated
-    invalid[0] ^= 1
+    // Key generation from poisoned seeds: only what the public key publishes is declassified inside.
+    let kem = try MLKEM768.PrivateKey(seedRepresentation: poisoned(MLKEM768.seedByteCount))
+    let dsa = try MLDSA65.PrivateKey(seedRepresentation: poisoned(MLDSA65.seedByteCount))
+    let xwing = try XWing.PrivateKey(seedRepresentation: poisoned(XWing.seedByteCount))
+    let hybrid = try HybridSignature.PrivateKey(seedRepresentation: poisoned(HybridSignature.seedByteCount))
+    _ = declassify(kem.publicKey.rawRepresentation)
+    _ = declassify(dsa.publicKey.rawRepresentation)
+    _ = declassify(xwing.publicKey.rawRepresentation)
+    _ = declassify(hybrid.publicKey.rawRepresentation)
+
+    // ML-KEM-768 encapsulation with poisoned m, and decapsulation of a valid ciphertext and of an invalid
+    // one (implicit rejection).
     kem.poisonSecrets()
-    check(
-        declassify(try kem.decapsulate(encapsulation.encapsulated)) == declassify(encapsulation.sharedSecret), "ML-KEM")
+    let encapsulation = try kem.publicKey.encapsulate(randomness: poisoned(32))
+    let ciphertext = declassify(encapsulation.encapsulated)
+    var invalid = ciphertext
+    invalid[0] ^= 1
+    check(declassify(try kem.decapsulate(ciphertext)) == declassify(encapsulation.sharedSecret), "ML-KEM")
     check(declassify(try kem.decapsulate(invalid)) != declassify(encapsulation.sharedSecret), "ML-KEM rejection")
 
-    // X-Wing decapsulation.
-    let xwing = XWing.PrivateKey()
-    let sealed = try xwing.publicKey.encapsulate()
+    // X-Wing encapsulation with a poisoned eseed, and decapsulation.
     xwing.poisonSecrets()
-    check(declassify(try xwing.decapsulate(sealed.encapsulated)) == declassify(sealed.sharedSecret), "X-Wing")
+    let sealed = try xwing.publicKey.encapsulate(randomness: poisoned(64))
+    let xwingCiphertext = declassify(sealed.encapsulated)
+    check(declassify(try xwing.decapsulate(xwingCiphertext)) == declassify(sealed.sharedSecret), "X-Wing")
 
-    // ML-DSA-65 signing, hedged and deterministic: only the rejection decisions, c̃ and the accepted
-    // signature are declassified inside; everything else must not steer execution.
-    let dsa = MLDSA65.PrivateKey()
-    let message = Data("constant time".utf8)
+    // HPKE seal (poisoned eseed and message) and open.
+    let info = Data("constant time".utf8)
+    let message = poisoned(100)
+    var sender = try HPKE.Sender(
+        recipientKey: xwing.publicKey, ciphersuite: .xWingSHA256ChaChaPoly, info: info, randomness: poisoned(64))
+    let box = declassify(try sender.seal(message))
+    var recipient = try HPKE.Recipient(
+        privateKey: xwing, ciphersuite: .xWingSHA256ChaChaPoly, info: info,
+        encapsulatedKey: declassify(sender.encapsulatedKey))
+    check(declassify(try recipient.open(box)) == declassify(message), "HPKE")
+    let exported = declassify(try sender.exportSecret(context: info, outputByteCount: 32))
+    check(declassify(try recipient.exportSecret(context: info, outputByteCount: 32)) == exported, "HPKE export")
+
+    // ML-DSA-65 signing, hedged and deterministic, with the declassification audit.
     dsa.poisonSecrets()
+    let text = Data("constant time".utf8)
     for _ in 0..<3 {
-        let signature = try dsa.signature(for: message, context: Data("ctx".utf8))
+        ConstantTimeTesting.startDeclassificationAudit()
+        let signature = try dsa.signature(for: text, context: Data("ctx".utf8))
+        checkSigningAudit(ConstantTimeTesting.stopDeclassificationAudit(), "ML-DSA-65 signing")
         signature.withUnsafeBytes { ConstantTimeTesting.declassify($0) }
-        check(dsa.publicKey.isValidSignature(signature, for: message, context: Data("ctx".utf8)), "ML-DSA")
+        check(dsa.publicKey.isValidSignature(signature, for: text, context: Data("ctx".utf8)), "ML-DSA")
     }
-    let deterministic = try dsa.deterministicSignature(for: message, context: Data())
+    ConstantTimeTesting.startDeclassificationAudit()
+    let deterministic = try dsa.deterministicSignature(for: text, context: Data())
+    checkSigningAudit(ConstantTimeTesting.stopDeclassificationAudit(), "deterministic ML-DSA-65 signing")
     deterministic.withUnsafeBytes { ConstantTimeTesting.declassify($0) }
-    check(dsa.publicKey.isValidSignature(deterministic, for: message), "ML-DSA deterministic")
+    check(dsa.publicKey.isValidSignature(deterministic, for: text), "ML-DSA deterministic")
+
+    // The hybrid signature (Ed25519 in OpenSSL, ML-DSA-65 here).
+    hybrid.poisonSecrets()
+    let hybridSignature = try hybrid.signature(for: text, context: Data("ctx".utf8))
+    _ = declassify(hybridSignature.rawRepresentation)
+    check(hybrid.publicKey.isValidSignature(hybridSignature, for: text, context: Data("ctx".utf8)), "hybrid")
 
     print(
-        "constant-time check: ML-KEM-768 decapsulation, X-Wing decapsulation and ML-DSA-65 signing ran with poisoned secrets"
+        "constant-time check: key generation, ML-KEM-768 and X-Wing encapsulation and decapsulation, HPKE, "
+            + "ML-DSA-65 and hybrid signing ran with poisoned secrets; signing declassified only its rejection bits"
     )
 } catch {
     FileHandle.standardError.write(Data("constant-time check: \(error)\n".utf8))

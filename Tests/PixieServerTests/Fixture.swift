@@ -1,6 +1,6 @@
 import Foundation
 import HTTPServer
-import PixieServer
+@_spi(Testing) import PixieServer
 import PixieWire
 import SiblingsCrypto
 import Storage

@@ -1,5 +1,5 @@
 import Foundation
-import PrivacyPass
+@_spi(Testing) import PrivacyPass
 import SiblingsCrypto
 import Testing
 
@@ -112,7 +112,9 @@ import Testing
         expectCode(.batchSizeMismatch) {
             _ = try client.finalize(Array(evaluated.dropLast()), proof: proof, state: state)
         }
-        expectCode(.batchSizeMismatch) { _ = try client.blind(inputs, blinds: [Data(count: 32)]) }
+        expectCode(.batchSizeMismatch) {
+            _ = try client.blind(inputs, blinds: [Data(count: 32)], using: SystemRandom())
+        }
         expectCode(.batchSizeMismatch) { _ = try client.blind([]) }
         expectCode(.batchSizeMismatch) { _ = try server.blindEvaluate([]) }
     }
@@ -134,7 +136,29 @@ import Testing
         let outputA = try client.finalize(a.evaluatedElements, proof: a.proof, state: firstState)
         let outputB = try client.finalize(b.evaluatedElements, proof: b.proof, state: secondState)
         #expect(outputA == outputB)
-        #expect(!first[0].elementsEqual(input) && !outputA[0].starts(with: first[0]))
+        // With the blind 1 the "blinded" element is HashToGroup(input) itself, which anyone can compute from
+        // the input: a client that skipped blinding would send exactly that.
+        let one = Data([1] + [UInt8](repeating: 0, count: 31))
+        let (unblinded, _) = try client.blind([input], blinds: [one], using: SystemRandom())
+        #expect(first[0] != unblinded[0] && second[0] != unblinded[0])
+    }
+
+    /// The DLEQ proof's scalar r is fresh for every proof: two proofs with one r reveal the key (s = r − c·k,
+    /// so k = (s1 − s2)/(c2 − c1)), so the same batch evaluated twice must carry two different proofs, each
+    /// valid. A server whose r were fixed, or derived from the batch alone, fails this.
+    @Test func everyProofHasAFreshScalar() throws {
+        let key = VOPRF.PrivateKey()
+        let client = try VOPRF.Client(mode: .voprf, publicKey: key.publicKey)
+        let server = VOPRF.Server(mode: .voprf, privateKey: key)
+        let (blinded, state) = try client.blind(inputs)
+        let first = try server.blindEvaluate(blinded)
+        let second = try server.blindEvaluate(blinded)
+        #expect(first.evaluatedElements == second.evaluatedElements)
+        #expect(first.proof != nil && first.proof != second.proof)
+        // Both verify, and the proof's challenge half differs too (r enters c through the commitments).
+        #expect(try client.finalize(first.evaluatedElements, proof: first.proof, state: state).count == inputs.count)
+        #expect(try client.finalize(second.evaluatedElements, proof: second.proof, state: state).count == inputs.count)
+        #expect(first.proof?.prefix(32) != second.proof?.prefix(32))
     }
 }
 

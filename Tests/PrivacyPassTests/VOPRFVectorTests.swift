@@ -1,5 +1,6 @@
 import Foundation
-import PrivacyPass
+@_spi(Testing) import PrivacyPass
+import SiblingsCrypto
 import SiblingsTestSupport
 import Testing
 
@@ -67,10 +68,11 @@ import Testing
                 let blinds = try Self.hexList(vector.Blind)
                 let info = try vector.Info.map(Self.hex) ?? Data()
                 #expect(inputs.count == vector.Batch)
-                let (blinded, state) = try client.blind(inputs, info: info, blinds: blinds)
+                let (blinded, state) = try client.blind(inputs, info: info, blinds: blinds, using: SystemRandom())
                 #expect(blinded == (try Self.hexList(vector.BlindedElement)), "BlindedElement, mode \(mode)")
                 let (evaluated, proof) = try server.blindEvaluate(
-                    blinded, info: info, proofRandomness: try vector.Proof.map { try Self.hex($0.r) })
+                    blinded, info: info, proofRandomness: try vector.Proof.map { try Self.hex($0.r) },
+                    using: SystemRandom())
                 #expect(evaluated == (try Self.hexList(vector.EvaluationElement)), "EvaluationElement, mode \(mode)")
                 #expect(proof == (try vector.Proof.map { try Self.hex($0.proof) }), "Proof, mode \(mode)")
                 let outputs = try client.finalize(evaluated, proof: proof, state: state)

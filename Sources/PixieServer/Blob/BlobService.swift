@@ -87,7 +87,19 @@ public struct BlobService: Sendable {
     public init(
         database: any SQLDatabase, tokens: any TokenSpender,
         authenticateSession: (@Sendable (HTTPRequest) throws -> Session)?, configuration: Configuration,
-        clock: PixieClock = .system, random: any SecureRandomSource = SystemRandom(), logger: Logger,
+        clock: PixieClock = .system, logger: Logger, metrics: Metrics
+    ) throws(ServerError) {
+        try self.init(
+            database: database, tokens: tokens, authenticateSession: authenticateSession,
+            configuration: configuration, clock: clock, random: SystemRandom(), logger: logger, metrics: metrics)
+    }
+
+    /// The same, with `random` for codes, IDs and keys (`@_spi(Testing)`: tests make them deterministic).
+    @_spi(Testing)
+    public init(
+        database: any SQLDatabase, tokens: any TokenSpender,
+        authenticateSession: (@Sendable (HTTPRequest) throws -> Session)?, configuration: Configuration,
+        clock: PixieClock = .system, random: any SecureRandomSource, logger: Logger,
         metrics: Metrics
     ) throws(ServerError) {
         do {

@@ -39,8 +39,19 @@ public struct CredentialService: Sendable {
     /// `pinnedPhoneVerifyKeys` check the cert of the pre-session mint; with none, that endpoint refuses.
     public init(
         database: any SQLDatabase, keys: ServiceKeys, pinnedPhoneVerifyKeys: [HybridSignature.PublicKey],
+        configuration: Configuration = .init(), clock: PixieClock = .system, logger: Logger, metrics: Metrics
+    ) throws(ServerError) {
+        try self.init(
+            database: database, keys: keys, pinnedPhoneVerifyKeys: pinnedPhoneVerifyKeys, configuration: configuration,
+            clock: clock, random: SystemRandom(), logger: logger, metrics: metrics)
+    }
+
+    /// The same, with `random` for codes, IDs and keys (`@_spi(Testing)`: tests make them deterministic).
+    @_spi(Testing)
+    public init(
+        database: any SQLDatabase, keys: ServiceKeys, pinnedPhoneVerifyKeys: [HybridSignature.PublicKey],
         configuration: Configuration = .init(), clock: PixieClock = .system,
-        random: any SecureRandomSource = SystemRandom(), logger: Logger, metrics: Metrics
+        random: any SecureRandomSource, logger: Logger, metrics: Metrics
     ) throws(ServerError) {
         do {
             try database.migrate(component: "credential", migrations: TokenIssuance.migrations)

@@ -4,7 +4,8 @@ import PixieWire
 import SiblingsCrypto
 import Storage
 import Transparency
-import WebAuthn
+// The relying party's challenges come from the injected source, which tests make deterministic.
+@_spi(Testing) import WebAuthn
 
 /// identity-svc (000_e422bd9a7c930342.txt): accounts and the device roster (server-authoritative), the
 /// discovery directory, device grants, passkey enrollment and sign-in, sessions, and the siblings list.
@@ -108,8 +109,19 @@ public struct IdentityService: Sendable {
     /// `log` is the transparency log every binding is appended to before it is served.
     public init(
         database: any SQLDatabase, pinnedPhoneVerifyKeys: [HybridSignature.PublicKey], log: Sequencer,
+        configuration: Configuration = .init(), clock: PixieClock = .system, logger: Logger, metrics: Metrics
+    ) throws(ServerError) {
+        try self.init(
+            database: database, pinnedPhoneVerifyKeys: pinnedPhoneVerifyKeys, log: log, configuration: configuration,
+            clock: clock, random: SystemRandom(), logger: logger, metrics: metrics)
+    }
+
+    /// The same, with `random` for codes, IDs and keys (`@_spi(Testing)`: tests make them deterministic).
+    @_spi(Testing)
+    public init(
+        database: any SQLDatabase, pinnedPhoneVerifyKeys: [HybridSignature.PublicKey], log: Sequencer,
         configuration: Configuration = .init(), clock: PixieClock = .system,
-        random: any SecureRandomSource = SystemRandom(), logger: Logger, metrics: Metrics
+        random: any SecureRandomSource, logger: Logger, metrics: Metrics
     ) throws(ServerError) {
         do {
             try database.migrate(component: Self.component, migrations: Self.migrations)

@@ -58,7 +58,18 @@ public struct PhoneVerifyService: Sendable {
 
     public init(
         database: any SQLDatabase, keys: ServiceKeys, sms: any SMSSender, configuration: Configuration = .init(),
-        clock: PixieClock = .system, random: any SecureRandomSource = SystemRandom(), logger: Logger,
+        clock: PixieClock = .system, logger: Logger, metrics: Metrics
+    ) throws(ServerError) {
+        try self.init(
+            database: database, keys: keys, sms: sms, configuration: configuration, clock: clock,
+            random: SystemRandom(), logger: logger, metrics: metrics)
+    }
+
+    /// The same, with `random` for codes, IDs and keys (`@_spi(Testing)`: tests make them deterministic).
+    @_spi(Testing)
+    public init(
+        database: any SQLDatabase, keys: ServiceKeys, sms: any SMSSender, configuration: Configuration = .init(),
+        clock: PixieClock = .system, random: any SecureRandomSource, logger: Logger,
         metrics: Metrics
     ) throws(ServerError) {
         do {
@@ -276,7 +287,9 @@ public struct PhoneVerifyService: Sendable {
                 using: keys.phoneIDKey))
     }
 
-    /// A uniformly random 6-digit code (rejection sampling over 32-bit values).
+    /// A uniformly random 6-digit code (rejection sampling over 32-bit values); `@_spi(Testing)` as a public
+    /// entry point.
+    @_spi(Testing)
     public static func randomCode(_ random: any SecureRandomSource) -> String {
         let bound: UInt32 = 1_000_000
         let limit = UInt32.max - UInt32.max % bound

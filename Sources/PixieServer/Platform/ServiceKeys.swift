@@ -38,14 +38,19 @@ public struct ServiceKeys: Sendable {
         try VOPRF.PrivateKey(seed: seed, info: Data("pixie rate-limit tokens v1".utf8), mode: .voprf)
     }
 
-    /// Fresh keys from `random`; for tests.
-    public static func generate(random: some SecureRandomSource = SystemRandom()) -> ServiceKeys {
-        ServiceKeys(
-            phoneVerify: HybridSignature.PrivateKey(source: random),
-            phoneIDKey: SymmetricKey(data: random.bytes(count: 32)),
-            transparencyLog: HybridSignature.PrivateKey(source: random),
-            senderCert: HybridSignature.PrivateKey(source: random),
-            tokenOPRF: try! tokenKey(seed: random.bytes(count: 32)))
+    /// Fresh random keys (what a first start writes to disk).
+    public static func generate() -> ServiceKeys { generate(random: SystemRandom()) }
+
+    /// Keys from `random` (`@_spi(Testing)`: tests make them deterministic).
+    @_spi(Testing)
+    public static func generate(random: some SecureRandomSource) -> ServiceKeys {
+        func seed() -> Data { random.bytes(count: 32) }
+        return ServiceKeys(
+            phoneVerify: try! HybridSignature.PrivateKey(seedRepresentation: seed()),
+            phoneIDKey: SymmetricKey(data: seed()),
+            transparencyLog: try! HybridSignature.PrivateKey(seedRepresentation: seed()),
+            senderCert: try! HybridSignature.PrivateKey(seedRepresentation: seed()),
+            tokenOPRF: try! tokenKey(seed: seed()))
     }
 
     /// Loads the keys under `directory`, generating each one that does not exist yet.

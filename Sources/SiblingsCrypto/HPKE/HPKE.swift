@@ -45,7 +45,9 @@ public enum HPKE {
                 encapsulation: try recipientKey.encapsulate())
         }
 
-        /// The derandomized form, for tests: `randomness` is X-Wing's 64-byte eseed.
+        /// The derandomized form, for known-answer tests only (`@_spi(Testing)`): `randomness` is X-Wing's
+        /// 64-byte eseed.
+        @_spi(Testing)
         public init(
             recipientKey: XWing.PublicKey, ciphersuite: Ciphersuite, info: some DataProtocol,
             randomness: some DataProtocol
@@ -121,8 +123,9 @@ public enum HPKE {
             let infoHash = try HPKE.labeledExtract(suite, salt: Data(), label: "info_hash", ikm: info)
             let keyScheduleContext =
                 Data([0x00]) + pskIDHash.withUnsafeBytes { Data($0) } + infoHash.withUnsafeBytes { Data($0) }
-            let secret = try HPKE.labeledExtract(
-                suite, salt: sharedSecret.withUnsafeBytes { Data($0) }, label: "secret", ikm: Data())
+            // The shared secret is the salt (psk is empty in base mode); it stays in wiped memory.
+            let secret = try HKDF<SHA256>.extract(
+                inputKeyMaterial: HPKE.labeledIKM(suite, label: "secret", ikm: Data()), secretSalt: sharedSecret)
             key = try HPKE.labeledExpand(suite, prk: secret, label: "key", info: keyScheduleContext, length: 32)
             baseNonce = try HPKE.labeledExpand(
                 suite, prk: secret, label: "base_nonce", info: keyScheduleContext, length: 12
@@ -198,8 +201,12 @@ public enum HPKE {
 
     /// LabeledExtract(salt, label, ikm) = Extract(salt, "HPKE-v1" ‖ suite_id ‖ label ‖ ikm) (section 4).
     static func labeledExtract(_ suite: Data, salt: Data, label: String, ikm: Data) throws -> SymmetricKey {
-        try HKDF<SHA256>.extract(
-            inputKeyMaterial: SymmetricKey(data: Data("HPKE-v1".utf8) + suite + Data(label.utf8) + ikm), salt: salt)
+        try HKDF<SHA256>.extract(inputKeyMaterial: labeledIKM(suite, label: label, ikm: ikm), salt: salt)
+    }
+
+    /// "HPKE-v1" ‖ suite_id ‖ label ‖ ikm, LabeledExtract's input keying material.
+    static func labeledIKM(_ suite: Data, label: String, ikm: Data) -> SymmetricKey {
+        SymmetricKey(data: Data("HPKE-v1".utf8) + suite + Data(label.utf8) + ikm)
     }
 
     /// LabeledExpand(prk, label, info, L) = Expand(prk, I2OSP(L, 2) ‖ "HPKE-v1" ‖ suite_id ‖ label ‖ info, L).

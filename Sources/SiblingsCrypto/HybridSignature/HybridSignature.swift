@@ -43,6 +43,8 @@ public enum HybridSignature {
 
         public init() { self.init(source: SystemRandom()) }
 
+        /// A key from `source`'s next 32 bytes (`@_spi(Testing)`: tests inject a deterministic source; production keys come from ``init()``).
+        @_spi(Testing)
         public init(source: some SecureRandomSource) {
             self.init(validSeed: SecureBytes(count: 32) { source.fill($0) })
         }
@@ -58,10 +60,9 @@ public enum HybridSignature {
 
         private init(validSeed: SecureBytes) {
             let expanded = SecureBytes(count: 64) { out in
-                var shake = SHAKE256()
-                shake.absorb(HybridSignature.keygenLabel)
-                validSeed.withUnsafeBytes { shake.absorb(bufferPointer: $0) }
-                shake.squeeze(into: out)
+                HybridSignature.keygenLabel.withUnsafeBytes { label in
+                    validSeed.withUnsafeBytes { DigestContext.keccak(.shake256, label, $0, into: out) }
+                }
             }
             do {
                 ed25519 = try expanded.withUnsafeBytes {

@@ -49,7 +49,8 @@ extension MLDSA65 {
             self.init(source: SystemRandom())
         }
 
-        /// A key from ξ = `source`'s next 32 bytes (tests inject a deterministic source).
+        /// A key from ξ = `source`'s next 32 bytes (`@_spi(Testing)`: tests inject a deterministic source; production keys come from ``init()``).
+        @_spi(Testing)
         public init(source: some SecureRandomSource) {
             self.init(validSeed: SecureBytes(count: MLDSA65.seedByteCount) { source.fill($0) })
         }
@@ -97,14 +98,17 @@ extension MLDSA65 {
 
         /// The deterministic variant of pure ML-DSA signing (FIPS 204, Algorithm 2 with rnd = 0^32, section
         /// 3.4), as the NIST known-answer tests use: the same key, message and context always give the
-        /// same signature.
+        /// same signature. `@_spi(Testing)`: hedged signing (``signature(for:context:)``) resists fault and
+        /// side-channel attacks that a fixed rnd makes easier, so production code signs hedged.
+        @_spi(Testing)
         public func deterministicSignature(for message: some DataProtocol, context: some DataProtocol) throws -> Data {
             try signature(for: message, context: context, randomness: [UInt8](repeating: 0, count: 32))
         }
 
         /// Pure ML-DSA signing (FIPS 204, Algorithm 2, then ML-DSA.Sign_internal, Algorithm 7) with an
         /// explicit 32-byte rnd (anything else throws ``CryptoError/Code/incorrectParameterSize``). For
-        /// tests and for callers with their own randomness; rnd must be fresh and secret for hedging.
+        /// known-answer tests only (`@_spi(Testing)`).
+        @_spi(Testing)
         public func signature(
             for message: some DataProtocol, context: some DataProtocol, randomness: some DataProtocol
         ) throws -> Data {
@@ -329,11 +333,11 @@ extension MLDSA65 {
     /// ML-DSA.Sign_internal (FIPS 204, Algorithm 7) from μ (64 bytes) and rnd (32 bytes), writing the
     /// 3309-byte signature to `out`.
     ///
-    /// Constant time: y, w, z, cs1, cs2, ct0 and the hint are computed without branches or secret
-    /// indices. Each candidate's rejection checks are computed over every coefficient and only their
-    /// one-bit outcomes are declassified (see ``MLDSAConstantTime``: revealing them is safe, the candidate
-    /// is discarded). c̃ is declassified when it is computed: it is H(μ ‖ w1Encode(w1)), which reveals
-    /// nothing about the key when H is modelled as a random oracle, even for rejected candidates.
+    /// Constant time: y, w, c̃, c, z, cs1, cs2, ct0 and the hint are computed without branches or secret
+    /// indices, for rejected candidates as for the accepted one. Each candidate's four rejection checks
+    /// are computed over every coefficient and combined into one mask, and only that word is declassified
+    /// (see ``MLDSAConstantTime``): which check failed, and a rejected candidate's c̃, stay secret. c̃, z
+    /// and h become public only when the candidate is accepted and they are the signature.
     static func sign(
         into out: UnsafeMutablePointer<UInt8>, key: PrivateKey, mu: UnsafeRawBufferPointer,
         rnd: UnsafeRawBufferPointer
@@ -383,25 +387,21 @@ extension MLDSA65 {
                     MLDSAField.inverseNTT(w, count: k)
                     for i in 0..<(k * 256) { w[i] = MLDSAField.conditionalAddQ(w[i]) }
 
-                    // c̃ = H(μ ‖ w1Encode(HighBits(w)), λ/4) (lines 13–15).
+                    // c̃ = H(μ ‖ w1Encode(HighBits(w)), λ/4) (lines 13–15); secret until accepted.
                     MLDSAEncoding.encodeHighBits(w1Encoded, w: w)
                     var hash = MLDSASampling.secretSHAKE256()
                     hash.absorb(mu)
                     hash.absorb(UnsafeRawBufferPointer(start: w1Encoded, count: k * 128))
                     hash.squeeze(into: challenge)
                     hash.wipe()
-                    // Public: a random-oracle output (see above).
-                    MLDSAConstantTime.declassify(challenge)
-                    MLDSASampling.sampleInBall(cHat, challenge: UnsafeRawBufferPointer(challenge), tau: tau)
+                    MLDSASampling.sampleInBallConstantTime(cHat, challenge: UnsafeRawBufferPointer(challenge), tau: tau)
                     MLDSAField.ntt(cHat)
 
                     // z = y + ⟨⟨c·s1⟩⟩; reject when ‖z‖∞ ≥ γ1 − β (lines 17, 19, 23).
                     MLDSAField.multiplyPolynomial(z, cHat, s1Hat, count: l)
                     MLDSAField.inverseNTT(z, count: l)
                     for i in 0..<(l * 256) { z[i] = MLDSAField.reduce32(z[i] &+ y[i]) }
-                    if isRejected(MLDSAField.normExceedsMask(z, count: l * 256, bound: MLDSAField.gamma1 - beta)) {
-                        continue
-                    }
+                    var rejected = MLDSAField.normExceedsMask(z, count: l * 256, bound: MLDSAField.gamma1 - beta)
 
                     // r = w − ⟨⟨c·s2⟩⟩ (kept in w); r0 = LowBits(r); reject when ‖r0‖∞ ≥ γ2 − β (lines 18–23).
                     MLDSAField.multiplyPolynomial(work, cHat, s2Hat, count: k)
@@ -411,17 +411,13 @@ extension MLDSA65 {
                         w[i] = MLDSAField.conditionalSubtractQ(MLDSAField.conditionalAddQ(difference))
                         work[i] = MLDSAField.decompose(w[i]).r0
                     }
-                    if isRejected(MLDSAField.normExceedsMask(work, count: k * 256, bound: MLDSAField.gamma2 - beta)) {
-                        continue
-                    }
+                    rejected |= MLDSAField.normExceedsMask(work, count: k * 256, bound: MLDSAField.gamma2 - beta)
 
                     // ⟨⟨c·t0⟩⟩; reject when ‖c·t0‖∞ ≥ γ2 (lines 25, 28).
                     MLDSAField.multiplyPolynomial(work, cHat, t0Hat, count: k)
                     MLDSAField.inverseNTT(work, count: k)
                     for i in 0..<(k * 256) { work[i] = MLDSAField.reduce32(work[i]) }
-                    if isRejected(MLDSAField.normExceedsMask(work, count: k * 256, bound: MLDSAField.gamma2)) {
-                        continue
-                    }
+                    rejected |= MLDSAField.normExceedsMask(work, count: k * 256, bound: MLDSAField.gamma2)
 
                     // h = MakeHint(−⟨⟨c·t0⟩⟩, r + ⟨⟨c·t0⟩⟩): HighBits(r + c·t0) ≠ HighBits(r) (line 26, Algorithm
                     // 39); reject when h has more than ω ones (line 28).
@@ -432,9 +428,13 @@ extension MLDSA65 {
                         work[i] = hint
                         ones &+= hint
                     }
-                    if isRejected((omega &- ones) &>> 31) { continue }
+                    rejected |= (omega &- ones) &>> 31
 
-                    // Accepted: z and h are the signature's, and public (line 33).
+                    // The one bit this candidate reveals.
+                    if isRejected(rejected) { continue }
+
+                    // Accepted: c̃, z and h are the signature's, and public (line 33).
+                    MLDSAConstantTime.declassify(challenge)
                     MLDSAConstantTime.declassify(UnsafeMutableRawBufferPointer(start: z, count: l * 256 * 4))
                     MLDSAConstantTime.declassify(UnsafeMutableRawBufferPointer(start: work, count: k * 256 * 4))
                     MLDSAEncoding.encodeSignature(out, challenge: UnsafeRawBufferPointer(challenge), z: z, hint: work)
@@ -445,7 +445,8 @@ extension MLDSA65 {
     }
 
     /// The one place a signing candidate's accept/reject decision becomes a branch: `mask` is −1 (reject)
-    /// or 0 (accept), computed without branches over every coefficient; only this bit is declassified.
+    /// or 0 (accept), the OR of all four checks, each computed without branches over every coefficient;
+    /// only this word is declassified.
     @inline(__always)
     static func isRejected(_ mask: Int32) -> Bool {
         MLDSAConstantTime.declassify(mask) != 0

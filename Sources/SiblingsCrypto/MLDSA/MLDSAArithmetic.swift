@@ -241,25 +241,33 @@ enum MLDSAField {
 
 /// Where secret-derived values are allowed to become public.
 ///
-/// Signing's rejection loop (FIPS 204, Algorithm 7) runs a public number of times: whether a candidate
-/// is accepted, and which check rejected it, may be revealed, since the rejected candidate is discarded
-/// and the outcome is independent of the key (the CRYSTALS-Dilithium round-3 specification, section
-/// 5.5, makes the argument). The rejected z, h and r0 themselves must stay secret, and intermediate
-/// values are wiped after use (FIPS 204, section 3.6.3). Every such decision — and the other
-/// values that are public by construction (the challenge c̃, modelled as a random oracle's output; the
-/// hint of an accepted signature; the public seed ρ in key generation; which rejection-sampled nibbles
-/// ExpandS discarded, which is independent of the coefficients it kept) — passes through these
-/// functions and only these, so that a constant-time test under valgrind can mark exactly these values
-/// as defined (`VALGRIND_MAKE_MEM_DEFINED`) and flag every other branch or index on secret data.
+/// Signing's rejection loop (FIPS 204, Algorithm 7) reveals one bit per candidate: whether it was
+/// accepted. Nothing else about a rejected candidate may leak: not which of the four checks failed,
+/// and not its challenge c̃. c̃ is a hash output, but a rejected candidate's c̃ is never published, and
+/// leaked rejected challenges do weaken the scheme (Karabulut, Alkim and Aysu, "Single-Trace Side-Channel
+/// Attacks on ω-Small Polynomial Sampling", HOST 2021) and, with the rejected response, give the key
+/// away (TCHES 2025). So signing computes every check over every coefficient, ORs the four masks, and
+/// declassifies that one word; SampleInBall on a secret c̃ is constant time
+/// (``MLDSASampling/sampleInBallConstantTime(_:challenge:tau:)``); c̃, z and h are declassified only
+/// once a candidate is accepted and they are the signature. The other values that are public by
+/// construction pass through here too: the public seed ρ in key generation, and which rejection-sampled
+/// nibbles ExpandS discarded (independent of the coefficients it kept). Only these functions mark values
+/// as defined (`VALGRIND_MAKE_MEM_DEFINED`), so the constant-time check under valgrind flags every other
+/// branch or index on secret data, and its declassification audit
+/// (``ConstantTimeTesting/startDeclassificationAudit()``) checks what signing declassifies.
 enum MLDSAConstantTime {
     /// Declassifies one word: under valgrind's constant-time check it becomes "defined" (public);
     /// elsewhere this is a no-op (ConstantTimeTesting).
     @inline(never)
-    static func declassify(_ value: Int32) -> Int32 { ConstantTimeTesting.declassified(value) }
+    static func declassify(_ value: Int32) -> Int32 {
+        ConstantTimeTesting.recordDeclassification(byteCount: 4)
+        return ConstantTimeTesting.declassified(value)
+    }
 
     /// Declassifies a buffer in place (see above).
     @inline(never)
     static func declassify(_ buffer: UnsafeMutableRawBufferPointer) {
+        ConstantTimeTesting.recordDeclassification(byteCount: buffer.count)
         ConstantTimeTesting.declassify(UnsafeRawBufferPointer(buffer))
     }
 }

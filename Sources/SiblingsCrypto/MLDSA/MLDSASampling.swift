@@ -158,7 +158,7 @@ enum MLDSASampling {
     // MARK: - SampleInBall (FIPS 204, Algorithm 29)
 
     /// SampleInBall(c̃) (FIPS 204, Algorithm 29): a polynomial with τ coefficients ±1 and the rest 0, from
-    /// SHAKE256 of the whole of c̃. c̃ is public (declassified by the signer), so this may branch on it.
+    /// SHAKE256 of the whole of c̃. For a public c̃ (verification), so this may branch and index on it.
     static func sampleInBall(_ out: UnsafeMutablePointer<Int32>, challenge: UnsafeRawBufferPointer, tau: Int) {
         var shake = SHAKE256()
         shake.absorb(bufferPointer: challenge)
@@ -184,5 +184,62 @@ enum MLDSASampling {
                 signs >>= 1
             }
         }
+    }
+
+    /// SampleInBall(c̃) for a secret c̃ (signing, before the candidate is accepted), in constant time: the
+    /// same polynomial as ``sampleInBall(_:challenge:tau:)``, with no branch or memory index that depends
+    /// on c̃.
+    ///
+    /// Every byte of a squeezed block is a candidate j. Whether it is taken (j ≤ i, while fewer than τ
+    /// were), the counter i, the swap out[i] ← out[j], out[j] ← ±1 and the sign bit's shift are all
+    /// masked arithmetic; the reads and writes at i and j are scans over all 256 coefficients. Only
+    /// "all τ placed" is declassified, once per 136-byte block: the first block's 128 candidates are enough
+    /// unless about 80 of them are rejected, which happens with probability far below 2^−60, so the
+    /// number of blocks reveals nothing in practice.
+    static func sampleInBallConstantTime(
+        _ out: UnsafeMutablePointer<Int32>, challenge: UnsafeRawBufferPointer, tau: Int
+    ) {
+        var sponge = secretSHAKE256()
+        sponge.absorb(challenge)
+        out.update(repeating: 0, count: 256)
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: shake256Rate) { buffer in
+            let bytes = UnsafeMutableRawBufferPointer(buffer)
+            sponge.squeeze(into: bytes)
+            var signs: UInt64 = 0
+            for index in 0..<8 { signs |= UInt64(buffer[index]) << (8 * index) }
+            var i = Int32(256 - tau)
+            var position = 8
+            while true {
+                while position < shake256Rate {
+                    let j = Int32(buffer[position])
+                    position += 1
+                    // −1 when j ≤ i and i < 256 (this candidate is taken), else 0.
+                    let taken = ~((i &- j) &>> 31) & ((i &- 256) &>> 31)
+                    let sign = 1 &- 2 &* Int32(truncatingIfNeeded: signs & 1)
+                    var atJ: Int32 = 0
+                    for k in 0..<256 { atJ |= out[k] & equalMask(Int32(k), j) }
+                    for k in 0..<256 {
+                        let isJ = equalMask(Int32(k), j) & taken
+                        // out[j] ← sign is written after out[i] ← out[j]: when i = j, the sign wins.
+                        let isI = equalMask(Int32(k), i) & taken & ~isJ
+                        out[k] = (out[k] & ~(isJ | isI)) | (sign & isJ) | (atJ & isI)
+                    }
+                    let takenBit = UInt64(truncatingIfNeeded: taken) & 1
+                    signs = signs &>> takenBit
+                    i &-= taken
+                }
+                if MLDSAConstantTime.declassify(MLDSAField.isNonzero(i ^ 256)) == 0 { break }
+                sponge.squeeze(into: bytes)
+                position = 0
+            }
+            OpenSSLMemory.cleanse(bytes)
+        }
+        sponge.wipe()
+    }
+
+    /// −1 when a = b, else 0, for 0 ≤ a, b < 2^31, without a branch.
+    @inline(__always)
+    private static func equalMask(_ a: Int32, _ b: Int32) -> Int32 {
+        ((a ^ b) &- 1) &>> 31
     }
 }

@@ -21,13 +21,11 @@ enum KPKE {
         }
     }
 
-    /// PRF_2(s, b) = SHAKE256(s ‖ b, 128 bytes) sampled by SamplePolyCBD_2 (FIPS 203, equation 4.3).
+    /// PRF_2(s, b) = SHAKE256(s ‖ b, 128 bytes) sampled by SamplePolyCBD_2 (FIPS 203, equation 4.3). The
+    /// PRF runs in OpenSSL, whose freed sponge is cleansed; the 128 bytes are wiped here.
     static func sampleNoise(seed: UnsafeRawBufferPointer, nonce: UInt8, into f: UnsafeMutablePointer<UInt32>) {
         withUnsafeTemporaryAllocation(byteCount: 128, alignment: 8) { bytes in
-            var prf = SHAKE256()
-            prf.absorb(bufferPointer: seed)
-            withUnsafeBytes(of: nonce) { prf.absorb(bufferPointer: $0) }
-            prf.squeeze(into: bytes)
+            withUnsafeBytes(of: nonce) { DigestContext.keccak(.shake256, seed, $0, into: bytes) }
             MLKEMMath.sampleCBD2(UnsafeRawPointer(bytes.baseAddress!), into: f)
             OpenSSLMemory.cleanse(bytes)
         }
@@ -49,12 +47,12 @@ enum KPKE {
     ) -> Data {
         withUnsafeTemporaryAllocation(byteCount: 64, alignment: 8) { rhoSigma in
             defer { OpenSSLMemory.cleanse(rhoSigma) }
-            var g = SHA3_512()
-            g.update(bufferPointer: d)
-            withUnsafeBytes(of: UInt8(k)) { g.update(bufferPointer: $0) }
-            g.finalize().withUnsafeBytes { rhoSigma.copyMemory(from: $0) }
+            // (ρ, σ) = G(d ‖ k), hashed straight into the wiped buffer.
+            withUnsafeBytes(of: UInt8(k)) { DigestContext.keccak(.sha3_512, d, $0, into: rhoSigma) }
             let rho = UnsafeRawBufferPointer(rebasing: rhoSigma[0..<32])
             let sigma = UnsafeRawBufferPointer(rebasing: rhoSigma[32..<64])
+            // ρ is published in ek, and SampleNTT's rejections on it are public (the constant-time check).
+            ConstantTimeTesting.declassify(rho)
             expandMatrix(rho: rho, into: matrix)
             withScratch(k * 256) { e in
                 for i in 0..<k { sampleNoise(seed: sigma, nonce: UInt8(i), into: sHat + i * 256) }
@@ -71,6 +69,8 @@ enum KPKE {
                     MLKEMMath.add(row, e + i * 256)
                 }
             }
+            // t̂ is published in ek.
+            ConstantTimeTesting.declassify(UnsafeRawBufferPointer(start: tHat, count: k * 256 * 4))
             return Data(rho)
         }
     }

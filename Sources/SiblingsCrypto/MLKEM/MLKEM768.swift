@@ -62,14 +62,20 @@ public enum MLKEM768 {
             self.rawRepresentation = bytes
             self.tHat = tHat
             self.matrix = matrix
-            self.hash = SHA3_256.hash(data: bytes)
+            self.hash = Self.hashOf(bytes)
+        }
+
+        /// H(ek) = SHA3-256(ek) (FIPS 203, section 4.1).
+        static func hashOf(_ ek: Data) -> Data {
+            Data.uninitialized(count: 32) { out in ek.withUnsafeBytes { DigestContext.keccak(.sha3_256, $0, into: out) }
+            }
         }
 
         init(rawRepresentation: Data, tHat: [UInt32], matrix: [UInt32]) {
             self.rawRepresentation = rawRepresentation
             self.tHat = tHat
             self.matrix = matrix
-            self.hash = SHA3_256.hash(data: rawRepresentation)
+            self.hash = Self.hashOf(rawRepresentation)
         }
 
         /// ML-KEM.Encaps (FIPS 203, Algorithm 20) with 32 fresh random bytes.
@@ -82,7 +88,9 @@ public enum MLKEM768 {
         }
 
         /// ML-KEM.Encaps_internal (FIPS 203, Algorithm 17) with the given 32-byte `randomness` m: the
-        /// derandomized form, for tests and for X-Wing's derandomized encapsulation.
+        /// derandomized form, for known-answer tests only (`@_spi(Testing)`): the same m twice gives the same
+        /// shared secret to anyone who sees both ciphertexts.
+        @_spi(Testing)
         public func encapsulate(randomness: some DataProtocol) throws -> KEMEncapsulationResult {
             guard randomness.count == 32 else {
                 throw CryptoError.incorrectParameterSize(
@@ -95,10 +103,8 @@ public enum MLKEM768 {
         func encapsulate(m: UnsafeRawBufferPointer) -> KEMEncapsulationResult {
             withUnsafeTemporaryAllocation(byteCount: 64, alignment: 8) { kr in
                 defer { OpenSSLMemory.cleanse(kr) }
-                var g = SHA3_512()
-                g.update(bufferPointer: m)
-                g.update(data: hash)
-                g.finalize().withUnsafeBytes { kr.copyMemory(from: $0) }
+                // (K, r) = G(m ‖ H(ek)), hashed straight into the wiped buffer.
+                hash.withUnsafeBytes { DigestContext.keccak(.sha3_512, m, $0, into: kr) }
                 let ciphertext = Data.uninitialized(count: KPKE.ciphertextBytes) { out in
                     encrypt(m: m, r: UnsafeRawBufferPointer(rebasing: kr[32..<64]), into: out.baseAddress!)
                 }
@@ -134,7 +140,8 @@ public enum MLKEM768 {
             self.init(source: SystemRandom())
         }
 
-        /// A key from `source`'s next 64 bytes, taken as d ‖ z.
+        /// A key from `source`'s next 64 bytes, taken as d ‖ z (`@_spi(Testing)`: tests inject a deterministic source; production keys come from ``init()``).
+        @_spi(Testing)
         public init(source: some SecureRandomSource) {
             let seed = SecureBytes(count: 64) { source.fill($0) }
             self.init(validSeed: seed)
@@ -253,14 +260,11 @@ public enum MLKEM768 {
                                 sHat: s.bindMemory(to: UInt32.self).baseAddress!, ciphertext: cBytes.baseAddress!,
                                 into: m)
                         }
-                        var g = SHA3_512()
-                        g.update(bufferPointer: UnsafeRawBufferPointer(m))
-                        g.update(data: publicKey.hash)
-                        g.finalize().withUnsafeBytes { kr.copyMemory(from: $0) }
-                        var j = SHAKE256()
-                        z.withUnsafeBytes { j.absorb(bufferPointer: $0) }
-                        j.absorb(bufferPointer: cBytes)
-                        j.squeeze(into: rejection)
+                        // (K′, r′) = G(m′ ‖ h); K̄ = J(z ‖ c), each hashed straight into wiped memory.
+                        publicKey.hash.withUnsafeBytes {
+                            DigestContext.keccak(.sha3_512, UnsafeRawBufferPointer(m), $0, into: kr)
+                        }
+                        z.withUnsafeBytes { DigestContext.keccak(.shake256, $0, cBytes, into: rejection) }
                         publicKey.encrypt(
                             m: UnsafeRawBufferPointer(m), r: UnsafeRawBufferPointer(rebasing: kr[32..<64]),
                             into: reencrypted.baseAddress!)

@@ -2,9 +2,11 @@ import Foundation
 
 /// Arithmetic in R_q = Z_q[X]/(X^256 + 1), q = 3329 (FIPS 203, sections 2.4 and 4.3).
 ///
-/// Coefficients are `UInt32` in [0, q). Every operation on them is branch-free: reductions are
-/// Barrett multiplications and masked subtractions, never `%` or `/` (whose timing can depend on the
-/// operand; see KyberSlash). Loops run over public bounds only.
+/// Coefficients are `UInt32` in [0, q) between operations (inside the NTTs they are lazily reduced
+/// `Int32` bit patterns). Every operation on them is branch-free: reductions are Barrett and Montgomery
+/// multiplications and masked subtractions, never `%` or `/` (whose timing can depend on the operand;
+/// see KyberSlash). Loops run over public bounds only. The reductions' ranges are checked exhaustively
+/// by Tests/SiblingsCryptoTests/MLKEM/MLKEMArithmeticTests.swift.
 enum MLKEMMath {
     static let n = 256
     static let q: UInt32 = 3329
@@ -30,6 +32,11 @@ enum MLKEMMath {
 
     /// ζ^BitRev7(i) mod q for i = 0..<128, ζ = 17 (FIPS 203, section 4.3; the table in Appendix A).
     static let zetas: [UInt32] = (0..<128).map { power(17, bitReverse7($0)) }
+    /// The same twiddles in Montgomery form, ζ^BitRev7(i) · 2^32 mod q, centred in (−q/2, q/2], for
+    /// ``montgomeryMultiply(_:_:)``: computed, not transcribed.
+    static let montgomeryZetas: [Int32] = zetas.map { centred(UInt32((UInt64($0) << 32) % UInt64(q))) }
+    /// 128⁻¹ · 2^32 mod q, centred: the inverse NTT's scale in Montgomery form (128⁻¹ = 3303).
+    static let montgomeryInverseScale: Int32 = centred(UInt32((UInt64(3303) << 32) % UInt64(q)))
     /// ζ^(2·BitRev7(i) + 1) mod q, the γ of BaseCaseMultiply (FIPS 203, Algorithm 12).
     static let gammas: [UInt32] = (0..<128).map { power(17, 2 * bitReverse7($0) + 1) }
 
@@ -46,9 +53,42 @@ enum MLKEMMath {
         return result
     }
 
-    /// NTT (FIPS 203, Algorithm 9), in place on 256 coefficients.
+    /// x ∈ [0, q) as its representative in (−q/2, q/2], for the public constant tables only.
+    static func centred(_ x: UInt32) -> Int32 { x > q / 2 ? Int32(x) - Int32(q) : Int32(x) }
+
+    /// q⁻¹ mod 2^32, for Montgomery reduction with R = 2^32.
+    static let qInverse: Int32 = 0x6ba8_f301
+
+    /// a · 2^−32 mod q, in (−q, q), for |a| < q · 2^31 (Montgomery reduction, R = 2^32), branch-free.
+    @inline(__always)
+    static func montgomeryReduce(_ a: Int64) -> Int32 {
+        let t = Int32(truncatingIfNeeded: a) &* qInverse
+        return Int32(truncatingIfNeeded: (a &- Int64(t) &* Int64(q)) &>> 32)
+    }
+
+    /// a · b · 2^−32 mod q, in (−q, q), for |a · b| < q · 2^31.
+    @inline(__always)
+    static func montgomeryMultiply(_ a: Int32, _ b: Int32) -> Int32 {
+        montgomeryReduce(Int64(a) &* Int64(b))
+    }
+
+    /// a mod q in [0, q) for |a| < 2^15 (signed Barrett reduction with ⌊(2^26 + q/2)/q⌋ = 20159, then a
+    /// masked addition of q), branch-free.
+    @inline(__always)
+    static func reduceSigned(_ a: Int32) -> UInt32 {
+        let quotient = (a &* 20159 &+ (1 << 25)) &>> 26
+        let r = a &- quotient &* Int32(q)
+        return UInt32(bitPattern: r &+ (Int32(q) & (r &>> 31)))
+    }
+
+    /// NTT (FIPS 203, Algorithm 9), in place on 256 coefficients in [0, q), leaving them in [0, q).
+    ///
+    /// Cooley–Tukey butterflies with Montgomery twiddles and lazy reduction: each layer's products are
+    /// Montgomery-reduced into (−q, q), and the sums and differences are not reduced at all, so after
+    /// the seven layers every coefficient (kept as the bit pattern of an `Int32`) lies in (−8q, 8q), well
+    /// inside ``reduceSigned(_:)``'s range, which brings it back to [0, q) once at the end.
     static func ntt(_ f: UnsafeMutablePointer<UInt32>) {
-        zetas.withUnsafeBufferPointer { zetas in
+        montgomeryZetas.withUnsafeBufferPointer { zetas in
             var index = 1
             var length = 128
             while length >= 2 {
@@ -57,20 +97,28 @@ enum MLKEMMath {
                     let zeta = zetas[index]
                     index += 1
                     for j in start..<(start + length) {
-                        let t = multiply(zeta, f[j + length])
-                        f[j + length] = subtractQ(f[j] &+ q &- t)
-                        f[j] = subtractQ(f[j] &+ t)
+                        let t = montgomeryMultiply(zeta, Int32(bitPattern: f[j + length]))
+                        let a = Int32(bitPattern: f[j])
+                        f[j + length] = UInt32(bitPattern: a &- t)
+                        f[j] = UInt32(bitPattern: a &+ t)
                     }
                     start += 2 * length
                 }
                 length >>= 1
             }
         }
+        for j in 0..<256 { f[j] = reduceSigned(Int32(bitPattern: f[j])) }
     }
 
-    /// NTT⁻¹ (FIPS 203, Algorithm 10), in place, including the final multiplication by 128⁻¹ = 3303.
+    /// NTT⁻¹ (FIPS 203, Algorithm 10), in place, including the final multiplication by 128⁻¹ = 3303;
+    /// coefficients in [0, q) in and out.
+    ///
+    /// Gentleman–Sande butterflies with Montgomery twiddles and lazy reduction: a sum is not reduced, so
+    /// it at most doubles per layer (below 2^7 · q after seven layers), and each difference is
+    /// Montgomery-multiplied back into (−q, q); every product stays far below the q · 2^31 that
+    /// ``montgomeryReduce(_:)`` allows. The scale 128⁻¹ is one more Montgomery multiplication.
     static func inverseNTT(_ f: UnsafeMutablePointer<UInt32>) {
-        zetas.withUnsafeBufferPointer { zetas in
+        montgomeryZetas.withUnsafeBufferPointer { zetas in
             var index = 127
             var length = 2
             while length <= 128 {
@@ -79,16 +127,20 @@ enum MLKEMMath {
                     let zeta = zetas[index]
                     index -= 1
                     for j in start..<(start + length) {
-                        let t = f[j]
-                        f[j] = subtractQ(t &+ f[j + length])
-                        f[j + length] = multiply(zeta, f[j + length] &+ q &- t)
+                        let t = Int32(bitPattern: f[j])
+                        let u = Int32(bitPattern: f[j + length])
+                        f[j] = UInt32(bitPattern: t &+ u)
+                        f[j + length] = UInt32(bitPattern: montgomeryMultiply(zeta, u &- t))
                     }
                     start += 2 * length
                 }
                 length <<= 1
             }
         }
-        for j in 0..<256 { f[j] = multiply(f[j], 3303) }
+        for j in 0..<256 {
+            let r = montgomeryMultiply(Int32(bitPattern: f[j]), montgomeryInverseScale)
+            f[j] = UInt32(bitPattern: r &+ (Int32(q) & (r &>> 31)))
+        }
     }
 
     /// h ← h + f ×_T g (FIPS 203, Algorithms 11 and 12, accumulated). Results stay below 2^32
@@ -148,23 +200,37 @@ enum MLKEMMath {
 
     /// SampleNTT (FIPS 203, Algorithm 7): rejection sampling from SHAKE128(ρ ‖ j ‖ i). The input
     /// and the rejections are public (they depend on ρ only).
+    ///
+    /// OpenSSL 3.0 squeezes a SHAKE once only, so one call takes four blocks (672 bytes, 448 candidates
+    /// for the 256 coefficients, each candidate kept with probability 3329/4096): they run short with
+    /// probability below 2^−40, and then the Swift sponge (``SHAKE128``) starts again and carries on
+    /// where the four blocks ended.
+    /// (`firstSqueezeBlocks` is 4; tests make it 1 to run the fallback.)
     static func sampleNTT(
-        seed: UnsafeRawBufferPointer, column j: UInt8, row i: UInt8, into a: UnsafeMutablePointer<UInt32>
+        seed: UnsafeRawBufferPointer, column j: UInt8, row i: UInt8, into a: UnsafeMutablePointer<UInt32>,
+        firstSqueezeBlocks: Int = 4
     ) {
-        var xof = SHAKE128()
-        xof.absorb(bufferPointer: seed)
-        withUnsafeBytes(of: (j, i)) { xof.absorb(bufferPointer: $0) }
-        var count = 0
-        withUnsafeTemporaryAllocation(byteCount: 168 * 3, alignment: 8) { block in
+        let blockBytes = 168
+        let firstSqueeze = firstSqueezeBlocks * blockBytes
+        withUnsafeTemporaryAllocation(byteCount: firstSqueeze, alignment: 8) { block in
             let bytes = UnsafeRawBufferPointer(block)
-            xof.squeeze(into: block)
+            withUnsafeBytes(of: (j, i)) { DigestContext.keccak(.shake128, seed, $0, into: block) }
+            var count = 0
             var position = 0
-            var available = block.count
+            var available = firstSqueeze
+            var fallback: SHAKE128?
             while count < 256 {
                 if position + 3 > available {
-                    xof.squeeze(into: UnsafeMutableRawBufferPointer(rebasing: block[0..<168]))
+                    if fallback == nil {
+                        var xof = SHAKE128()
+                        xof.absorb(bufferPointer: seed)
+                        withUnsafeBytes(of: (j, i)) { xof.absorb(bufferPointer: $0) }
+                        xof.squeeze(into: block)  // the blocks already used
+                        fallback = xof
+                    }
+                    fallback!.squeeze(into: UnsafeMutableRawBufferPointer(rebasing: block[0..<blockBytes]))
                     position = 0
-                    available = 168
+                    available = blockBytes
                 }
                 let b0 = UInt32(bytes[position])
                 let b1 = UInt32(bytes[position + 1])

@@ -46,6 +46,10 @@ enum OpenSSLAlgorithms {
     static let sha384 = FetchedAlgorithm.digest("SHA384")
     static let sha512 = FetchedAlgorithm.digest("SHA512")
     static let sha1 = FetchedAlgorithm.digest("SHA1")
+    static let sha3_256 = FetchedAlgorithm.digest("SHA3-256")
+    static let sha3_512 = FetchedAlgorithm.digest("SHA3-512")
+    static let shake128 = FetchedAlgorithm.digest("SHAKE128")
+    static let shake256 = FetchedAlgorithm.digest("SHAKE256")
     static let aes256GCM = FetchedAlgorithm.cipher("AES-256-GCM")
     static let chaCha20Poly1305 = FetchedAlgorithm.cipher("ChaCha20-Poly1305")
     static let hmac = FetchedAlgorithm.mac("HMAC")
@@ -58,6 +62,8 @@ enum OpenSSLAlgorithms {
         case .sha384: return sha384
         case .sha512: return sha512
         case .sha1: return sha1
+        case .sha3_256: return sha3_256
+        case .sha3_512: return sha3_512
         }
     }
 }
@@ -70,6 +76,8 @@ extension HashAlgorithm {
         case .sha384: return "SHA384"
         case .sha512: return "SHA512"
         case .sha1: return "SHA1"
+        case .sha3_256: return "SHA3-256"
+        case .sha3_512: return "SHA3-512"
         }
     }
 }

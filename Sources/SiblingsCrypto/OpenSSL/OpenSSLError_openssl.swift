@@ -90,6 +90,13 @@ func withNonNullBase<R>(_ buffer: UnsafeRawBufferPointer, _ body: (UnsafeRawPoin
 func withContiguousBytes<R>(
     _ data: some DataProtocol, _ body: (UnsafePointer<UInt8>, Int) throws -> R
 ) rethrows -> R {
+    // One region (Data, a slice, a buffer pointer): its own bytes, with no copy, so a secret passed in
+    // from wiped memory is not copied into a Data that nobody wipes.
+    if data.regions.count == 1, let region = data.regions.first {
+        return try region.withUnsafeBytes { buffer in
+            try withNonNullBase(buffer) { base, count in try body(base.assumingMemoryBound(to: UInt8.self), count) }
+        }
+    }
     let bytes = data.asData
     return try bytes.withUnsafeBytes { buffer in
         try withNonNullBase(buffer) { base, count in try body(base.assumingMemoryBound(to: UInt8.self), count) }

@@ -12,17 +12,24 @@ public enum XWing {
     /// The combiner's label, "\.//^\" (draft-connolly-cfrg-xwing-kem, section 5.3).
     static let label = Data([0x5c, 0x2e, 0x2f, 0x2f, 0x5e, 0x5c])
 
-    /// SHA3-256(ss_M ‖ ss_X ‖ ct_X ‖ pk_X ‖ label).
+    /// SHA3-256(ss_M ‖ ss_X ‖ ct_X ‖ pk_X ‖ label), hashed by OpenSSL straight into the key's wiped memory.
     static func combine(
         mlkemSecret: SymmetricKey, x25519Secret: SharedSecret, x25519Ciphertext: Data, x25519PublicKey: Data
     ) -> SymmetricKey {
-        var hash = SHA3_256()
-        mlkemSecret.withUnsafeBytes { hash.update(bufferPointer: $0) }
-        x25519Secret.withUnsafeBytes { hash.update(bufferPointer: $0) }
-        hash.update(data: x25519Ciphertext)
-        hash.update(data: x25519PublicKey)
-        hash.update(data: label)
-        return SymmetricKey(secureBytes: SecureBytes(hash.finalize()))
+        SymmetricKey(
+            secureBytes: SecureBytes(count: sharedSecretByteCount) { out in
+                mlkemSecret.withUnsafeBytes { ssM in
+                    x25519Secret.withUnsafeBytes { ssX in
+                        x25519Ciphertext.withUnsafeBytes { ctX in
+                            x25519PublicKey.withUnsafeBytes { pkX in
+                                label.withUnsafeBytes { label in
+                                    DigestContext.keccak(.sha3_256, ssM, ssX, ctX, pkX, label, into: out)
+                                }
+                            }
+                        }
+                    }
+                }
+            })
     }
 
     /// An X-Wing decapsulation key: the 32-byte seed, from which both component keys are expanded.
@@ -35,7 +42,8 @@ public enum XWing {
         /// A fresh key from 32 random bytes.
         public init() { self.init(source: SystemRandom()) }
 
-        /// A key from `source`'s next 32 bytes.
+        /// A key from `source`'s next 32 bytes (`@_spi(Testing)`: tests inject a deterministic source; production keys come from ``init()``).
+        @_spi(Testing)
         public init(source: some SecureRandomSource) {
             self.init(validSeed: SecureBytes(count: 32) { source.fill($0) })
         }
@@ -52,9 +60,7 @@ public enum XWing {
 
         private init(validSeed: SecureBytes) {
             let expanded = SecureBytes(count: 96) { out in
-                var shake = SHAKE256()
-                validSeed.withUnsafeBytes { shake.absorb(bufferPointer: $0) }
-                shake.squeeze(into: out)
+                validSeed.withUnsafeBytes { DigestContext.keccak(.shake256, $0, into: out) }
             }
             do {
                 mlkem = try expanded.withUnsafeBytes { try MLKEM768.PrivateKey(seedRepresentation: $0[0..<64]) }
@@ -120,23 +126,28 @@ public enum XWing {
 
         /// Encapsulation (section 5.3) with 64 fresh random bytes.
         public func encapsulate() throws -> KEMEncapsulationResult {
-            try encapsulate(randomness: SecureRandom.bytes(count: 64))
+            try encapsulate(eseed: SecureBytes(count: 64) { SecureRandom.fill($0) })
         }
 
         /// The derandomized encapsulation: `randomness` is eseed (64 bytes), ML-KEM's m then X25519's
-        /// ephemeral scalar. For tests and test vectors.
+        /// ephemeral scalar. For known-answer tests only (`@_spi(Testing)`).
+        @_spi(Testing)
         public func encapsulate(randomness: some DataProtocol) throws -> KEMEncapsulationResult {
             guard randomness.count == 64 else {
                 throw CryptoError.incorrectParameterSize(
                     "X-Wing encapsulation randomness", expected: "64", got: randomness.count)
             }
-            let eseed = SecureBytes(randomness)
+            return try encapsulate(eseed: SecureBytes(randomness))
+        }
+
+        /// Encapsulation from eseed, which stays in wiped memory: ML-KEM's m is read from it in place.
+        func encapsulate(eseed: SecureBytes) throws -> KEMEncapsulationResult {
             let ephemeral = try eseed.withUnsafeBytes {
                 try Curve25519.KeyAgreement.PrivateKey(rawRepresentation: $0[32..<64])
             }
             let ctX = ephemeral.publicKey.rawRepresentation
             let ssX = try ephemeral.sharedSecretFromKeyAgreement(with: x25519)
-            let kem = try eseed.withUnsafeBytes { try mlkem.encapsulate(randomness: $0[0..<32]) }
+            let kem = eseed.withUnsafeBytes { mlkem.encapsulate(m: UnsafeRawBufferPointer(rebasing: $0[0..<32])) }
             let shared = XWing.combine(
                 mlkemSecret: kem.sharedSecret, x25519Secret: ssX, x25519Ciphertext: ctX,
                 x25519PublicKey: x25519.rawRepresentation)

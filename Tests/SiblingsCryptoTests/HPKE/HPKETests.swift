@@ -69,11 +69,4 @@ struct HPKETests {
         expectCryptoError(.authenticationFailure) { try wrongSuite.open(first) }
         expectCryptoError(.authenticationFailure) { try recipient.open(Data(count: 15)) }
     }
-
-    @Test("DeriveKeyPair is SHAKE256(ikm, 32) as the X-Wing seed")
-    func deriveKeyPair() throws {
-        let ikm = randomBytes(32)
-        let key = try HPKE.deriveKeyPair(inputKeyMaterial: ikm)
-        #expect(key.seedRepresentation == SHAKE256.hash(data: ikm, outputByteCount: 32))
-    }
 }

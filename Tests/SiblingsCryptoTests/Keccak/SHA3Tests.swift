@@ -13,9 +13,11 @@ struct SHA3Tests {
         for length in lengths {
             let message = randomBytes(length)
             #expect(
-                SHA3_256.hash(data: message) == (try oracle.bytes("digest", ["hash": "sha3-256", "message": message])))
+                SHA3_256.hash(data: message).rawRepresentation
+                    == (try oracle.bytes("digest", ["hash": "sha3-256", "message": message])))
             #expect(
-                SHA3_512.hash(data: message) == (try oracle.bytes("digest", ["hash": "sha3-512", "message": message])))
+                SHA3_512.hash(data: message).rawRepresentation
+                    == (try oracle.bytes("digest", ["hash": "sha3-512", "message": message])))
             let outputLength = randomLength(1...600)
             #expect(
                 SHAKE128.hash(data: message, outputByteCount: outputLength)

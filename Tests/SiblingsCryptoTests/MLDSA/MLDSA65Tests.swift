@@ -1,5 +1,5 @@
 import Foundation
-import SiblingsCrypto
+@_spi(Testing) import SiblingsCrypto
 import SiblingsTestSupport
 import Testing
 
