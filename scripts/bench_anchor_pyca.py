@@ -71,6 +71,7 @@ def main():
     message = os.urandom(64)
     signature = dsa.sign(message, b"ctx")
     dsa_public = dsa.public_key()
+    dsa_public_bytes = dsa_public.public_bytes_raw()
     xseed = os.urandom(32)
     xpk = xwing_keygen(xseed)
     xpk_m = mlkem.MLKEM768PublicKey.from_public_bytes(xpk[:1184])
@@ -88,6 +89,9 @@ def main():
         "mldsa65.keygen": lambda: mldsa.MLDSA65PrivateKey.from_seed_bytes(seed64[:32]).public_key().public_bytes_raw(),
         "mldsa65.sign": lambda: dsa.sign(message, b"ctx"),
         "mldsa65.verify": lambda: dsa_public.verify(signature, message, b"ctx"),
+        "mldsa65.verify+decode": lambda: mldsa.MLDSA65PublicKey.from_public_bytes(dsa_public_bytes).verify(
+            signature, message, b"ctx"
+        ),
         "xwing.keygen": lambda: xwing_keygen(xseed),
         "xwing.encaps": lambda: xwing_encaps(xpk_m, xpk_x),
         "xwing.decaps": lambda: xwing_decaps(xsk_m, xsk_x, xpk_x, xct),

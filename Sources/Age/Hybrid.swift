@@ -34,7 +34,8 @@ public struct HybridRecipient: AgeRecipient, Equatable, CustomStringConvertible 
     public var labels: Set<String> { ["postquantum"] }
 
     public func wrap(fileKey: SymmetricKey) throws -> [AgeStanza] {
-        var sender = try HPKE.Sender(recipientKey: publicKey, ciphersuite: .xWingSHA256ChaChaPoly, info: Self.info)
+        var sender = try HPKE.Sender(
+            recipientKey: publicKey, ciphersuite: .XWingMLKEM768X25519_SHA256_ChachaPoly, info: Self.info)
         let body = try fileKey.withUnsafeBytes { try sender.seal($0) }
         return [
             AgeStanza(
@@ -81,7 +82,8 @@ public struct HybridIdentity: AgeIdentity, CustomStringConvertible {
             var recipient: HPKE.Recipient
             do {
                 recipient = try HPKE.Recipient(
-                    privateKey: privateKey, ciphersuite: .xWingSHA256ChaChaPoly, info: HybridRecipient.info,
+                    privateKey: privateKey, ciphersuite: .XWingMLKEM768X25519_SHA256_ChachaPoly,
+                    info: HybridRecipient.info,
                     encapsulatedKey: enc)
             } catch let error as CryptoError where error.code == .invalidSharedSecret {
                 throw AgeError.header(

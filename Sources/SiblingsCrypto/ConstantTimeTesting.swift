@@ -76,7 +76,7 @@ extension MLKEM768.PrivateKey {
     public func poisonSecrets() {
         sHat.poison()
         z.poison()
-        seed?.poison()
+        seed.poison()
     }
 }
 

@@ -13,6 +13,7 @@ public struct CryptoError: Error, Sendable, CustomStringConvertible {
             case invalidParameter
             case authenticationFailure
             case invalidSharedSecret
+            case publicKeyMismatch
             case underlyingLibrary
             case io
         }
@@ -31,6 +32,9 @@ public struct CryptoError: Error, Sendable, CustomStringConvertible {
         public static let authenticationFailure = Code(backing: .authenticationFailure)
         /// A key agreement produced an all-zero (contributory-failure) shared secret.
         public static let invalidSharedSecret = Code(backing: .invalidSharedSecret)
+        /// A private key's seed does not give the public key it was stored or passed with (CryptoKit's
+        /// `KEM.Errors.publicKeyMismatchDuringInitialization`): the stored key is corrupt or not this one.
+        public static let publicKeyMismatch = Code(backing: .publicKeyMismatch)
         /// OpenSSL reported a failure that no input check predicted; the reason carries its error queue.
         public static let underlyingLibrary = Code(backing: .underlyingLibrary)
         /// Reading or writing a file failed.
@@ -58,6 +62,13 @@ public struct CryptoError: Error, Sendable, CustomStringConvertible {
     ) -> CryptoError {
         CryptoError(
             .incorrectKeySize, "\(what) must be \(expected) bytes, got \(got)", file: file, line: line)
+    }
+
+    static func publicKeyMismatch(_ what: String, file: String = #fileID, line: UInt = #line) -> CryptoError {
+        CryptoError(
+            .publicKeyMismatch,
+            "the \(what) seed does not give the public key it came with: the stored key is corrupt or another key's; "
+                + "restore it from a good copy", file: file, line: line)
     }
 
     static func incorrectParameterSize(

@@ -21,11 +21,15 @@ struct ReadmeExamplesTests {
         #expect(okm.bitCount == 256)
 
         let inbox = XWing.PrivateKey()
+        let stored = inbox.integrityCheckedRepresentation
+        let again = try XWing.PrivateKey(integrityCheckedRepresentation: stored)
+        #expect(again.publicKey == inbox.publicKey)
         var sender = try HPKE.Sender(
-            recipientKey: inbox.publicKey, ciphersuite: .xWingSHA256ChaChaPoly, info: Data("pixie/sign-in".utf8))
+            recipientKey: inbox.publicKey, ciphersuite: .XWingMLKEM768X25519_SHA256_ChachaPoly,
+            info: Data("pixie/sign-in".utf8))
         let sealed = try sender.seal(Data("SignInRequest".utf8))
         var recipient = try HPKE.Recipient(
-            privateKey: inbox, ciphersuite: .xWingSHA256ChaChaPoly, info: Data("pixie/sign-in".utf8),
+            privateKey: inbox, ciphersuite: .XWingMLKEM768X25519_SHA256_ChachaPoly, info: Data("pixie/sign-in".utf8),
             encapsulatedKey: sender.encapsulatedKey)
         let request = try recipient.open(sealed)
         #expect(request == Data("SignInRequest".utf8))

@@ -70,7 +70,7 @@ if CommandLine.arguments.contains("--poison-reaches-output") {
     // Proves the poisoning reaches the computation: branching on an undeclassified decapsulated key
     // must be reported.
     let kem = MLKEM768.PrivateKey()
-    let encapsulation = kem.publicKey.encapsulate()
+    let encapsulation = try kem.publicKey.encapsulate()
     kem.poisonSecrets()
     let shared = try kem.decapsulate(encapsulation.encapsulated)
     if shared.withUnsafeBytes({ $0[0] }) > 0x80 {
@@ -122,10 +122,11 @@ do {
     let info = Data("constant time".utf8)
     let message = poisoned(100)
     var sender = try HPKE.Sender(
-        recipientKey: xwing.publicKey, ciphersuite: .xWingSHA256ChaChaPoly, info: info, randomness: poisoned(64))
+        recipientKey: xwing.publicKey, ciphersuite: .XWingMLKEM768X25519_SHA256_ChachaPoly, info: info,
+        randomness: poisoned(64))
     let box = declassify(try sender.seal(message))
     var recipient = try HPKE.Recipient(
-        privateKey: xwing, ciphersuite: .xWingSHA256ChaChaPoly, info: info,
+        privateKey: xwing, ciphersuite: .XWingMLKEM768X25519_SHA256_ChachaPoly, info: info,
         encapsulatedKey: declassify(sender.encapsulatedKey))
     check(declassify(try recipient.open(box)) == declassify(message), "HPKE")
     let exported = declassify(try sender.exportSecret(context: info, outputByteCount: 32))

@@ -1,5 +1,5 @@
 import Foundation
-import SiblingsCrypto
+@_spi(Testing) import SiblingsCrypto
 import Testing
 
 /// Every public decoding initializer, fed random bytes of every length around the right one: it
@@ -21,10 +21,36 @@ struct DecodingRobustnessTests {
         ("ChaChaPoly box", 40, { try ChaChaPoly.SealedBox(combined: $0) }),
         ("ML-KEM-768 public", 1184, { try MLKEM768.PublicKey(rawRepresentation: $0) }),
         ("ML-KEM-768 seed", 64, { try MLKEM768.PrivateKey(seedRepresentation: $0) }),
-        ("ML-KEM-768 expanded", 2400, { try MLKEM768.PrivateKey(expandedRepresentation: $0) }),
+        ("ML-KEM-768 expanded", 2400, { try MLKEM768.ExpandedPrivateKey(expandedRepresentation: $0) }),
         ("X-Wing public", 1216, { try XWing.PublicKey(rawRepresentation: $0) }),
         ("X-Wing seed", 32, { try XWing.PrivateKey(seedRepresentation: $0) }),
+        ("ML-KEM-768 integrity-checked", 96, { try MLKEM768.PrivateKey(integrityCheckedRepresentation: $0) }),
+        ("X-Wing integrity-checked", 64, { try XWing.PrivateKey(integrityCheckedRepresentation: $0) }),
+        ("ML-DSA-65 public", 1952, { try MLDSA65.PublicKey(rawRepresentation: $0) }),
+        ("ML-DSA-65 seed", 32, { try MLDSA65.PrivateKey(seedRepresentation: $0) }),
+        ("ML-DSA-65 integrity-checked", 64, { try MLDSA65.PrivateKey(integrityCheckedRepresentation: $0) }),
+        ("hybrid public", 1984, { try HybridSignature.PublicKey(rawRepresentation: $0) }),
+        ("hybrid seed", 32, { try HybridSignature.PrivateKey(seedRepresentation: $0) }),
+        ("hybrid signature", 3373, { try HybridSignature.Signature(rawRepresentation: $0) }),
     ]
+
+    /// ML-DSA-65 and hybrid verification of garbage of every length around a signature's: false, never a
+    /// crash (sigDecode's hint checks run on random bytes).
+    @Test("signature verifiers return false for random bytes of every length around a signature's")
+    func signatureGarbage() throws {
+        let mldsa = MLDSA65.PrivateKey().publicKey
+        let hybrid = HybridSignature.PrivateKey().publicKey
+        let message = Data("m".utf8)
+        for length in [0, 1, 3308, 3309, 3310, 6618] {
+            for _ in 0..<20 {
+                #expect(!mldsa.isValidSignature(randomBytes(length), for: message))
+            }
+        }
+        for _ in 0..<20 {
+            let signature = try HybridSignature.Signature(rawRepresentation: randomBytes(3373))
+            #expect(!hybrid.isValidSignature(signature, for: message, context: Data()))
+        }
+    }
 
     @Test("random bytes at, around and far from each expected length")
     func garbage() {

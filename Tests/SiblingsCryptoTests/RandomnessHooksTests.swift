@@ -22,7 +22,7 @@ struct RandomnessHooksTests {
         "_ = Curve25519.KeyAgreement.PrivateKey(source: random)",
         "_ = Curve25519.Signing.PrivateKey(source: random)",
         "_ = P256.Signing.PrivateKey(source: random)",
-        "_ = try HPKE.Sender(recipientKey: XWing.PrivateKey().publicKey, ciphersuite: .xWingSHA256ChaChaPoly, info: Data(), randomness: Data(count: 64))",
+        "_ = try HPKE.Sender(recipientKey: XWing.PrivateKey().publicKey, ciphersuite: .XWingMLKEM768X25519_SHA256_ChachaPoly, info: Data(), randomness: Data(count: 64))",
         "_ = VOPRF.PrivateKey(using: random)",
         "_ = try client.blind([Data()], blinds: [Data(count: 32)], using: random)",
         "_ = try server.blindEvaluate([Data(count: 32)], proofRandomness: Data(count: 32), using: random)",

@@ -2,29 +2,47 @@ import Foundation
 
 /// Hybrid Public Key Encryption (RFC 9180), base mode, with KEM X-Wing (0x647a), KDF HKDF-SHA256
 /// (0x0001) and AEAD AES-256-GCM (0x0002) or ChaCha20-Poly1305 (0x0003). Shaped like CryptoKit's HPKE:
-/// a `Sender` that seals to a recipient's key, a `Recipient` that opens.
+/// a `Sender` that seals to a recipient's key, a `Recipient` that opens, a `Ciphersuite(kem:kdf:aead:)`
+/// with CryptoKit's case names (only the ones this package implements).
 public enum HPKE {
-    /// A ciphersuite: the KEM is always X-Wing and the KDF HKDF-SHA256; the AEAD is chosen.
-    public struct Ciphersuite: Sendable, Hashable {
-        public enum AEAD: UInt16, Sendable {
-            case aes256GCM = 0x0002
-            case chaCha20Poly1305 = 0x0003
-        }
+    /// The KEMs (RFC 9180, section 7.1; X-Wing's id from draft-connolly-cfrg-xwing-kem).
+    public enum KEM: UInt16, CaseIterable, Hashable, Sendable {
+        case XWingMLKEM768X25519 = 0x647a
+    }
 
-        public static let kemID: UInt16 = 0x647a
-        public static let kdfID: UInt16 = 0x0001
+    /// The KDFs (RFC 9180, section 7.2).
+    public enum KDF: UInt16, CaseIterable, Hashable, Sendable {
+        case HKDF_SHA256 = 0x0001
+    }
+
+    /// The AEADs (RFC 9180, section 7.3).
+    public enum AEAD: UInt16, CaseIterable, Hashable, Sendable {
+        case AES_GCM_256 = 0x0002
+        case chaChaPoly = 0x0003
+    }
+
+    /// A ciphersuite: KEM, KDF and AEAD (CryptoKit's `HPKE.Ciphersuite`).
+    public struct Ciphersuite: Sendable, Hashable {
+        public let kem: KEM
+        public let kdf: KDF
         public let aead: AEAD
 
-        public init(aead: AEAD) { self.aead = aead }
+        public init(kem: KEM, kdf: KDF, aead: AEAD) {
+            self.kem = kem
+            self.kdf = kdf
+            self.aead = aead
+        }
 
+        /// X-Wing, HKDF-SHA256, AES-256-GCM (CryptoKit's name).
+        public static let XWingMLKEM768X25519_SHA256_AES_GCM_256 = Ciphersuite(
+            kem: .XWingMLKEM768X25519, kdf: .HKDF_SHA256, aead: .AES_GCM_256)
         /// X-Wing, HKDF-SHA256, ChaCha20-Poly1305: age's mlkem768x25519 stanza uses this one.
-        public static let xWingSHA256ChaChaPoly = Ciphersuite(aead: .chaCha20Poly1305)
-        /// X-Wing, HKDF-SHA256, AES-256-GCM.
-        public static let xWingSHA256AES256GCM = Ciphersuite(aead: .aes256GCM)
+        public static let XWingMLKEM768X25519_SHA256_ChachaPoly = Ciphersuite(
+            kem: .XWingMLKEM768X25519, kdf: .HKDF_SHA256, aead: .chaChaPoly)
 
         /// suite_id = "HPKE" ‖ I2OSP(kem_id, 2) ‖ I2OSP(kdf_id, 2) ‖ I2OSP(aead_id, 2) (RFC 9180, section 5.1).
         var identifier: Data {
-            Data("HPKE".utf8) + bigEndian(Self.kemID) + bigEndian(Self.kdfID) + bigEndian(aead.rawValue)
+            Data("HPKE".utf8) + bigEndian(kem.rawValue) + bigEndian(kdf.rawValue) + bigEndian(aead.rawValue)
         }
     }
 
@@ -59,7 +77,7 @@ public enum HPKE {
 
         private init(
             recipientKey: XWing.PublicKey, ciphersuite: Ciphersuite, info: some DataProtocol,
-            encapsulation: KEMEncapsulationResult
+            encapsulation: SiblingsCrypto.KEM.EncapsulationResult
         ) throws {
             encapsulatedKey = encapsulation.encapsulated
             context = try Context(sharedSecret: encapsulation.sharedSecret, ciphersuite: ciphersuite, info: info.asData)
@@ -155,11 +173,11 @@ public enum HPKE {
         mutating func seal(_ message: some DataProtocol, aad: some DataProtocol) throws -> Data {
             let sealed: Data
             switch ciphersuite.aead {
-            case .aes256GCM:
+            case .AES_GCM_256:
                 let box = try AES.GCM.seal(
                     message, using: key, nonce: try AES.GCM.Nonce(data: nonce()), authenticating: aad)
                 sealed = box.ciphertext + box.tag
-            case .chaCha20Poly1305:
+            case .chaChaPoly:
                 let box = try ChaChaPoly.seal(
                     message, using: key, nonce: try ChaChaPoly.Nonce(data: nonce()), authenticating: aad)
                 sealed = box.ciphertext + box.tag
@@ -176,12 +194,12 @@ public enum HPKE {
             }
             let opened: Data
             switch ciphersuite.aead {
-            case .aes256GCM:
+            case .AES_GCM_256:
                 opened = try AES.GCM.open(
                     try AES.GCM.SealedBox(
                         nonce: try AES.GCM.Nonce(data: nonce()), ciphertext: bytes.dropLast(16), tag: bytes.suffix(16)),
                     using: key, authenticating: aad)
-            case .chaCha20Poly1305:
+            case .chaChaPoly:
                 opened = try ChaChaPoly.open(
                     try ChaChaPoly.SealedBox(
                         nonce: try ChaChaPoly.Nonce(data: nonce()), ciphertext: bytes.dropLast(16),

@@ -55,14 +55,25 @@ extension MLDSA65 {
             self.init(validSeed: SecureBytes(count: MLDSA65.seedByteCount) { source.fill($0) })
         }
 
-        /// ML-DSA.KeyGen_internal(ξ) (FIPS 204, Algorithm 6) from the 32-byte seed ξ.
-        public init(seedRepresentation: some DataProtocol) throws {
+        /// ML-DSA.KeyGen_internal(ξ) (FIPS 204, Algorithm 6) from the 32-byte seed ξ. With `publicKey`, the
+        /// key made from the seed must have that public key, or ``CryptoError/Code/publicKeyMismatch`` is
+        /// thrown (CryptoKit's `init(seedRepresentation:publicKey:)`).
+        public init(seedRepresentation: some DataProtocol, publicKey: PublicKey? = nil) throws {
             guard seedRepresentation.count == MLDSA65.seedByteCount else {
                 throw CryptoError.incorrectKeySize(
                     "an ML-DSA-65 private key seed (ξ)", expected: MLDSA65.seedByteCount,
                     got: seedRepresentation.count)
             }
             self.init(validSeed: SecureBytes(seedRepresentation))
+            if let publicKey, publicKey != self.publicKey { throw CryptoError.publicKeyMismatch("ML-DSA-65 key's") }
+        }
+
+        /// The key from CryptoKit's integrity-checked form, ξ then SHA3-256 of the public key (64 bytes); a
+        /// hash that does not match the key ξ gives throws ``CryptoError/Code/publicKeyMismatch``.
+        public init(integrityCheckedRepresentation: some DataProtocol) throws {
+            self = try fromIntegrityChecked(
+                integrityCheckedRepresentation, seedByteCount: MLDSA65.seedByteCount, what: "ML-DSA-65 key",
+                make: { try PrivateKey(seedRepresentation: $0) }, publicKey: { $0.publicKey.rawRepresentation })
         }
 
         private init(validSeed: SecureBytes) {
@@ -74,6 +85,11 @@ extension MLDSA65 {
 
         /// ξ, the 32-byte seed the key was generated from. Keep it secret.
         public var seedRepresentation: Data { seed.withUnsafeBytes { Data($0) } }
+
+        /// ξ ‖ SHA3-256(public key) (64 bytes), CryptoKit's form for storing a key. Keep it secret.
+        public var integrityCheckedRepresentation: Data {
+            seed.integrityChecked(publicKey: publicKey.rawRepresentation)
+        }
 
         /// The 4032-byte skEncode form (FIPS 204, Algorithm 24). Keep it secret.
         public var expandedRepresentation: Data { expanded.withUnsafeBytes { Data($0) } }

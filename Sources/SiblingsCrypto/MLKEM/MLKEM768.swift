@@ -1,13 +1,7 @@
 import Foundation
 
-/// The result of a KEM encapsulation: the shared secret to use, and the bytes to send to the holder
-/// of the private key (CryptoKit's `KEM.EncapsulationResult`).
-public struct KEMEncapsulationResult: Sendable {
-    public let sharedSecret: SymmetricKey
-    public let encapsulated: Data
-}
-
-/// ML-KEM-768 (FIPS 203), written in Swift.
+/// ML-KEM-768 (FIPS 203), written in Swift, with CryptoKit's names (`MLKEM768`): keys are kept as the
+/// 64-byte seed d ‖ z (``PrivateKey/seedRepresentation``) or CryptoKit's integrity-checked form.
 public enum MLKEM768 {
     public static let publicKeyByteCount = 1184
     /// The expanded decapsulation key dk = dk_PKE ‖ ek ‖ H(ek) ‖ z (FIPS 203, Algorithm 16).
@@ -78,8 +72,9 @@ public enum MLKEM768 {
             self.hash = Self.hashOf(rawRepresentation)
         }
 
-        /// ML-KEM.Encaps (FIPS 203, Algorithm 20) with 32 fresh random bytes.
-        public func encapsulate() -> KEMEncapsulationResult {
+        /// ML-KEM.Encaps (FIPS 203, Algorithm 20) with 32 fresh random bytes. It does not fail; it throws, as
+        /// CryptoKit's does, so that every KEM's `encapsulate()` reads the same.
+        public func encapsulate() throws -> KEM.EncapsulationResult {
             withUnsafeTemporaryAllocation(byteCount: 32, alignment: 8) { m in
                 defer { OpenSSLMemory.cleanse(m) }
                 SecureRandom.fill(m)
@@ -91,7 +86,7 @@ public enum MLKEM768 {
         /// derandomized form, for known-answer tests only (`@_spi(Testing)`): the same m twice gives the same
         /// shared secret to anyone who sees both ciphertexts.
         @_spi(Testing)
-        public func encapsulate(randomness: some DataProtocol) throws -> KEMEncapsulationResult {
+        public func encapsulate(randomness: some DataProtocol) throws -> KEM.EncapsulationResult {
             guard randomness.count == 32 else {
                 throw CryptoError.incorrectParameterSize(
                     "ML-KEM encapsulation randomness", expected: "32", got: randomness.count)
@@ -100,7 +95,7 @@ public enum MLKEM768 {
             return m.withUnsafeBytes { encapsulate(m: $0) }
         }
 
-        func encapsulate(m: UnsafeRawBufferPointer) -> KEMEncapsulationResult {
+        func encapsulate(m: UnsafeRawBufferPointer) -> KEM.EncapsulationResult {
             withUnsafeTemporaryAllocation(byteCount: 64, alignment: 8) { kr in
                 defer { OpenSSLMemory.cleanse(kr) }
                 // (K, r) = G(m ‖ H(ek)), hashed straight into the wiped buffer.
@@ -108,7 +103,7 @@ public enum MLKEM768 {
                 let ciphertext = Data.uninitialized(count: KPKE.ciphertextBytes) { out in
                     encrypt(m: m, r: UnsafeRawBufferPointer(rebasing: kr[32..<64]), into: out.baseAddress!)
                 }
-                return KEMEncapsulationResult(
+                return KEM.EncapsulationResult(
                     sharedSecret: SymmetricKey(secureBytes: SecureBytes(UnsafeRawBufferPointer(rebasing: kr[0..<32]))),
                     encapsulated: ciphertext)
             }
@@ -125,14 +120,14 @@ public enum MLKEM768 {
         public static func == (lhs: Self, rhs: Self) -> Bool { lhs.rawRepresentation == rhs.rawRepresentation }
     }
 
-    /// A decapsulation key.
+    /// A decapsulation key, kept as its seed d ‖ z with ŝ and z expanded.
     public struct PrivateKey: Sendable {
         /// ŝ in the NTT domain (768 coefficients), wiped when the key goes away.
         let sHat: SecureBytes
         /// z, the implicit-rejection secret.
         let z: SecureBytes
-        /// d ‖ z when the key was made from a seed; nil when it was decoded from the expanded form.
-        let seed: SecureBytes?
+        /// d ‖ z.
+        let seed: SecureBytes
         public let publicKey: PublicKey
 
         /// A fresh key from 64 random bytes d ‖ z.
@@ -140,20 +135,32 @@ public enum MLKEM768 {
             self.init(source: SystemRandom())
         }
 
-        /// A key from `source`'s next 64 bytes, taken as d ‖ z (`@_spi(Testing)`: tests inject a deterministic source; production keys come from ``init()``).
+        /// A key from `source`'s next 64 bytes, taken as d ‖ z (`@_spi(Testing)`: tests inject a deterministic
+        /// source; production keys come from ``init()``).
         @_spi(Testing)
         public init(source: some SecureRandomSource) {
             let seed = SecureBytes(count: 64) { source.fill($0) }
             self.init(validSeed: seed)
         }
 
-        /// ML-KEM.KeyGen_internal(d, z) (FIPS 203, Algorithm 16) from the 64-byte seed d ‖ z.
-        public init(seedRepresentation: some DataProtocol) throws {
+        /// ML-KEM.KeyGen_internal(d, z) (FIPS 203, Algorithm 16) from the 64-byte seed d ‖ z. With
+        /// `publicKey`, the key made from the seed must have that public key, or
+        /// ``CryptoError/Code/publicKeyMismatch`` is thrown (CryptoKit's `init(seedRepresentation:publicKey:)`).
+        public init(seedRepresentation: some DataProtocol, publicKey: PublicKey? = nil) throws {
             guard seedRepresentation.count == MLKEM768.seedByteCount else {
                 throw CryptoError.incorrectKeySize(
                     "an ML-KEM-768 seed (d ‖ z)", expected: MLKEM768.seedByteCount, got: seedRepresentation.count)
             }
             self.init(validSeed: SecureBytes(seedRepresentation))
+            if let publicKey, publicKey != self.publicKey { throw CryptoError.publicKeyMismatch("ML-KEM-768 key's") }
+        }
+
+        /// The key from CryptoKit's integrity-checked form, the seed d ‖ z then SHA3-256 of the public key (96
+        /// bytes); a hash that does not match the key the seed gives throws ``CryptoError/Code/publicKeyMismatch``.
+        public init(integrityCheckedRepresentation: some DataProtocol) throws {
+            self = try fromIntegrityChecked(
+                integrityCheckedRepresentation, seedByteCount: MLKEM768.seedByteCount, what: "ML-KEM-768 key",
+                make: { try PrivateKey(seedRepresentation: $0) }, publicKey: { $0.publicKey.rawRepresentation })
         }
 
         private init(validSeed: SecureBytes) {
@@ -186,8 +193,37 @@ public enum MLKEM768 {
             self.publicKey = PublicKey(rawRepresentation: ek, tHat: tHat, matrix: matrix)
         }
 
-        /// Decodes the expanded 2400-byte dk and runs the decapsulation-key checks of FIPS 203,
-        /// section 7.3: the embedded ek passes the modulus check, and H(ek) matches the stored hash.
+        /// d ‖ z (64 bytes). Keep it secret.
+        public var seedRepresentation: Data { seed.withUnsafeBytes { Data($0) } }
+
+        /// d ‖ z ‖ SHA3-256(ek) (96 bytes), CryptoKit's form for storing a key. Keep it secret.
+        public var integrityCheckedRepresentation: Data {
+            seed.integrityChecked(publicKey: publicKey.rawRepresentation)
+        }
+
+        /// dk = ByteEncode12(ŝ) ‖ ek ‖ H(ek) ‖ z (2400 bytes), FIPS 203's expanded form, for the known-answer
+        /// tests (`@_spi(Testing)`). Keep it secret.
+        @_spi(Testing)
+        public var expandedRepresentation: Data { MLKEM768.expanded(sHat: sHat, z: z, publicKey: publicKey) }
+
+        /// ML-KEM.Decaps (FIPS 203, Algorithms 18 and 21). A ciphertext of the wrong length is refused
+        /// with `.incorrectParameterSize`; any other ciphertext yields a key: the real one, or, when the
+        /// re-encryption does not match, the implicit-rejection key J(z ‖ c), chosen without a branch.
+        public func decapsulate(_ ciphertext: some DataProtocol) throws -> SymmetricKey {
+            try MLKEM768.decapsulate(ciphertext, sHat: sHat, z: z, publicKey: publicKey)
+        }
+    }
+
+    /// A decapsulation key decoded from FIPS 203's 2400-byte expanded form dk, which holds no seed: for the
+    /// NIST decapsulation known-answer tests only (`@_spi(Testing)`); keys are kept as seeds.
+    @_spi(Testing)
+    public struct ExpandedPrivateKey: Sendable {
+        let sHat: SecureBytes
+        let z: SecureBytes
+        public let publicKey: PublicKey
+
+        /// Decodes dk and runs the decapsulation-key checks of FIPS 203, section 7.3: the embedded ek passes
+        /// the modulus check, and H(ek) matches the stored hash.
         public init(expandedRepresentation: some DataProtocol) throws {
             guard expandedRepresentation.count == MLKEM768.expandedPrivateKeyByteCount else {
                 throw CryptoError.incorrectKeySize(
@@ -214,69 +250,73 @@ public enum MLKEM768 {
                 }
             }
             self.z = dk.withUnsafeBytes { SecureBytes(UnsafeRawBufferPointer(rebasing: $0[2368..<2400])) }
-            self.seed = nil
             self.publicKey = publicKey
         }
 
-        /// d ‖ z (64 bytes), or nil for a key decoded from its expanded form. Keep it secret.
-        public var seedRepresentation: Data? { seed?.withUnsafeBytes { Data($0) } }
+        /// dk (2400 bytes). Keep it secret.
+        public var expandedRepresentation: Data { MLKEM768.expanded(sHat: sHat, z: z, publicKey: publicKey) }
 
-        /// dk = ByteEncode12(ŝ) ‖ ek ‖ H(ek) ‖ z (2400 bytes). Keep it secret.
-        public var expandedRepresentation: Data {
-            var out = Data(count: MLKEM768.expandedPrivateKeyByteCount)
-            out.withUnsafeMutableBytes { buffer in
-                sHat.withUnsafeBytes { s in
-                    let coefficients = s.bindMemory(to: UInt32.self).baseAddress!
-                    for i in 0..<3 {
-                        MLKEMMath.encode(coefficients + i * 256, bits: 12, into: buffer.baseAddress! + i * 384)
-                    }
-                }
-            }
-            out.replaceSubrange(1152..<2336, with: publicKey.rawRepresentation)
-            out.replaceSubrange(2336..<2368, with: publicKey.hash)
-            z.withUnsafeBytes { out.replaceSubrange(2368..<2400, with: $0) }
-            return out
-        }
-
-        /// ML-KEM.Decaps (FIPS 203, Algorithms 18 and 21). A ciphertext of the wrong length is refused
-        /// with `.incorrectParameterSize`; any other ciphertext yields a key: the real one, or, when the
-        /// re-encryption does not match, the implicit-rejection key J(z ‖ c), chosen without a branch.
+        /// ML-KEM.Decaps, as ``PrivateKey/decapsulate(_:)``.
         public func decapsulate(_ ciphertext: some DataProtocol) throws -> SymmetricKey {
-            guard ciphertext.count == MLKEM768.ciphertextByteCount else {
-                throw CryptoError.incorrectParameterSize(
-                    "an ML-KEM-768 ciphertext", expected: "\(MLKEM768.ciphertextByteCount)", got: ciphertext.count)
+            try MLKEM768.decapsulate(ciphertext, sHat: sHat, z: z, publicKey: publicKey)
+        }
+    }
+
+    /// dk = ByteEncode12(ŝ) ‖ ek ‖ H(ek) ‖ z.
+    static func expanded(sHat: SecureBytes, z: SecureBytes, publicKey: PublicKey) -> Data {
+        var out = Data(count: MLKEM768.expandedPrivateKeyByteCount)
+        out.withUnsafeMutableBytes { buffer in
+            sHat.withUnsafeBytes { s in
+                let coefficients = s.bindMemory(to: UInt32.self).baseAddress!
+                for i in 0..<3 {
+                    MLKEMMath.encode(coefficients + i * 256, bits: 12, into: buffer.baseAddress! + i * 384)
+                }
             }
-            let c = ciphertext.asData
-            let shared = SecureBytes(count: 32) { result in
-                withUnsafeTemporaryAllocation(byteCount: 32 + 64 + 32 + KPKE.ciphertextBytes, alignment: 8) { scratch in
-                    defer { OpenSSLMemory.cleanse(scratch) }
-                    let m = UnsafeMutableRawBufferPointer(rebasing: scratch[0..<32])
-                    let kr = UnsafeMutableRawBufferPointer(rebasing: scratch[32..<96])
-                    let rejection = UnsafeMutableRawBufferPointer(rebasing: scratch[96..<128])
-                    let reencrypted = UnsafeMutableRawBufferPointer(rebasing: scratch[128...])
-                    c.withUnsafeBytes { cBytes in
-                        sHat.withUnsafeBytes { s in
-                            KPKE.decrypt(
-                                sHat: s.bindMemory(to: UInt32.self).baseAddress!, ciphertext: cBytes.baseAddress!,
-                                into: m)
-                        }
-                        // (K′, r′) = G(m′ ‖ h); K̄ = J(z ‖ c), each hashed straight into wiped memory.
-                        publicKey.hash.withUnsafeBytes {
-                            DigestContext.keccak(.sha3_512, UnsafeRawBufferPointer(m), $0, into: kr)
-                        }
-                        z.withUnsafeBytes { DigestContext.keccak(.shake256, $0, cBytes, into: rejection) }
-                        publicKey.encrypt(
-                            m: UnsafeRawBufferPointer(m), r: UnsafeRawBufferPointer(rebasing: kr[32..<64]),
-                            into: reencrypted.baseAddress!)
-                        // mask = 0xFF when c = c', else 0x00, computed without a branch.
-                        let mask = ConstantTime.equalMask(cBytes, UnsafeRawBufferPointer(reencrypted))
-                        for index in 0..<32 {
-                            result[index] = (kr[index] & mask) | (rejection[index] & ~mask)
-                        }
+        }
+        out.replaceSubrange(1152..<2336, with: publicKey.rawRepresentation)
+        out.replaceSubrange(2336..<2368, with: publicKey.hash)
+        z.withUnsafeBytes { out.replaceSubrange(2368..<2400, with: $0) }
+        return out
+    }
+
+    /// ML-KEM.Decaps (FIPS 203, Algorithms 18 and 21) with the decapsulation key's parts.
+    static func decapsulate(
+        _ ciphertext: some DataProtocol, sHat: SecureBytes, z: SecureBytes, publicKey: PublicKey
+    ) throws -> SymmetricKey {
+        guard ciphertext.count == MLKEM768.ciphertextByteCount else {
+            throw CryptoError.incorrectParameterSize(
+                "an ML-KEM-768 ciphertext", expected: "\(MLKEM768.ciphertextByteCount)", got: ciphertext.count)
+        }
+        let c = ciphertext.asData
+        let shared = SecureBytes(count: 32) { result in
+            withUnsafeTemporaryAllocation(byteCount: 32 + 64 + 32 + KPKE.ciphertextBytes, alignment: 8) { scratch in
+                defer { OpenSSLMemory.cleanse(scratch) }
+                let m = UnsafeMutableRawBufferPointer(rebasing: scratch[0..<32])
+                let kr = UnsafeMutableRawBufferPointer(rebasing: scratch[32..<96])
+                let rejection = UnsafeMutableRawBufferPointer(rebasing: scratch[96..<128])
+                let reencrypted = UnsafeMutableRawBufferPointer(rebasing: scratch[128...])
+                c.withUnsafeBytes { cBytes in
+                    sHat.withUnsafeBytes { s in
+                        KPKE.decrypt(
+                            sHat: s.bindMemory(to: UInt32.self).baseAddress!, ciphertext: cBytes.baseAddress!,
+                            into: m)
+                    }
+                    // (K′, r′) = G(m′ ‖ h); K̄ = J(z ‖ c), each hashed straight into wiped memory.
+                    publicKey.hash.withUnsafeBytes {
+                        DigestContext.keccak(.sha3_512, UnsafeRawBufferPointer(m), $0, into: kr)
+                    }
+                    z.withUnsafeBytes { DigestContext.keccak(.shake256, $0, cBytes, into: rejection) }
+                    publicKey.encrypt(
+                        m: UnsafeRawBufferPointer(m), r: UnsafeRawBufferPointer(rebasing: kr[32..<64]),
+                        into: reencrypted.baseAddress!)
+                    // mask = 0xFF when c = c', else 0x00, computed without a branch.
+                    let mask = ConstantTime.equalMask(cBytes, UnsafeRawBufferPointer(reencrypted))
+                    for index in 0..<32 {
+                        result[index] = (kr[index] & mask) | (rejection[index] & ~mask)
                     }
                 }
             }
-            return SymmetricKey(secureBytes: shared)
         }
+        return SymmetricKey(secureBytes: shared)
     }
 }

@@ -32,11 +32,6 @@ enum MLKEMMath {
 
     /// ζ^BitRev7(i) mod q for i = 0..<128, ζ = 17 (FIPS 203, section 4.3; the table in Appendix A).
     static let zetas: [UInt32] = (0..<128).map { power(17, bitReverse7($0)) }
-    /// The same twiddles in Montgomery form, ζ^BitRev7(i) · 2^32 mod q, centred in (−q/2, q/2], for
-    /// ``montgomeryMultiply(_:_:)``: computed, not transcribed.
-    static let montgomeryZetas: [Int32] = zetas.map { centred(UInt32((UInt64($0) << 32) % UInt64(q))) }
-    /// 128⁻¹ · 2^32 mod q, centred: the inverse NTT's scale in Montgomery form (128⁻¹ = 3303).
-    static let montgomeryInverseScale: Int32 = centred(UInt32((UInt64(3303) << 32) % UInt64(q)))
     /// ζ^(2·BitRev7(i) + 1) mod q, the γ of BaseCaseMultiply (FIPS 203, Algorithm 12).
     static let gammas: [UInt32] = (0..<128).map { power(17, 2 * bitReverse7($0) + 1) }
 
@@ -56,90 +51,127 @@ enum MLKEMMath {
     /// x ∈ [0, q) as its representative in (−q/2, q/2], for the public constant tables only.
     static func centred(_ x: UInt32) -> Int32 { x > q / 2 ? Int32(x) - Int32(q) : Int32(x) }
 
-    /// q⁻¹ mod 2^32, for Montgomery reduction with R = 2^32.
-    static let qInverse: Int32 = 0x6ba8_f301
+    /// The twiddles ζ^BitRev7(i) · 2^16 mod q, centred, for ``montgomeryMultiply(_:_:)``: computed, not
+    /// transcribed.
+    static let montgomeryZetas: [Int16] = zetas.map { Int16(centred(UInt32((UInt64($0) << 16) % UInt64(q)))) }
+    /// 128⁻¹ · 2^16 mod q, centred: the inverse NTT's scale in Montgomery form (128⁻¹ = 3303).
+    static let montgomeryInverseScale = Int16(centred(UInt32((UInt64(3303) << 16) % UInt64(q))))
+    /// q⁻¹ mod 2^16, as a signed 16-bit value.
+    static let qInverse: Int16 = -3327
 
-    /// a · 2^−32 mod q, in (−q, q), for |a| < q · 2^31 (Montgomery reduction, R = 2^32), branch-free.
+    /// The high half of the 32-bit product of two 16-bit values (x86's `pmulhw`, which the compiler emits
+    /// for this shape once a loop is vectorized).
     @inline(__always)
-    static func montgomeryReduce(_ a: Int64) -> Int32 {
-        let t = Int32(truncatingIfNeeded: a) &* qInverse
-        return Int32(truncatingIfNeeded: (a &- Int64(t) &* Int64(q)) &>> 32)
+    static func multiplyHigh(_ a: Int16, _ b: Int16) -> Int16 {
+        Int16(truncatingIfNeeded: (Int32(a) &* Int32(b)) &>> 16)
     }
 
-    /// a · b · 2^−32 mod q, in (−q, q), for |a · b| < q · 2^31.
+    /// a · b · 2^−16 mod q, in (−q, q), for |a · b| < q · 2^15: Montgomery multiplication in 16-bit lanes
+    /// (Seiler, "Faster AVX2 optimized NTT multiplication for Ring-LWE lattice cryptography", 2018, as the
+    /// Kyber reference's fqmul): with t = a·b·q⁻¹ mod 2^16, a·b − t·q is divisible by 2^16, so its quotient
+    /// is the difference of the two high halves. Branch-free.
     @inline(__always)
-    static func montgomeryMultiply(_ a: Int32, _ b: Int32) -> Int32 {
-        montgomeryReduce(Int64(a) &* Int64(b))
+    static func montgomeryMultiply(_ a: Int16, _ b: Int16) -> Int16 {
+        let t = (a &* b) &* qInverse
+        return multiplyHigh(a, b) &- multiplyHigh(t, Int16(q))
     }
 
-    /// a mod q in [0, q) for |a| < 2^15 (signed Barrett reduction with ⌊(2^26 + q/2)/q⌋ = 20159, then a
-    /// masked addition of q), branch-free.
+    /// A representative of a mod q in (−q/2, q/2], for any 16-bit a: Barrett reduction with
+    /// ⌊(2^26 + q/2)/q⌋ = 20159, the quotient rounded as ⌊(⌊a · 20159 / 2^16⌋ + 2^9) / 2^10⌋. Branch-free.
     @inline(__always)
-    static func reduceSigned(_ a: Int32) -> UInt32 {
-        let quotient = (a &* 20159 &+ (1 << 25)) &>> 26
-        let r = a &- quotient &* Int32(q)
-        return UInt32(bitPattern: r &+ (Int32(q) & (r &>> 31)))
+    static func barrettReduce(_ a: Int16) -> Int16 {
+        let quotient = (multiplyHigh(a, 20159) &+ (1 << 9)) &>> 10
+        return a &- quotient &* Int16(q)
+    }
+
+    /// a ∈ (−q, q) as the representative in [0, q).
+    @inline(__always)
+    static func canonical(_ a: Int16) -> UInt32 {
+        UInt32(truncatingIfNeeded: a &+ (Int16(q) & (a &>> 15)))
+    }
+
+    /// Runs `body` on a 16-bit copy of the 256 coefficients at `f` (each in [0, q)), then writes the result
+    /// back in [0, q) with `finish`; the copy is wiped, since the coefficients may be secret.
+    @inline(__always)
+    static func inSixteenBits(
+        _ f: UnsafeMutablePointer<UInt32>, _ body: (UnsafeMutablePointer<Int16>) -> Void,
+        finish: (Int16) -> UInt32
+    ) {
+        withUnsafeTemporaryAllocation(of: Int16.self, capacity: 256) { buffer in
+            let r = buffer.baseAddress!
+            for j in 0..<256 { r[j] = Int16(truncatingIfNeeded: f[j]) }
+            body(r)
+            for j in 0..<256 { f[j] = finish(r[j]) }
+            OpenSSLMemory.cleanse(UnsafeMutableRawBufferPointer(buffer))
+        }
     }
 
     /// NTT (FIPS 203, Algorithm 9), in place on 256 coefficients in [0, q), leaving them in [0, q).
     ///
-    /// Cooley–Tukey butterflies with Montgomery twiddles and lazy reduction: each layer's products are
-    /// Montgomery-reduced into (−q, q), and the sums and differences are not reduced at all, so after
-    /// the seven layers every coefficient (kept as the bit pattern of an `Int32`) lies in (−8q, 8q), well
-    /// inside ``reduceSigned(_:)``'s range, which brings it back to [0, q) once at the end.
+    /// Cooley–Tukey butterflies on 16-bit coefficients with Montgomery twiddles and lazy reduction, as
+    /// the Kyber reference does: each product is Montgomery-reduced into (−q, q) and the sums and
+    /// differences are not reduced, so after the seven layers every coefficient lies in (−8q, 8q), inside
+    /// 16 bits; one ``barrettReduce(_:)`` each brings them back at the end. The 16-bit lanes let the compiler
+    /// vectorize the layers whose butterflies are 8 or more apart.
     static func ntt(_ f: UnsafeMutablePointer<UInt32>) {
-        montgomeryZetas.withUnsafeBufferPointer { zetas in
-            var index = 1
-            var length = 128
-            while length >= 2 {
-                var start = 0
-                while start < 256 {
-                    let zeta = zetas[index]
-                    index += 1
-                    for j in start..<(start + length) {
-                        let t = montgomeryMultiply(zeta, Int32(bitPattern: f[j + length]))
-                        let a = Int32(bitPattern: f[j])
-                        f[j + length] = UInt32(bitPattern: a &- t)
-                        f[j] = UInt32(bitPattern: a &+ t)
+        inSixteenBits(f) { r in
+            montgomeryZetas.withUnsafeBufferPointer { zetas in
+                var index = 1
+                var length = 128
+                while length >= 2 {
+                    var start = 0
+                    while start < 256 {
+                        let zeta = zetas[index]
+                        index += 1
+                        // Pointers, not r[j + length]: index arithmetic with overflow checks keeps the
+                        // compiler from vectorizing the loop.
+                        let low = r + start
+                        let high = low + length
+                        for j in 0..<length {
+                            let t = montgomeryMultiply(zeta, high[j])
+                            high[j] = low[j] &- t
+                            low[j] = low[j] &+ t
+                        }
+                        start += 2 * length
                     }
-                    start += 2 * length
+                    length >>= 1
                 }
-                length >>= 1
             }
+        } finish: {
+            canonical(barrettReduce($0))
         }
-        for j in 0..<256 { f[j] = reduceSigned(Int32(bitPattern: f[j])) }
     }
 
     /// NTT⁻¹ (FIPS 203, Algorithm 10), in place, including the final multiplication by 128⁻¹ = 3303;
     /// coefficients in [0, q) in and out.
     ///
-    /// Gentleman–Sande butterflies with Montgomery twiddles and lazy reduction: a sum is not reduced, so
-    /// it at most doubles per layer (below 2^7 · q after seven layers), and each difference is
-    /// Montgomery-multiplied back into (−q, q); every product stays far below the q · 2^31 that
-    /// ``montgomeryReduce(_:)`` allows. The scale 128⁻¹ is one more Montgomery multiplication.
+    /// Gentleman–Sande butterflies on 16-bit coefficients, as the Kyber reference does: each sum is
+    /// Barrett-reduced into (−q/2, q/2], each difference (below 2q) Montgomery-multiplied by its twiddle
+    /// into (−q, q), and the scale 128⁻¹ is one more Montgomery multiplication.
     static func inverseNTT(_ f: UnsafeMutablePointer<UInt32>) {
-        montgomeryZetas.withUnsafeBufferPointer { zetas in
-            var index = 127
-            var length = 2
-            while length <= 128 {
-                var start = 0
-                while start < 256 {
-                    let zeta = zetas[index]
-                    index -= 1
-                    for j in start..<(start + length) {
-                        let t = Int32(bitPattern: f[j])
-                        let u = Int32(bitPattern: f[j + length])
-                        f[j] = UInt32(bitPattern: t &+ u)
-                        f[j + length] = UInt32(bitPattern: montgomeryMultiply(zeta, u &- t))
+        inSixteenBits(f) { r in
+            montgomeryZetas.withUnsafeBufferPointer { zetas in
+                var index = 127
+                var length = 2
+                while length <= 128 {
+                    var start = 0
+                    while start < 256 {
+                        let zeta = zetas[index]
+                        index -= 1
+                        let low = r + start
+                        let high = low + length
+                        for j in 0..<length {
+                            let t = low[j]
+                            low[j] = barrettReduce(t &+ high[j])
+                            high[j] = montgomeryMultiply(zeta, high[j] &- t)
+                        }
+                        start += 2 * length
                     }
-                    start += 2 * length
+                    length <<= 1
                 }
-                length <<= 1
             }
-        }
-        for j in 0..<256 {
-            let r = montgomeryMultiply(Int32(bitPattern: f[j]), montgomeryInverseScale)
-            f[j] = UInt32(bitPattern: r &+ (Int32(q) & (r &>> 31)))
+        } finish: {
+            canonical(montgomeryMultiply($0, montgomeryInverseScale))
         }
     }
 
@@ -149,13 +181,16 @@ enum MLKEMMath {
         _ h: UnsafeMutablePointer<UInt32>, _ f: UnsafePointer<UInt32>, _ g: UnsafePointer<UInt32>
     ) {
         gammas.withUnsafeBufferPointer { gammas in
+            // Wrapping index arithmetic: an overflow check on 2i would be a branch in the loop.
             for i in 0..<128 {
-                let a0 = f[2 * i]
-                let a1 = f[2 * i + 1]
-                let b0 = g[2 * i]
-                let b1 = g[2 * i + 1]
-                h[2 * i] = h[2 * i] &+ a0 &* b0 &+ multiply(a1, b1) &* gammas[i]
-                h[2 * i + 1] = h[2 * i + 1] &+ a0 &* b1 &+ a1 &* b0
+                let even = i &<< 1
+                let odd = even | 1
+                let a0 = f[even]
+                let a1 = f[odd]
+                let b0 = g[even]
+                let b1 = g[odd]
+                h[even] = h[even] &+ a0 &* b0 &+ multiply(a1, b1) &* gammas[i]
+                h[odd] = h[odd] &+ a0 &* b1 &+ a1 &* b0
             }
         }
     }

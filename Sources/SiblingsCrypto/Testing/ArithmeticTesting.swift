@@ -6,11 +6,11 @@ public enum ArithmeticTesting {
     // MARK: ML-KEM (FIPS 203)
 
     public static var mlkemQ: Int32 { Int32(MLKEMMath.q) }
-    /// ζ^BitRev7(i) · 2^32 mod q, centred, as the NTTs use them.
-    public static var mlkemMontgomeryZetas: [Int32] { MLKEMMath.montgomeryZetas }
-    public static var mlkemMontgomeryInverseScale: Int32 { MLKEMMath.montgomeryInverseScale }
-    public static func mlkemMontgomeryReduce(_ a: Int64) -> Int32 { MLKEMMath.montgomeryReduce(a) }
-    public static func mlkemReduceSigned(_ a: Int32) -> UInt32 { MLKEMMath.reduceSigned(a) }
+    /// ζ^BitRev7(i) · 2^16 mod q, centred, as the NTTs use them.
+    public static var mlkemMontgomeryZetas: [Int16] { MLKEMMath.montgomeryZetas }
+    public static var mlkemMontgomeryInverseScale: Int16 { MLKEMMath.montgomeryInverseScale }
+    public static func mlkemMontgomeryMultiply(_ a: Int16, _ b: Int16) -> Int16 { MLKEMMath.montgomeryMultiply(a, b) }
+    public static func mlkemBarrettReduce(_ a: Int16) -> Int16 { MLKEMMath.barrettReduce(a) }
     public static func mlkemReduce(_ a: UInt32) -> UInt32 { MLKEMMath.reduce(a) }
     public static func mlkemCompress(_ x: UInt32, bits: Int) -> UInt32 { MLKEMMath.compress(x, bits: bits) }
     public static func mlkemDecompress(_ y: UInt32, bits: Int) -> UInt32 { MLKEMMath.decompress(y, bits: bits) }

@@ -3,7 +3,13 @@ import Foundation
 /// X-Wing, the hybrid KEM of ML-KEM-768 and X25519 (draft-connolly-cfrg-xwing-kem; HPKE KEM id
 /// 0x647a): a box sealed to an X-Wing key stays shut unless both ML-KEM-768 and X25519 are broken.
 /// Pixie's discovery key and every sign-in request use it; so does age's mlkem768x25519 stanza.
-public enum XWing {
+///
+/// CryptoKit calls it `XWingMLKEM768X25519`; this package's code and the seeds say X-Wing, so the short
+/// name ``XWing`` is an alias of the same type.
+public typealias XWing = XWingMLKEM768X25519
+
+/// X-Wing (draft-connolly-cfrg-xwing-kem) under CryptoKit's name; see ``XWing``.
+public enum XWingMLKEM768X25519 {
     public static let publicKeyByteCount = 1216
     public static let ciphertextByteCount = 1120
     public static let seedByteCount = 32
@@ -49,13 +55,23 @@ public enum XWing {
         }
 
         /// The key expanded from its 32-byte seed (section 5.2): SHAKE256(seed, 96) gives ML-KEM's d ‖ z and
-        /// X25519's scalar.
-        public init(seedRepresentation: some DataProtocol) throws {
+        /// X25519's scalar. With `publicKey`, the key made from the seed must have that public key, or
+        /// ``CryptoError/Code/publicKeyMismatch`` is thrown (CryptoKit's `init(seedRepresentation:publicKey:)`).
+        public init(seedRepresentation: some DataProtocol, publicKey: PublicKey? = nil) throws {
             guard seedRepresentation.count == XWing.seedByteCount else {
                 throw CryptoError.incorrectKeySize(
                     "an X-Wing seed", expected: XWing.seedByteCount, got: seedRepresentation.count)
             }
             self.init(validSeed: SecureBytes(seedRepresentation))
+            if let publicKey, publicKey != self.publicKey { throw CryptoError.publicKeyMismatch("X-Wing key's") }
+        }
+
+        /// The key from CryptoKit's integrity-checked form, the seed then SHA3-256 of the public key (64 bytes);
+        /// a hash that does not match the key the seed gives throws ``CryptoError/Code/publicKeyMismatch``.
+        public init(integrityCheckedRepresentation: some DataProtocol) throws {
+            self = try fromIntegrityChecked(
+                integrityCheckedRepresentation, seedByteCount: XWing.seedByteCount, what: "X-Wing key",
+                make: { try PrivateKey(seedRepresentation: $0) }, publicKey: { $0.publicKey.rawRepresentation })
         }
 
         private init(validSeed: SecureBytes) {
@@ -77,10 +93,15 @@ public enum XWing {
         /// The 32-byte seed. Keep it secret.
         public var seedRepresentation: Data { seed.withUnsafeBytes { Data($0) } }
 
+        /// The seed ‖ SHA3-256(public key) (64 bytes), CryptoKit's form for storing a key. Keep it secret.
+        public var integrityCheckedRepresentation: Data {
+            seed.integrityChecked(publicKey: publicKey.rawRepresentation)
+        }
+
         /// The component keys' secret bytes (ML-KEM's d ‖ z, then X25519's scalar), for interop with
         /// implementations that store X-Wing keys expanded. Keep them secret.
         public var expandedComponents: (mlkemSeed: Data, x25519: Data) {
-            (mlkem.seedRepresentation ?? Data(), x25519.rawRepresentation)
+            (mlkem.seedRepresentation, x25519.rawRepresentation)
         }
 
         /// Decapsulation (section 5.4). Throws `.incorrectParameterSize` for a ciphertext that is not
@@ -125,14 +146,14 @@ public enum XWing {
         public var rawRepresentation: Data { mlkem.rawRepresentation + x25519.rawRepresentation }
 
         /// Encapsulation (section 5.3) with 64 fresh random bytes.
-        public func encapsulate() throws -> KEMEncapsulationResult {
+        public func encapsulate() throws -> KEM.EncapsulationResult {
             try encapsulate(eseed: SecureBytes(count: 64) { SecureRandom.fill($0) })
         }
 
         /// The derandomized encapsulation: `randomness` is eseed (64 bytes), ML-KEM's m then X25519's
         /// ephemeral scalar. For known-answer tests only (`@_spi(Testing)`).
         @_spi(Testing)
-        public func encapsulate(randomness: some DataProtocol) throws -> KEMEncapsulationResult {
+        public func encapsulate(randomness: some DataProtocol) throws -> KEM.EncapsulationResult {
             guard randomness.count == 64 else {
                 throw CryptoError.incorrectParameterSize(
                     "X-Wing encapsulation randomness", expected: "64", got: randomness.count)
@@ -141,7 +162,7 @@ public enum XWing {
         }
 
         /// Encapsulation from eseed, which stays in wiped memory: ML-KEM's m is read from it in place.
-        func encapsulate(eseed: SecureBytes) throws -> KEMEncapsulationResult {
+        func encapsulate(eseed: SecureBytes) throws -> KEM.EncapsulationResult {
             let ephemeral = try eseed.withUnsafeBytes {
                 try Curve25519.KeyAgreement.PrivateKey(rawRepresentation: $0[32..<64])
             }
@@ -151,7 +172,7 @@ public enum XWing {
             let shared = XWing.combine(
                 mlkemSecret: kem.sharedSecret, x25519Secret: ssX, x25519Ciphertext: ctX,
                 x25519PublicKey: x25519.rawRepresentation)
-            return KEMEncapsulationResult(sharedSecret: shared, encapsulated: kem.encapsulated + ctX)
+            return KEM.EncapsulationResult(sharedSecret: shared, encapsulated: kem.encapsulated + ctX)
         }
 
         public static func == (lhs: Self, rhs: Self) -> Bool { lhs.rawRepresentation == rhs.rawRepresentation }

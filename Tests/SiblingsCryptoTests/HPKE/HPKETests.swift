@@ -6,7 +6,8 @@ import Testing
 @Suite("HPKE with X-Wing")
 struct HPKETests {
     static let suites: [(HPKE.Ciphersuite, String)] = [
-        (.xWingSHA256ChaChaPoly, "chacha20-poly1305"), (.xWingSHA256AES256GCM, "aes-256-gcm"),
+        (.XWingMLKEM768X25519_SHA256_ChachaPoly, "chacha20-poly1305"),
+        (.XWingMLKEM768X25519_SHA256_AES_GCM_256, "aes-256-gcm"),
     ]
 
     @Test("pyca/cryptography's HPKE (MLKEM768-X25519) opens what we seal and we open what it seals")
@@ -43,11 +44,11 @@ struct HPKETests {
     func contexts() throws {
         let key = XWing.PrivateKey()
         var sender = try HPKE.Sender(
-            recipientKey: key.publicKey, ciphersuite: .xWingSHA256ChaChaPoly, info: Data("info".utf8))
+            recipientKey: key.publicKey, ciphersuite: .XWingMLKEM768X25519_SHA256_ChachaPoly, info: Data("info".utf8))
         let first = try sender.seal(Data("one".utf8))
         let second = try sender.seal(Data("two".utf8))
         var recipient = try HPKE.Recipient(
-            privateKey: key, ciphersuite: .xWingSHA256ChaChaPoly, info: Data("info".utf8),
+            privateKey: key, ciphersuite: .XWingMLKEM768X25519_SHA256_ChachaPoly, info: Data("info".utf8),
             encapsulatedKey: sender.encapsulatedKey)
         #expect(
             try sender.exportSecret(context: Data("x".utf8), outputByteCount: 48)
@@ -60,11 +61,11 @@ struct HPKETests {
         #expect(try recipient.open(second) == Data("two".utf8))
 
         var wrongInfo = try HPKE.Recipient(
-            privateKey: key, ciphersuite: .xWingSHA256ChaChaPoly, info: Data("other".utf8),
+            privateKey: key, ciphersuite: .XWingMLKEM768X25519_SHA256_ChachaPoly, info: Data("other".utf8),
             encapsulatedKey: sender.encapsulatedKey)
         expectCryptoError(.authenticationFailure) { try wrongInfo.open(first) }
         var wrongSuite = try HPKE.Recipient(
-            privateKey: key, ciphersuite: .xWingSHA256AES256GCM, info: Data("info".utf8),
+            privateKey: key, ciphersuite: .XWingMLKEM768X25519_SHA256_AES_GCM_256, info: Data("info".utf8),
             encapsulatedKey: sender.encapsulatedKey)
         expectCryptoError(.authenticationFailure) { try wrongSuite.open(first) }
         expectCryptoError(.authenticationFailure) { try recipient.open(Data(count: 15)) }

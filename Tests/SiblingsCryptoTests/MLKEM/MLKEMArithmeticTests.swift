@@ -30,12 +30,12 @@ struct MLKEMArithmeticTests {
         }
     }
 
-    @Test("signed Barrett reduction for every |a| < 2^15 (the forward NTT leaves |a| < 8q)")
-    func reduceSigned() {
+    @Test("16-bit Barrett reduction for every 16-bit a: congruent, and within ±(q − 1)/2")
+    func barrettReduce() {
         var mismatches = 0
-        for a in Int32(-32768)..<Int32(32768)
-        where Int64(ArithmeticTesting.mlkemReduceSigned(a)) != Self.mod(Int64(a)) {
-            mismatches += 1
+        for a in Int16.min...Int16.max {
+            let r = Int64(ArithmeticTesting.mlkemBarrettReduce(a))
+            if Self.mod(r - Int64(a)) != 0 || abs(r) > (Self.q - 1) / 2 { mismatches += 1 }
         }
         #expect(mismatches == 0)
     }
@@ -54,23 +54,25 @@ struct MLKEMArithmeticTests {
         #expect(mismatches == 0)
     }
 
-    @Test("Montgomery multiplication by every twiddle, for every |x| ≤ 128q (the inverse NTT's widest operand)")
+    @Test("16-bit Montgomery multiplication by every twiddle and the inverse scale, for every 16-bit x")
     func montgomeryTwiddles() {
         let zetas = ArithmeticTesting.mlkemMontgomeryZetas + [ArithmeticTesting.mlkemMontgomeryInverseScale]
-        // What each Montgomery constant stands for: c · 2^−32 mod q.
-        let rInverse = Self.inverse(Self.mod(Int64(1) << 32))
+        // What each Montgomery constant c stands for: c · 2^−16 mod q.
+        let rInverse = Self.inverse(Self.mod(Int64(1) << 16))
         var wrong = 0
         var outOfRange = 0
         for zeta in zetas {
             let plain = Self.mod(Int64(zeta) * rInverse)
-            for x in (-128 * Self.q)...(128 * Self.q) {
-                let r = Int64(ArithmeticTesting.mlkemMontgomeryReduce(Int64(zeta) * x))
-                if Self.mod(r - plain * x) != 0 { wrong += 1 }
+            for x in Int16.min...Int16.max {
+                let r = Int64(ArithmeticTesting.mlkemMontgomeryMultiply(zeta, x))
+                if Self.mod(r - plain * Int64(x)) != 0 { wrong += 1 }
                 if r <= -Self.q || r >= Self.q { outOfRange += 1 }
             }
         }
         #expect(wrong == 0)
         #expect(outOfRange == 0)
+        // |ζ| ≤ q/2, so every 16-bit operand is within the method's bound |a · b| < q · 2^15.
+        #expect(zetas.allSatisfy { abs(Int64($0)) * 32768 < Self.q << 15 })
     }
 
     static func inverse(_ a: Int64) -> Int64 {
