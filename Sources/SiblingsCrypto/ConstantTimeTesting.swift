@@ -16,29 +16,41 @@ public enum ConstantTimeTesting {
         siblings_ct_poison(base, buffer.count)
     }
 
-    /// Marks the bytes as public.
+    /// Marks the bytes as public (recorded by a running audit as "test").
     public static func declassify(_ buffer: UnsafeRawBufferPointer) {
-        guard let base = buffer.baseAddress else { return }
-        siblings_ct_declassify(base, buffer.count)
+        declassify(buffer, site: "test")
     }
 }
 
 extension ConstantTimeTesting {
-    /// The byte counts of the declassifications recorded since ``startDeclassificationAudit()``, in order,
-    /// or nil when no audit runs. A declassification is deliberate, so memcheck cannot see a wrong one;
-    /// the audit lets the check assert what an operation makes public (ML-DSA signing: one 4-byte
-    /// accept/reject word per candidate, then the accepted c̃, z and h, and nothing else).
-    private static let audit = Mutex<[Int]?>(nil)
+    /// One declassification: where it was made (a fixed label per call site) and how many bytes.
+    public struct Declassification: Sendable, Equatable, CustomStringConvertible {
+        public let site: String
+        public let byteCount: Int
+
+        public init(site: String, byteCount: Int) {
+            self.site = site
+            self.byteCount = byteCount
+        }
+
+        public var description: String { "\(site):\(byteCount)" }
+    }
+
+    /// The declassifications recorded since ``startDeclassificationAudit()``, in order, or nil when no
+    /// audit runs. A declassification is deliberate, so memcheck cannot see a wrong one; the audit lets the
+    /// check assert what an operation makes public (ML-DSA signing: per candidate, SampleInBall's "done"
+    /// words and one accept/reject word, then the accepted c̃, z and h, and nothing else).
+    private static let audit = Mutex<[Declassification]?>(nil)
     private static let auditing = Atomic<Bool>(false)
 
-    /// Starts recording declassifications (process-wide; for the single-threaded check program).
+    /// Starts recording every declassification (process-wide; for the single-threaded check program).
     public static func startDeclassificationAudit() {
         audit.withLock { $0 = [] }
         auditing.store(true, ordering: .sequentiallyConsistent)
     }
 
-    /// Stops recording and returns the byte count of each declassification since the start, in order.
-    public static func stopDeclassificationAudit() -> [Int] {
+    /// Stops recording and returns the declassifications since the start, in order.
+    public static func stopDeclassificationAudit() -> [Declassification] {
         auditing.store(false, ordering: .sequentiallyConsistent)
         return audit.withLock { log in
             defer { log = nil }
@@ -47,17 +59,29 @@ extension ConstantTimeTesting {
     }
 
     /// Records one declassification when an audit runs (one relaxed load otherwise).
-    static func recordDeclassification(byteCount: Int) {
+    @inline(__always)
+    static func record(_ site: StaticString, byteCount: Int) {
         guard auditing.load(ordering: .relaxed) else { return }
-        audit.withLock { $0?.append(byteCount) }
+        audit.withLock { $0?.append(Declassification(site: "\(site)", byteCount: byteCount)) }
+    }
+
+    /// Marks the bytes as public and records it under `site` (the library's own declassifications).
+    static func declassify(_ buffer: UnsafeRawBufferPointer, site: StaticString) {
+        record(site, byteCount: buffer.count)
+        guard let base = buffer.baseAddress else { return }
+        siblings_ct_declassify(base, buffer.count)
     }
 
     /// Declassifies one value that an algorithm makes public although it is computed from secrets
-    /// (a rejection-sampling decision of ML-DSA signing, for instance), and returns it.
+    /// (a rejection-sampling decision of ML-DSA signing, for instance), records it under `site`, and
+    /// returns it.
     @inline(__always)
-    static func declassified<T>(_ value: T) -> T {
+    static func declassified<T>(_ value: T, site: StaticString) -> T {
         var copy = value
-        withUnsafeBytes(of: &copy) { siblings_ct_declassify($0.baseAddress!, $0.count) }
+        withUnsafeBytes(of: &copy) {
+            record(site, byteCount: $0.count)
+            siblings_ct_declassify($0.baseAddress!, $0.count)
+        }
         return copy
     }
 }
@@ -67,7 +91,7 @@ extension SecureBytes {
 
     /// Marks a secret public where it crosses into OpenSSL's X25519 or Ed25519, which the valgrind check
     /// does not cover (their memcheck reports would be about OpenSSL, not this code); a no-op otherwise.
-    func declassifyForOpenSSL() { withUnsafeBytes { ConstantTimeTesting.declassify($0) } }
+    func declassifyForOpenSSL() { withUnsafeBytes { ConstantTimeTesting.declassify($0, site: "openssl-boundary") } }
 }
 
 @_spi(ConstantTimeTesting)

@@ -41,16 +41,14 @@ public enum HKDF<H: HashFunction> {
     }
 
     /// HKDF-Extract with a secret salt (HPKE's key schedule salts with the KEM's shared secret, RFC 9180
-    /// section 5.1): the salt goes to OpenSSL from its wiped memory, never through a `Data`.
-    static func extract(inputKeyMaterial: SymmetricKey, secretSalt: SymmetricKey) throws -> SymmetricKey {
-        SymmetricKey(
-            secureBytes: try OpenSSLKDF.derive(
-                OpenSSLAlgorithms.hkdf, "HKDF-Extract",
-                parameters: [
-                    .utf8("digest", H.algorithm.openSSLName), .utf8("mode", "EXTRACT_ONLY"),
-                    .secretOctets("key", inputKeyMaterial.bytes), .secretOctets("salt", secretSalt.bytes),
-                ],
-                outputByteCount: H.byteCount))
+    /// section 5.1), computed as what it is, HMAC-Hash(salt, IKM) (RFC 5869, section 2.2): OpenSSL's HKDF
+    /// frees its copy of a salt without wiping it, while its HMAC keeps the key in wiped memory. The
+    /// PRK is written straight into wiped memory.
+    static func extract(inputKeyMaterial: some DataProtocol, secretSalt: SymmetricKey) -> SymmetricKey {
+        let context = HMACContext(algorithm: H.algorithm, key: secretSalt)
+        let ikm = inputKeyMaterial.asData
+        ikm.withUnsafeBytes { context.update($0) }
+        return SymmetricKey(secureBytes: SecureBytes(count: H.byteCount) { context.finalize(into: $0) })
     }
 
     /// HKDF-Expand (RFC 5869, section 2.3). `pseudoRandomKey` must be at least HashLen bytes.

@@ -29,7 +29,7 @@ extension SecureBytes {
 /// Splits CryptoKit's `integrityCheckedRepresentation` (seed ‖ SHA3-256(public key)) of `what`, builds the key
 /// from the seed with `make`, and checks the hash against the key's public key.
 func fromIntegrityChecked<Key>(
-    _ representation: some DataProtocol, seedByteCount: Int, what: String, make: (Data) throws -> Key,
+    _ representation: some DataProtocol, seedByteCount: Int, what: String, make: (UnsafeRawBufferPointer) throws -> Key,
     publicKey: (Key) -> Data
 ) throws -> Key {
     guard representation.count == seedByteCount + 32 else {
@@ -37,9 +37,13 @@ func fromIntegrityChecked<Key>(
             "an integrity-checked \(what) (seed ‖ SHA3-256 of the public key)", expected: seedByteCount + 32,
             got: representation.count)
     }
-    let bytes = representation.asData
-    let key = try make(bytes.prefix(seedByteCount))
-    guard safeCompare(SHA3_256.hash(data: publicKey(key)).rawRepresentation, bytes.suffix(32)) else {
+    // Copied into wiped memory: the seed is secret.
+    let bytes = SecureBytes(representation)
+    let key = try bytes.withUnsafeBytes { try make(UnsafeRawBufferPointer(rebasing: $0[0..<seedByteCount])) }
+    let matches = bytes.withUnsafeBytes {
+        safeCompare(SHA3_256.hash(data: publicKey(key)).rawRepresentation, Data($0[seedByteCount...]))
+    }
+    guard matches else {
         throw CryptoError.publicKeyMismatch(what)
     }
     return key

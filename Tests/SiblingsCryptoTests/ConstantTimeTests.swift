@@ -57,8 +57,9 @@ struct ConstantTimeTests {
         #expect(output.contains("Conditional jump or move depends on uninitialised value"), "\(output)")
     }
 
-    /// The declassification audit can fail: a signing run that made a 48-byte c̃ public before its
-    /// signature (as signing did before issue 13) is refused with status 3.
+    /// The declassification audit can fail: the log the signing loop before issue 13 produced (c̃ made
+    /// public for every candidate, four separate reject decisions) is refused with status 3, while the log
+    /// of a real signing run today passes.
     @Test("the declassification audit refuses a declassified challenge")
     func auditCanFail() throws {
         let (status, output) = try Self.valgrind([try Self.checkProgram(), "--audit-control"])

@@ -35,6 +35,9 @@ struct RandomnessHooksTests {
         "_ = PhoneVerifyService.randomCode(random)",
         "_ = try Application(configuration: any(), keys: any(), database: any(), sms: any(), random: random, logger: any())",
         "_ = try IdentityService(database: any(), pinnedPhoneVerifyKeys: [], log: any(), random: random, logger: any(), metrics: any())",
+        "_ = try PhoneVerifyService(database: any(), keys: any(), sms: any(), random: random, logger: any(), metrics: any())",
+        "_ = try CredentialService(database: any(), keys: any(), pinnedPhoneVerifyKeys: [], random: random, logger: any(), metrics: any())",
+        "_ = try BlobService(database: any(), tokens: any(), authenticateSession: nil, configuration: any(), random: random, logger: any(), metrics: any())",
     ]
 
     static func source(spi: Bool) -> String {

@@ -46,9 +46,15 @@ public enum HPKE {
         }
     }
 
-    /// HPKE's DeriveKeyPair for X-Wing: the private key is SHAKE256(ikm, 32) used as an X-Wing seed.
+    /// HPKE's DeriveKeyPair for X-Wing: the private key is SHAKE256(ikm, 32) used as an X-Wing seed
+    /// (draft-connolly-cfrg-xwing-kem), hashed straight into wiped memory.
     public static func deriveKeyPair(inputKeyMaterial: some DataProtocol) throws -> XWing.PrivateKey {
-        try XWing.PrivateKey(seedRepresentation: SHAKE256.hash(data: inputKeyMaterial, outputByteCount: 32))
+        let seed = SecureBytes(count: XWing.seedByteCount) { out in
+            withContiguousBytes(inputKeyMaterial) { base, count in
+                DigestContext.keccak(.shake256, UnsafeRawBufferPointer(start: base, count: count), into: out)
+            }
+        }
+        return XWing.PrivateKey(validSeed: seed)
     }
 
     /// The sending side of a base-mode context (RFC 9180, sections 5.1.1 and 5.2).
@@ -141,9 +147,9 @@ public enum HPKE {
             let infoHash = try HPKE.labeledExtract(suite, salt: Data(), label: "info_hash", ikm: info)
             let keyScheduleContext =
                 Data([0x00]) + pskIDHash.withUnsafeBytes { Data($0) } + infoHash.withUnsafeBytes { Data($0) }
-            // The shared secret is the salt (psk is empty in base mode); it stays in wiped memory.
-            let secret = try HKDF<SHA256>.extract(
-                inputKeyMaterial: HPKE.labeledIKM(suite, label: "secret", ikm: Data()), secretSalt: sharedSecret)
+            // The shared secret is the salt (psk is empty in base mode): HMAC keyed with it, in wiped memory.
+            let secret = HKDF<SHA256>.extract(
+                inputKeyMaterial: Data("HPKE-v1".utf8) + suite + Data("secret".utf8), secretSalt: sharedSecret)
             key = try HPKE.labeledExpand(suite, prk: secret, label: "key", info: keyScheduleContext, length: 32)
             baseNonce = try HPKE.labeledExpand(
                 suite, prk: secret, label: "base_nonce", info: keyScheduleContext, length: 12

@@ -139,13 +139,7 @@ extension MLDSA65 {
                     "ML-DSA signing randomness (rnd)", expected: "32", got: randomness.count)
             }
             // μ = H(BytesToBits(tr) ‖ M′, 64) (FIPS 204, Algorithm 7, line 6).
-            var mu = [UInt8](repeating: 0, count: 64)
-            var hash = SHAKE256()
-            cachedPublicKey.storage.tr.withUnsafeBytes { hash.absorb(bufferPointer: $0) }
-            hash.absorb([0, UInt8(context.count)])
-            hash.absorb(context)
-            hash.absorb(message)
-            mu.withUnsafeMutableBytes { hash.squeeze(into: $0) }
+            let mu = MLDSA65.messageRepresentative(tr: cachedPublicKey.storage.tr, context: context, message: message)
             var rnd = [UInt8](repeating: 0, count: 32)
             defer { rnd.withUnsafeMutableBytes { OpenSSLMemory.cleanse($0) } }
             rnd.withUnsafeMutableBytes { buffer in
@@ -202,13 +196,7 @@ extension MLDSA65 {
         ) -> Bool {
             guard signature.count == MLDSA65.signatureByteCount, context.count <= MLDSA65.maxContextByteCount
             else { return false }
-            var mu = [UInt8](repeating: 0, count: 64)
-            var hash = SHAKE256()
-            storage.tr.withUnsafeBytes { hash.absorb(bufferPointer: $0) }
-            hash.absorb([0, UInt8(context.count)])
-            hash.absorb(context)
-            hash.absorb(message)
-            mu.withUnsafeMutableBytes { hash.squeeze(into: $0) }
+            let mu = MLDSA65.messageRepresentative(tr: storage.tr, context: context, message: message)
             let bytes = signature.asData
             return bytes.withUnsafeBytes { sigma in
                 mu.withUnsafeBytes { mu in
@@ -242,9 +230,9 @@ extension MLDSA65 {
             precondition(encoded.count == MLDSA65.publicKeyByteCount)
             self.encoded = encoded
             var tr = [UInt8](repeating: 0, count: 64)
-            var hash = SHAKE256()
-            hash.absorb(encoded)
-            tr.withUnsafeMutableBytes { hash.squeeze(into: $0) }
+            tr.withUnsafeMutableBytes { out in
+                encoded.withUnsafeBytes { DigestContext.keccak(.shake256, $0, into: out) }
+            }
             self.tr = tr
             var t1 = [Int32](repeating: 0, count: MLDSA65.k * 256)
             encoded.withUnsafeBytes { raw in
@@ -275,11 +263,9 @@ extension MLDSA65 {
     static func generateKey(seed xi: UnsafeRawBufferPointer) -> (SecureBytes, SecureBytes, PublicKey) {
         // (ρ, ρ′, K) = H(ξ ‖ IntegerToBytes(k, 1) ‖ IntegerToBytes(l, 1), 128).
         var seeds = [UInt8](repeating: 0, count: 128)
-        var sponge = MLDSASampling.secretSHAKE256()
-        sponge.absorb(xi)
-        sponge.absorb([UInt8(k), UInt8(l)])
-        seeds.withUnsafeMutableBytes { sponge.squeeze(into: $0) }
-        sponge.wipe()
+        seeds.withUnsafeMutableBytes { out in
+            withUnsafeBytes(of: (UInt8(k), UInt8(l))) { DigestContext.keccak(.shake256, xi, $0, into: out) }
+        }
         defer { seeds.withUnsafeMutableBytes { OpenSSLMemory.cleanse($0) } }
 
         let polynomials = l + k + k + k  // s1, s2, t (then t0), t1
@@ -298,7 +284,7 @@ extension MLDSA65 {
             let rhoPrime = UnsafeRawBufferPointer(rebasing: seeds[32..<96])
             let key = UnsafeRawBufferPointer(rebasing: seeds[96..<128])
             // ρ is published in the public key.
-            MLDSAConstantTime.declassify(rho)
+            MLDSAConstantTime.declassify(rho, site: "keygen.rho")
             let matrix = MLDSASampling.expandA(rho: UnsafeRawBufferPointer(rho), rows: k, columns: l)
             MLDSASampling.expandS(rhoPrime: rhoPrime, s1: s1, l: l, s2: s2, k: k)
 
@@ -328,7 +314,8 @@ extension MLDSA65 {
             }
 
             // t1 is published in the public key.
-            MLDSAConstantTime.declassify(UnsafeMutableRawBufferPointer(start: t1, count: k * 256 * 4))
+            MLDSAConstantTime.declassify(
+                UnsafeMutableRawBufferPointer(start: t1, count: k * 256 * 4), site: "keygen.t1")
             var encoded = Data(count: publicKeyByteCount)
             encoded.withUnsafeMutableBytes { out in
                 MLDSAEncoding.encodePublicKey(
@@ -377,12 +364,10 @@ extension MLDSA65 {
         let w1Encoded = bytes + 64 + challengeByteCount
 
         // ρ″ = H(K ‖ rnd ‖ μ, 64) (line 7).
-        var sponge = MLDSASampling.secretSHAKE256()
-        key.expanded.withUnsafeBytes { sponge.absorb(UnsafeRawBufferPointer(rebasing: $0[32..<64])) }
-        sponge.absorb(rnd)
-        sponge.absorb(mu)
-        sponge.squeeze(into: rhoDoublePrime)
-        sponge.wipe()
+        key.expanded.withUnsafeBytes {
+            DigestContext.keccak(
+                .shake256, UnsafeRawBufferPointer(rebasing: $0[32..<64]), rnd, mu, into: rhoDoublePrime)
+        }
 
         key.transformedSecrets.withUnsafeBytes { secrets in
             let s1Hat = secrets.baseAddress!.assumingMemoryBound(to: Int32.self)
@@ -405,11 +390,8 @@ extension MLDSA65 {
 
                     // c̃ = H(μ ‖ w1Encode(HighBits(w)), λ/4) (lines 13–15); secret until accepted.
                     MLDSAEncoding.encodeHighBits(w1Encoded, w: w)
-                    var hash = MLDSASampling.secretSHAKE256()
-                    hash.absorb(mu)
-                    hash.absorb(UnsafeRawBufferPointer(start: w1Encoded, count: k * 128))
-                    hash.squeeze(into: challenge)
-                    hash.wipe()
+                    DigestContext.keccak(
+                        .shake256, mu, UnsafeRawBufferPointer(start: w1Encoded, count: k * 128), into: challenge)
                     MLDSASampling.sampleInBallConstantTime(cHat, challenge: UnsafeRawBufferPointer(challenge), tau: tau)
                     MLDSAField.ntt(cHat)
 
@@ -450,9 +432,11 @@ extension MLDSA65 {
                     if isRejected(rejected) { continue }
 
                     // Accepted: c̃, z and h are the signature's, and public (line 33).
-                    MLDSAConstantTime.declassify(challenge)
-                    MLDSAConstantTime.declassify(UnsafeMutableRawBufferPointer(start: z, count: l * 256 * 4))
-                    MLDSAConstantTime.declassify(UnsafeMutableRawBufferPointer(start: work, count: k * 256 * 4))
+                    MLDSAConstantTime.declassify(challenge, site: "sign.challenge")
+                    MLDSAConstantTime.declassify(
+                        UnsafeMutableRawBufferPointer(start: z, count: l * 256 * 4), site: "sign.z")
+                    MLDSAConstantTime.declassify(
+                        UnsafeMutableRawBufferPointer(start: work, count: k * 256 * 4), site: "sign.hint")
                     MLDSAEncoding.encodeSignature(out, challenge: UnsafeRawBufferPointer(challenge), z: z, hint: work)
                     return
                 }
@@ -460,12 +444,34 @@ extension MLDSA65 {
         }
     }
 
+    /// μ = H(tr ‖ 0 ‖ |ctx| ‖ ctx ‖ M, 64) (FIPS 204, Algorithms 2 and 7), one OpenSSL SHAKE256 call.
+    static func messageRepresentative(
+        tr: [UInt8], context: some DataProtocol, message: some DataProtocol
+    ) -> [UInt8] {
+        var mu = [UInt8](repeating: 0, count: 64)
+        let header: [UInt8] = [0, UInt8(context.count)]
+        mu.withUnsafeMutableBytes { out in
+            tr.withUnsafeBytes { tr in
+                header.withUnsafeBytes { header in
+                    withContiguousBytes(context) { contextBase, contextCount in
+                        withContiguousBytes(message) { messageBase, messageCount in
+                            DigestContext.keccak(
+                                .shake256, tr, header, UnsafeRawBufferPointer(start: contextBase, count: contextCount),
+                                UnsafeRawBufferPointer(start: messageBase, count: messageCount), into: out)
+                        }
+                    }
+                }
+            }
+        }
+        return mu
+    }
+
     /// The one place a signing candidate's accept/reject decision becomes a branch: `mask` is −1 (reject)
     /// or 0 (accept), the OR of all four checks, each computed without branches over every coefficient;
     /// only this word is declassified.
     @inline(__always)
     static func isRejected(_ mask: Int32) -> Bool {
-        MLDSAConstantTime.declassify(mask) != 0
+        MLDSAConstantTime.declassify(mask, site: "sign.rejected") != 0
     }
 
     /// ML-DSA.Verify_internal (FIPS 204, Algorithm 8) from μ, for a signature of exactly 3309 bytes.
@@ -515,11 +521,10 @@ extension MLDSA65 {
                 encoded[i] = UInt8(truncatingIfNeeded: low | high << 4)
             }
         }
-        var hash = SHAKE256()
-        hash.absorb(bufferPointer: mu)
-        encoded.withUnsafeBytes { hash.absorb(bufferPointer: $0) }
         var recomputed = [UInt8](repeating: 0, count: challengeByteCount)
-        recomputed.withUnsafeMutableBytes { hash.squeeze(into: $0) }
+        recomputed.withUnsafeMutableBytes { out in
+            encoded.withUnsafeBytes { DigestContext.keccak(.shake256, mu, $0, into: out) }
+        }
         return recomputed.withUnsafeBytes { safeCompare($0, challenge) }
     }
 }

@@ -258,16 +258,15 @@ enum MLDSAField {
 enum MLDSAConstantTime {
     /// Declassifies one word: under valgrind's constant-time check it becomes "defined" (public);
     /// elsewhere this is a no-op (ConstantTimeTesting).
+    /// `site` names the call site for the declassification audit.
     @inline(never)
-    static func declassify(_ value: Int32) -> Int32 {
-        ConstantTimeTesting.recordDeclassification(byteCount: 4)
-        return ConstantTimeTesting.declassified(value)
+    static func declassify(_ value: Int32, site: StaticString) -> Int32 {
+        ConstantTimeTesting.declassified(value, site: site)
     }
 
     /// Declassifies a buffer in place (see above).
     @inline(never)
-    static func declassify(_ buffer: UnsafeMutableRawBufferPointer) {
-        ConstantTimeTesting.recordDeclassification(byteCount: buffer.count)
-        ConstantTimeTesting.declassify(UnsafeRawBufferPointer(buffer))
+    static func declassify(_ buffer: UnsafeMutableRawBufferPointer, site: StaticString) {
+        ConstantTimeTesting.declassify(UnsafeRawBufferPointer(buffer), site: site)
     }
 }

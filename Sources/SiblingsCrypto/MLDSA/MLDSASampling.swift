@@ -104,7 +104,7 @@ enum MLDSASampling {
                     let high = Int32(buffer[position] >> 4)
                     // Bit 0: the low nibble is accepted; bit 1: the high one is.
                     let accepted = MLDSAConstantTime.declassify(
-                        ((low &- 9) &>> 31) & 1 | ((high &- 9) &>> 31) & 2)
+                        ((low &- 9) &>> 31) & 1 | ((high &- 9) &>> 31) & 2, site: "expandS.rejections")
                     if accepted & 1 != 0 {
                         out[count] = 4 &- low
                         count += 1
@@ -138,10 +138,10 @@ enum MLDSASampling {
                 let counter = kappa + r
                 seed[64] = UInt8(truncatingIfNeeded: counter)
                 seed[65] = UInt8(truncatingIfNeeded: counter >> 8)
-                var sponge = secretSHAKE256()
-                sponge.absorb(UnsafeRawBufferPointer(seed))
-                sponge.squeeze(into: UnsafeMutableRawBufferPointer(start: buffer, count: 640))
-                sponge.wipe()
+                // One OpenSSL call; its freed sponge is cleansed, and the buffer is wiped below.
+                DigestContext.keccak(
+                    .shake256, UnsafeRawBufferPointer(seed),
+                    into: UnsafeMutableRawBufferPointer(start: buffer, count: 640))
                 let poly = out + r * 256
                 for pair in 0..<128 {
                     let b = buffer + pair * 5
@@ -228,7 +228,7 @@ enum MLDSASampling {
                     signs = signs &>> takenBit
                     i &-= taken
                 }
-                if MLDSAConstantTime.declassify(MLDSAField.isNonzero(i ^ 256)) == 0 { break }
+                if MLDSAConstantTime.declassify(MLDSAField.isNonzero(i ^ 256), site: "sampleInBall.done") == 0 { break }
                 sponge.squeeze(into: bytes)
                 position = 0
             }

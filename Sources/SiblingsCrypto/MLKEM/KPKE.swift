@@ -52,7 +52,7 @@ enum KPKE {
             let rho = UnsafeRawBufferPointer(rebasing: rhoSigma[0..<32])
             let sigma = UnsafeRawBufferPointer(rebasing: rhoSigma[32..<64])
             // ρ is published in ek, and SampleNTT's rejections on it are public (the constant-time check).
-            ConstantTimeTesting.declassify(rho)
+            ConstantTimeTesting.declassify(rho, site: "mlkem.keygen.rho")
             expandMatrix(rho: rho, into: matrix)
             withScratch(k * 256) { e in
                 for i in 0..<k { sampleNoise(seed: sigma, nonce: UInt8(i), into: sHat + i * 256) }
@@ -70,7 +70,8 @@ enum KPKE {
                 }
             }
             // t̂ is published in ek.
-            ConstantTimeTesting.declassify(UnsafeRawBufferPointer(start: tHat, count: k * 256 * 4))
+            ConstantTimeTesting.declassify(
+                UnsafeRawBufferPointer(start: tHat, count: k * 256 * 4), site: "mlkem.keygen.tHat")
             return Data(rho)
         }
     }

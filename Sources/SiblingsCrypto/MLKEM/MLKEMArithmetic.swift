@@ -2,8 +2,8 @@ import Foundation
 
 /// Arithmetic in R_q = Z_q[X]/(X^256 + 1), q = 3329 (FIPS 203, sections 2.4 and 4.3).
 ///
-/// Coefficients are `UInt32` in [0, q) between operations (inside the NTTs they are lazily reduced
-/// `Int32` bit patterns). Every operation on them is branch-free: reductions are Barrett and Montgomery
+/// Coefficients are `UInt32` in [0, q) between operations (the NTTs work on a lazily reduced 16-bit
+/// copy). Every operation on them is branch-free: reductions are Barrett and Montgomery
 /// multiplications and masked subtractions, never `%` or `/` (whose timing can depend on the operand;
 /// see KyberSlash). Loops run over public bounds only. The reductions' ranges are checked exhaustively
 /// by Tests/SiblingsCryptoTests/MLKEM/MLKEMArithmeticTests.swift.

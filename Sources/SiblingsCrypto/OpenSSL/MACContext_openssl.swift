@@ -35,6 +35,15 @@ final class HMACContext {
             EVP_MAC_update(context, base.assumingMemoryBound(to: UInt8.self), buffer.count), "EVP_MAC_update")
     }
 
+    /// The MAC written straight into `output` (wiped memory, when the MAC is a key).
+    func finalize(into output: UnsafeMutableRawBufferPointer) {
+        var written = 0
+        Self.mustSucceed(
+            EVP_MAC_final(context, output.baseAddress!.assumingMemoryBound(to: UInt8.self), &written, output.count),
+            "EVP_MAC_final")
+        precondition(written == output.count)
+    }
+
     func finalize(byteCount: Int) -> Data {
         var output = Data(count: byteCount)
         var written = 0

@@ -32,7 +32,8 @@ final class OpenSSLParameters {
                 let bytes = own(value)
                 pointer[index] = OSSL_PARAM_construct_octet_string(own(key), bytes.baseAddress, value.count)
             case .secretOctets(let key, let value):
-                let bytes = value.withUnsafeBytes { own(Data($0)) }
+                // Copied straight from the wiped storage: a Data in between would outlive the call unwiped.
+                let bytes = value.withUnsafeBytes { own($0) }
                 pointer[index] = OSSL_PARAM_construct_octet_string(own(key), bytes.baseAddress, value.count)
             case .uint64(let key, let value):
                 let bytes = own(withUnsafeBytes(of: value) { Data($0) })
@@ -60,11 +61,14 @@ final class OpenSSLParameters {
 
     /// A copy of `bytes` (at least one byte long, so its address is never NULL).
     private func own(_ bytes: Data) -> UnsafeMutableRawBufferPointer {
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(bytes.count, 1), alignment: 16)
+        bytes.withUnsafeBytes { own($0) }
+    }
+
+    /// A copy of `source` (at least one byte long), wiped when this object goes away.
+    private func own(_ source: UnsafeRawBufferPointer) -> UnsafeMutableRawBufferPointer {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(source.count, 1), alignment: 16)
         buffer.initializeMemory(as: UInt8.self, repeating: 0)
-        bytes.withUnsafeBytes { source in
-            if let base = source.baseAddress { buffer.baseAddress!.copyMemory(from: base, byteCount: source.count) }
-        }
+        if let base = source.baseAddress { buffer.baseAddress!.copyMemory(from: base, byteCount: source.count) }
         allocations.append(buffer)
         return buffer
     }

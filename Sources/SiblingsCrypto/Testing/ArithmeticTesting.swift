@@ -52,19 +52,18 @@ public enum ArithmeticTesting {
     public static func mldsaDecompose(_ r: Int32) -> (r1: Int32, r0: Int32) { MLDSAField.decompose(r) }
     public static func mldsaUseHint(_ h: Int32, _ r: Int32) -> Int32 { MLDSAField.useHint(h, r) }
     public static func mldsaReduce32(_ a: Int32) -> Int32 { MLDSAField.reduce32(a) }
-    public static func mldsaMontgomeryReduce(_ a: Int64) -> Int32 { MLDSAField.montgomeryReduce(a) }
-    public static func mldsaAbsolute(_ a: Int32) -> Int32 { MLDSAField.absolute(a) }
 
-    /// SampleInBall(c̃) with τ = 49, by the variable-time sampler (`constantTime` false, verification's) or
-    /// the constant-time one (signing's).
-    public static func mldsaSampleInBall(_ challenge: [UInt8], constantTime: Bool) -> [Int32] {
+    /// SampleInBall(c̃) with `tau` signs (ML-DSA-65's is 49; larger ones make the samplers read past the
+    /// first block), by the variable-time sampler (`constantTime` false, verification's) or the
+    /// constant-time one (signing's).
+    public static func mldsaSampleInBall(_ challenge: [UInt8], constantTime: Bool, tau: Int = 49) -> [Int32] {
         var out = [Int32](repeating: 0, count: 256)
         challenge.withUnsafeBytes { challenge in
             out.withUnsafeMutableBufferPointer {
                 if constantTime {
-                    MLDSASampling.sampleInBallConstantTime($0.baseAddress!, challenge: challenge, tau: MLDSA65.tau)
+                    MLDSASampling.sampleInBallConstantTime($0.baseAddress!, challenge: challenge, tau: tau)
                 } else {
-                    MLDSASampling.sampleInBall($0.baseAddress!, challenge: challenge, tau: MLDSA65.tau)
+                    MLDSASampling.sampleInBall($0.baseAddress!, challenge: challenge, tau: tau)
                 }
             }
         }

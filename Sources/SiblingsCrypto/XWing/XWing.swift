@@ -74,7 +74,7 @@ public enum XWingMLKEM768X25519 {
                 make: { try PrivateKey(seedRepresentation: $0) }, publicKey: { $0.publicKey.rawRepresentation })
         }
 
-        private init(validSeed: SecureBytes) {
+        init(validSeed: SecureBytes) {
             let expanded = SecureBytes(count: 96) { out in
                 validSeed.withUnsafeBytes { DigestContext.keccak(.shake256, $0, into: out) }
             }

@@ -81,5 +81,15 @@ struct MLDSAArithmeticTests {
             #expect(constantTime.filter { $0 != 0 }.count == 49)
             #expect(constantTime.allSatisfy { $0 == 0 || $0 == 1 || $0 == -1 })
         }
+        // Larger τ: the early positions reject most bytes, so both samplers squeeze further blocks (the
+        // constant-time one's multi-block path, which τ = 49 all but never takes).
+        for tau in [128, 200, 255] {
+            for _ in 0..<50 {
+                let challenge = [UInt8](randomBytes(48))
+                let constantTime = ArithmeticTesting.mldsaSampleInBall(challenge, constantTime: true, tau: tau)
+                #expect(constantTime == ArithmeticTesting.mldsaSampleInBall(challenge, constantTime: false, tau: tau))
+                #expect(constantTime.filter { $0 != 0 }.count == tau)
+            }
+        }
     }
 }
