@@ -110,7 +110,7 @@ enum KPKE {
                 // Decompress_1(bit) = bit · ⌈q/2⌋ = bit · 1665, without a branch.
                 v[index] = MLKEMMath.subtractQ(v[index] &+ (1665 & (0 &- bit)))
             }
-            for index in 0..<(k * 256) { u[index] = MLKEMMath.compress(u[index], bits: 10) }
+            for index in 0..<(k &* 256) { u[index] = MLKEMMath.compress(u[index], bits: 10) }
             for index in 0..<256 { v[index] = MLKEMMath.compress(v[index], bits: 4) }
             for i in 0..<k { MLKEMMath.encode(u + i * 256, bits: 10, into: out + i * 320) }
             MLKEMMath.encode(v, bits: 4, into: out + ciphertext1Bytes)
@@ -126,9 +126,10 @@ enum KPKE {
             let w = scratch + k * 256
             let v = w + 256
             for i in 0..<k {
-                MLKEMMath.decode(ciphertext + i * 320, bits: 10, into: u + i * 256)
-                for index in 0..<256 { u[i * 256 + index] = MLKEMMath.decompress(u[i * 256 + index], bits: 10) }
-                MLKEMMath.ntt(u + i * 256)
+                let ui = u + i &* 256
+                MLKEMMath.decode(ciphertext + i &* 320, bits: 10, into: ui)
+                for index in 0..<256 { ui[index] = MLKEMMath.decompress(ui[index], bits: 10) }
+                MLKEMMath.ntt(ui)
             }
             MLKEMMath.decode(ciphertext + ciphertext1Bytes, bits: 4, into: v)
             for index in 0..<256 { v[index] = MLKEMMath.decompress(v[index], bits: 4) }

@@ -285,39 +285,69 @@ enum MLKEMMath {
         }
     }
 
-    /// ByteEncode_d (FIPS 203, Algorithm 5) of 256 coefficients of `d` bits into 32·d bytes.
+    /// ByteEncode_d (FIPS 203, Algorithm 5) of 256 coefficients of `d` bits into 32·d bytes, with the
+    /// widths ML-KEM-768 uses (4, 10, 12) packed a group of whole bytes at a time.
     static func encode(_ f: UnsafePointer<UInt32>, bits d: Int, into out: UnsafeMutableRawPointer) {
-        var accumulator: UInt64 = 0
-        var filled = 0
-        var offset = 0
-        for j in 0..<256 {
-            accumulator |= UInt64(f[j]) << filled
-            filled += d
-            while filled >= 8 {
-                out.storeBytes(of: UInt8(truncatingIfNeeded: accumulator), toByteOffset: offset, as: UInt8.self)
-                offset += 1
-                accumulator >>= 8
-                filled -= 8
+        let bytes = out.assumingMemoryBound(to: UInt8.self)
+        switch d {
+        case 4:
+            for i in 0..<128 {
+                let c = f + (i &<< 1)
+                bytes[i] = UInt8(truncatingIfNeeded: c[0] | c[1] << 4)
             }
+        case 10:
+            for i in 0..<64 {
+                let c = f + (i &<< 2)
+                let o = bytes + i &* 5
+                o[0] = UInt8(truncatingIfNeeded: c[0])
+                o[1] = UInt8(truncatingIfNeeded: c[0] >> 8 | c[1] << 2)
+                o[2] = UInt8(truncatingIfNeeded: c[1] >> 6 | c[2] << 4)
+                o[3] = UInt8(truncatingIfNeeded: c[2] >> 4 | c[3] << 6)
+                o[4] = UInt8(truncatingIfNeeded: c[3] >> 2)
+            }
+        case 12:
+            for i in 0..<128 {
+                let c = f + (i &<< 1)
+                let o = bytes + i &* 3
+                o[0] = UInt8(truncatingIfNeeded: c[0])
+                o[1] = UInt8(truncatingIfNeeded: c[0] >> 8 | c[1] << 4)
+                o[2] = UInt8(truncatingIfNeeded: c[1] >> 4)
+            }
+        default:
+            preconditionFailure("ML-KEM-768 packs 4, 10 or 12 bits, not \(d)")
         }
     }
 
     /// ByteDecode_d (FIPS 203, Algorithm 6) of 32·d bytes into 256 coefficients of `d` bits (not yet
-    /// reduced mod q for d = 12: see `decode12`).
+    /// reduced mod q for d = 12: see `decode12`), the widths ML-KEM-768 uses a group of bytes at a time.
     static func decode(_ input: UnsafeRawPointer, bits d: Int, into f: UnsafeMutablePointer<UInt32>) {
-        var accumulator: UInt64 = 0
-        var filled = 0
-        var offset = 0
-        let mask: UInt64 = (1 << d) - 1
-        for j in 0..<256 {
-            while filled < d {
-                accumulator |= UInt64(input.load(fromByteOffset: offset, as: UInt8.self)) << filled
-                offset += 1
-                filled += 8
+        let bytes = input.assumingMemoryBound(to: UInt8.self)
+        switch d {
+        case 4:
+            for i in 0..<128 {
+                let b = UInt32(bytes[i])
+                let c = f + (i &<< 1)
+                c[0] = b & 0x0f
+                c[1] = b >> 4
             }
-            f[j] = UInt32(truncatingIfNeeded: accumulator & mask)
-            accumulator >>= d
-            filled -= d
+        case 10:
+            for i in 0..<64 {
+                let b = bytes + i &* 5
+                let c = f + (i &<< 2)
+                c[0] = (UInt32(b[0]) | UInt32(b[1]) << 8) & 0x3ff
+                c[1] = (UInt32(b[1]) >> 2 | UInt32(b[2]) << 6) & 0x3ff
+                c[2] = (UInt32(b[2]) >> 4 | UInt32(b[3]) << 4) & 0x3ff
+                c[3] = (UInt32(b[3]) >> 6 | UInt32(b[4]) << 2) & 0x3ff
+            }
+        case 12:
+            for i in 0..<128 {
+                let b = bytes + i &* 3
+                let c = f + (i &<< 1)
+                c[0] = (UInt32(b[0]) | UInt32(b[1]) << 8) & 0xfff
+                c[1] = UInt32(b[1]) >> 4 | UInt32(b[2]) << 4
+            }
+        default:
+            preconditionFailure("ML-KEM-768 unpacks 4, 10 or 12 bits, not \(d)")
         }
     }
 
