@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Sets up the machine (scripts/setup.sh) and runs every check and test the project has:
 #   1. swift format lint --strict
-#   2. a release build with -warnings-as-errors (crypto-heavy tests run in release mode)
-#   3. 30 seconds of fuzzing the age parsers (scripts/fuzz-age.sh --smoke)
-#   4. swift test, in release mode, with -warnings-as-errors
+#   2. our own pinned vectors match the script that computes them (Tests/Reference/pinned_vectors.py --check)
+#   3. a release build with -warnings-as-errors (crypto-heavy tests run in release mode)
+#   4. 30 seconds of fuzzing the age parsers (scripts/fuzz-age.sh --smoke)
+#   5. swift test, in release mode, with -warnings-as-errors
 # Exits non-zero on the first failure. `.ci/run` runs exactly this.
 set -euo pipefail
 
@@ -13,6 +14,9 @@ source scripts/setup.sh
 
 echo "== swift format lint --strict"
 swift format lint --strict --recursive Package.swift Sources Tests
+
+echo "== pinned vectors (Tests/Reference/pinned_vectors.py --check)"
+"$SIBLINGS_PYTHON" Tests/Reference/pinned_vectors.py --check
 
 echo "== swift build (release, -warnings-as-errors)"
 swift build -c release -Xswiftc -warnings-as-errors --build-tests

@@ -74,6 +74,33 @@ public enum Vectors {
     }
 }
 
+/// Our own pinned vectors (Tests/Reference/pinned_vectors.py): JSON files committed beside the tests
+/// that read them, unlike the outside vectors in `$SIBLINGS_VECTORS`.
+public enum PinnedVectors {
+    /// The JSON file `name` in the folder of the test file `filePath`, decoded as `T` with snake-case keys.
+    public static func load<T: Decodable>(
+        _ type: T.Type, _ name: String, beside filePath: String = #filePath
+    ) throws -> T {
+        let url = URL(fileURLWithPath: filePath).deletingLastPathComponent().appendingPathComponent(name)
+        guard let data = FileManager.default.contents(atPath: url.path) else {
+            throw VectorError("\(url.path) is missing; run .venv/bin/python Tests/Reference/pinned_vectors.py")
+        }
+        let decoder = JSONDecoder()
+        decoder.keyDecodingStrategy = .convertFromSnakeCase
+        do {
+            return try decoder.decode(T.self, from: data)
+        } catch {
+            throw VectorError("\(url.path) is not the JSON the test expects: \(error)")
+        }
+    }
+
+    /// A hex field of a pinned vector.
+    public static func hex(_ text: String) throws -> Data {
+        guard let data = Data(hex: text) else { throw VectorError("not hex: \(text.prefix(40))") }
+        return data
+    }
+}
+
 /// A vector file that is missing or does not parse.
 public struct VectorError: Error, CustomStringConvertible {
     public let description: String

@@ -29,21 +29,9 @@ struct HybridKeygenVectorTests {
 
     static let domain = Data("siblings/hybrid-signature/v1".utf8)
 
-    static func load() throws -> VectorFile {
-        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("hybrid-keygen-vectors.json")
-        guard let data = FileManager.default.contents(atPath: url.path) else {
-            throw VectorError("\(url.path) is missing; run .venv/bin/python Tests/Reference/pinned_vectors.py")
-        }
-        let decoder = JSONDecoder()
-        decoder.keyDecodingStrategy = .convertFromSnakeCase
-        return try decoder.decode(VectorFile.self, from: data)
-    }
+    static func load() throws -> VectorFile { try PinnedVectors.load(VectorFile.self, "hybrid-keygen-vectors.json") }
 
-    static func hex(_ text: String) throws -> Data {
-        guard let data = Data(hex: text) else { throw VectorError("not hex: \(text.prefix(40))") }
-        return data
-    }
+    static func hex(_ text: String) throws -> Data { try PinnedVectors.hex(text) }
 
     @Test("the file's labels are the ones the code uses")
     func labels() throws {
