@@ -8,17 +8,30 @@ public struct PhoneNumber: Sendable, Hashable, CustomStringConvertible {
     /// `+` and 7 to 15 digits, the first not 0.
     public let e164: String
 
+    /// Parses `text`, which may use ASCII spaces, `-`, `.` and parentheses between the digits. Only the
+    /// ASCII digits 0–9 count, as E.164 requires: the string is read scalar by scalar, not by Swift
+    /// `Character` (a grapheme cluster), so a digit followed by a combining mark or a zero-width joiner, a
+    /// full-width digit or another script's digit is refused, never read as a digit. Otherwise one number
+    /// would have many spellings, each with its own phone_id.
     public init(_ text: String) throws(PixieWireError) {
         var digits = ""
         var sawPlus = false
-        for (index, character) in text.trimmingCharacters(in: .whitespaces).enumerated() {
-            switch character {
-            case "+" where index == 0: sawPlus = true
-            case " ", "-", ".", "(", ")": continue
-            case "0"..."9": digits.append(character)
+        var first = true
+        for scalar in text.unicodeScalars.drop(while: { $0 == " " || $0 == "\t" }).reversed()
+            .drop(while: { $0 == " " || $0 == "\t" }).reversed()
+        {
+            defer { first = false }
+            switch scalar.value {
+            case 0x2B where first: sawPlus = true  // "+"
+            case 0x20, 0x2D, 0x2E, 0x28, 0x29: continue  // " ", "-", ".", "(", ")"
+            case 0x30...0x39: digits.unicodeScalars.append(scalar)
             default:
+                let shown =
+                    scalar.isASCII && scalar.properties.isAlphabetic
+                    ? "'\(Character(scalar))'" : "U+\(String(scalar.value, radix: 16, uppercase: true))"
                 throw PixieWireError(
-                    .malformed, "the phone number has '\(character)' in it; send it in E.164 form, like +14155550123")
+                    .malformed,
+                    "the phone number has \(shown) in it; send it in E.164 form with ASCII digits, like +14155550123")
             }
         }
         guard sawPlus, (7...15).contains(digits.count), digits.first != "0" else {

@@ -286,6 +286,12 @@ struct IdentityServiceTests {
         let locked = try await fixture.register(&desktop, grant: ["code": next, "phone_cert": cert])
         #expect(locked.status == .tooManyRequests)
         #expect(locked.errorCode == "too_many_attempts")
+        // Past the limit a wrong code gets exactly the right code's answer, so guessing on cannot confirm
+        // which six digits were real (issue 14: wrong codes used to keep getting 403).
+        let wrongAfter = try await fixture.register(&desktop, grant: ["code": otherWrong, "phone_cert": cert])
+        #expect(wrongAfter.status == locked.status)
+        #expect(wrongAfter.errorCode == locked.errorCode)
+        #expect(wrongAfter.json["reason"] as? String == locked.json["reason"] as? String)
     }
 
     @Test func revokeOthersRemovesEveryOtherDevice() async throws {

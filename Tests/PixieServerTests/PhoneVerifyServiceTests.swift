@@ -107,6 +107,23 @@ struct PhoneVerifyServiceTests {
         #expect(await start(fixture).status == .created)
     }
 
+    /// Issue 14: "+1415555\u{200D}0123" used to get 201, a phone_id and a budget of codes of its own. Every
+    /// spelling that is not ASCII digits is now a 400 that sends nothing, so none dodges the per-number limit.
+    @Test func lookalikeSpellingsCannotDodgeThePerNumberLimit() async throws {
+        let fixture = try Fixture()
+        for _ in 0..<5 {
+            #expect(await start(fixture).status == .created)
+            fixture.clock.advance(by: 600)
+        }
+        #expect(await start(fixture).status == .tooManyRequests)
+        for variant in ["+1415555\u{200D}0123", "+14155550123\u{0301}", "+\u{FF11}4155550123", "+1\u{0664}155550123"] {
+            let response = await start(fixture, variant)
+            #expect(response.status.code == 400, "\(response.status) \(response.bodyText)")
+            #expect(response.errorCode != nil)
+        }
+        #expect(fixture.sms.messages.count == 5)
+    }
+
     @Test func aClientIsRateLimited() async throws {
         let fixture = try Fixture()
         var statuses: [Int] = []

@@ -52,4 +52,28 @@ struct WireEncodingTests {
             #expect(throws: PixieWireError.self, "\(bad)") { try PhoneNumber(bad) }
         }
     }
+
+    /// Issue 14: a Swift Character is a grapheme cluster, so "5" plus a combining mark or a zero-width
+    /// joiner once matched "0"..."9" and each variant became a number of its own, with its own phone_id.
+    @Test func phoneNumbersAreASCIIDigitsOnly() {
+        for bad in [
+            "+1415555\u{200D}0123",  // zero-width joiner
+            "+14155550123\u{0301}",  // combining acute accent on the last digit
+            "+1415\u{20E3}5550123",  // combining enclosing keycap
+            "+\u{FF11}4155550123",  // full-width 1
+            "+1\u{0664}155550123",  // Arabic-Indic 4
+            "+1\u{096A}155550123",  // Devanagari 4
+            "+1\u{1D7DC}155550123",  // mathematical double-struck 4
+            "+1415555\u{00A0}0123",  // no-break space
+            "+1415555\u{2011}0123",  // non-breaking hyphen
+            "\u{FF0B}14155550123",  // full-width plus
+            "+1415555\u{200B}0123",  // zero-width space
+        ] {
+            #expect(throws: PixieWireError.self, "\(bad.unicodeScalars.map { String($0.value, radix: 16) })") {
+                try PhoneNumber(bad)
+            }
+        }
+        // What is still accepted: ASCII separators and surrounding blanks.
+        #expect((try? PhoneNumber("\t+1 415.555-0123 ")).map(\.e164) == "+14155550123")
+    }
 }

@@ -474,6 +474,10 @@ public struct IdentityService: Sendable {
 
     /// A token grant is found by its hash alone; a code grant only within the account of the cert that comes
     /// with it (six digits are not unique across accounts).
+    /// The answer to any code, right or wrong, once an account's live codes have had too many wrong tries.
+    static let tooManyCodeAttempts = HTTPError(
+        .tooManyRequests, .tooManyAttempts, "too many wrong codes; approve again")
+
     static func grantHash(_ grant: String, kind: String, accountID: String) -> Data {
         let input = kind == "token" ? "pixie/grant/token/v1\0" + grant : "pixie/grant/code/v1\0\(accountID)\0\(grant)"
         return Data(SHA256.hash(data: Data(input.utf8)))
@@ -537,6 +541,15 @@ public struct IdentityService: Sendable {
                             + "WHERE grant_hash = ?", [.blob(lookup.hash)])
                 else {
                     if let accountID = lookup.accountID {
+                        // Past the limit a wrong code is answered as the right one is (429), so the answers do
+                        // not tell which code was real (issue 14).
+                        let most = try transaction.queryOne(
+                            "SELECT MAX(failed_attempts) AS most FROM recovery_grants "
+                                + "WHERE account_id = ? AND kind = 'code' AND used_at IS NULL AND expires_at > ?",
+                            [.text(accountID), .integer(now)])
+                        if try most?.optionalInt64("most") ?? 0 >= Int64(configuration.codeAttemptsAllowed) {
+                            return .failure(Self.tooManyCodeAttempts)
+                        }
                         // A wrong code counts against every live code of the account; past the limit they are void.
                         _ = try transaction.execute(
                             "UPDATE recovery_grants SET failed_attempts = failed_attempts + 1 "
@@ -554,8 +567,7 @@ public struct IdentityService: Sendable {
                     return .failure(HTTPError(.gone, .grantExpired, "the grant has expired; approve again"))
                 }
                 if try grant.int64("failed_attempts") >= Int64(configuration.codeAttemptsAllowed) {
-                    return .failure(
-                        HTTPError(.tooManyRequests, .tooManyAttempts, "too many wrong codes; approve again"))
+                    return .failure(Self.tooManyCodeAttempts)
                 }
                 let accountID = try grant.string("account_id")
                 let credential = try verifyRegistration(body.passkey.credential, challenge: challenge)
