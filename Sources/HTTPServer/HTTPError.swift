@@ -17,6 +17,8 @@ public struct HTTPError: Error, Sendable, CustomStringConvertible {
         public static let badRequest = Code("bad_request")
         /// The body is not the JSON the route expects; the reason names the field.
         public static let invalidJSON = Code("invalid_json")
+        /// A JSON route got a body whose `Content-Type` is not `application/json` (a 415).
+        public static let unsupportedMediaType = Code("unsupported_media_type")
         /// No route has this path.
         public static let notFound = Code("not_found")
         /// A route has this path but not this method; the response lists the allowed ones in `Allow`.

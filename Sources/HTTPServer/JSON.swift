@@ -3,11 +3,21 @@ import Foundation
 extension HTTPRequest {
     /// The body decoded as JSON into `type`, or a 400 ``HTTPError/Code/invalidJSON`` whose reason names the
     /// field that is missing, null or of the wrong type (`devices[2].id`), or says the body is not JSON.
+    ///
+    /// The body must be sent as `Content-Type: application/json` (parameters such as `charset=utf-8` are
+    /// allowed), else 415 ``HTTPError/Code/unsupportedMediaType``: a browser may send a cross-origin
+    /// `text/plain` or form POST without asking first (a CORS "simple" request), never an
+    /// `application/json` one, so a page on another site cannot post to a JSON route.
     public func decode<T: Decodable>(
         as type: T.Type = T.self, decoder: JSONDecoder = JSONDecoder()
     )
         throws(HTTPError) -> T
     {
+        guard Self.isJSON(headers["Content-Type"]) else {
+            throw HTTPError(
+                .unsupportedMediaType, .unsupportedMediaType,
+                "send the body as JSON with the header Content-Type: application/json")
+        }
         guard !body.isEmpty else {
             throw HTTPError(.badRequest, .invalidJSON, "the body is empty; send a JSON value")
         }
@@ -18,6 +28,13 @@ extension HTTPRequest {
         } catch {
             throw HTTPError(.badRequest, .invalidJSON, "the body is not valid JSON")
         }
+    }
+
+    /// Whether a `Content-Type` value is `application/json`, case-insensitively, with any parameters.
+    static func isJSON(_ contentType: String?) -> Bool {
+        guard let contentType else { return false }
+        let mediaType = contentType.split(separator: ";", maxSplits: 1).first ?? ""
+        return mediaType.trimmingCharacters(in: .whitespaces).lowercased() == "application/json"
     }
 
     private static func reason(for error: DecodingError) -> String {
