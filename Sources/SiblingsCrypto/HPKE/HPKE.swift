@@ -149,7 +149,7 @@ public enum HPKE {
                 Data([0x00]) + pskIDHash.withUnsafeBytes { Data($0) } + infoHash.withUnsafeBytes { Data($0) }
             // The shared secret is the salt (psk is empty in base mode): HMAC keyed with it, in wiped memory.
             let secret = HKDF<SHA256>.extract(
-                inputKeyMaterial: Data("HPKE-v1".utf8) + suite + Data("secret".utf8), secretSalt: sharedSecret)
+                inputKeyMaterial: HPKE.labeledIKM(suite, label: "secret", ikm: Data()), secretSalt: sharedSecret)
             key = try HPKE.labeledExpand(suite, prk: secret, label: "key", info: keyScheduleContext, length: 32)
             baseNonce = try HPKE.labeledExpand(
                 suite, prk: secret, label: "base_nonce", info: keyScheduleContext, length: 12
@@ -225,12 +225,13 @@ public enum HPKE {
 
     /// LabeledExtract(salt, label, ikm) = Extract(salt, "HPKE-v1" ‖ suite_id ‖ label ‖ ikm) (section 4).
     static func labeledExtract(_ suite: Data, salt: Data, label: String, ikm: Data) throws -> SymmetricKey {
-        try HKDF<SHA256>.extract(inputKeyMaterial: labeledIKM(suite, label: label, ikm: ikm), salt: salt)
+        try HKDF<SHA256>.extract(
+            inputKeyMaterial: SymmetricKey(data: labeledIKM(suite, label: label, ikm: ikm)), salt: salt)
     }
 
     /// "HPKE-v1" ‖ suite_id ‖ label ‖ ikm, LabeledExtract's input keying material.
-    static func labeledIKM(_ suite: Data, label: String, ikm: Data) -> SymmetricKey {
-        SymmetricKey(data: Data("HPKE-v1".utf8) + suite + Data(label.utf8) + ikm)
+    static func labeledIKM(_ suite: Data, label: String, ikm: Data) -> Data {
+        Data("HPKE-v1".utf8) + suite + Data(label.utf8) + ikm
     }
 
     /// LabeledExpand(prk, label, info, L) = Expand(prk, I2OSP(L, 2) ‖ "HPKE-v1" ‖ suite_id ‖ label ‖ info, L).

@@ -56,20 +56,15 @@ public enum MLKEM768 {
             self.rawRepresentation = bytes
             self.tHat = tHat
             self.matrix = matrix
-            self.hash = Self.hashOf(bytes)
-        }
-
-        /// H(ek) = SHA3-256(ek) (FIPS 203, section 4.1).
-        static func hashOf(_ ek: Data) -> Data {
-            Data.uninitialized(count: 32) { out in ek.withUnsafeBytes { DigestContext.keccak(.sha3_256, $0, into: out) }
-            }
+            // H(ek) = SHA3-256(ek) (FIPS 203, section 4.1).
+            self.hash = SHA3_256.hash(data: bytes).rawRepresentation
         }
 
         init(rawRepresentation: Data, tHat: [UInt32], matrix: [UInt32]) {
             self.rawRepresentation = rawRepresentation
             self.tHat = tHat
             self.matrix = matrix
-            self.hash = Self.hashOf(rawRepresentation)
+            self.hash = SHA3_256.hash(data: rawRepresentation).rawRepresentation
         }
 
         /// ML-KEM.Encaps (FIPS 203, Algorithm 20) with 32 fresh random bytes. It does not fail; it throws, as
