@@ -42,6 +42,8 @@ let package = Package(
             pkgConfig: "libqrencode",
             providers: [.apt(["libqrencode-dev"])]
         ),
+        // Linux's epoll(7) and eventfd(2), from the C library itself (Glibc's Swift module leaves them out).
+        .systemLibrary(name: "CEpoll"),
         .systemLibrary(
             name: "CMicroHTTPD",
             pkgConfig: "libmicrohttpd",
@@ -81,7 +83,8 @@ let package = Package(
         // The HTTP platform under pixie-server (../shared/ARCHITECTURE.md): requests, responses, a router with
         // middleware, an in-memory test client, and a libmicrohttpd server on 127.0.0.1, with streamed bodies and
         // WebSockets (SiblingsCrypto only for the handshake's SHA-1).
-        .target(name: "HTTPServer", dependencies: ["CMicroHTTPD", "SiblingsCrypto"], swiftSettings: strict),
+        .target(
+            name: "HTTPServer", dependencies: ["CMicroHTTPD", "CEpoll", "SiblingsCrypto"], swiftSettings: strict),
 
         // Pixie's wire types shared by server and device: PhoneOwnershipCert, base64url JSON bytes, E.164
         // numbers (docs/pixie-protocol.md).

@@ -75,6 +75,8 @@ final class HandoffQueue<Element: Sendable>: Sendable {
         var producerWaiting = false
         /// The consumer is gone: what is put is dropped and `put` never blocks.
         var abandoned = false
+        /// Called once when the queue next has room (``offer(_:whenSpace:)`` found it full).
+        var whenSpace: (@Sendable () -> Void)?
     }
 
     private let state = Mutex(State())
@@ -122,6 +124,28 @@ final class HandoffQueue<Element: Sendable>: Sendable {
         }
     }
 
+    /// Adds `item` without blocking (for an event loop, which must not wait): `true` while the queue still
+    /// has room, `false` once it is full, and then `whenSpace` is called once when the consumer has taken
+    /// something (or abandoned the queue). The item is always kept, so a full queue is exceeded by what the
+    /// producer already holds, never dropped. Dropped if the queue has ended or its consumer is gone.
+    func offer(_ item: Element, whenSpace: @escaping @Sendable () -> Void) -> Bool {
+        let itemCost = cost(item)
+        let (consumer, room) = state.withLock { state -> (CheckedContinuation<Element?, any Error>?, Bool) in
+            if state.abandoned || state.end != nil { return (nil, true) }
+            if let consumer = state.consumer {
+                state.consumer = nil
+                return (consumer, true)
+            }
+            state.items.append(item)
+            state.queuedCost += itemCost
+            guard state.queuedCost >= capacity else { return (nil, true) }
+            state.whenSpace = whenSpace
+            return (nil, false)
+        }
+        consumer?.resume(returning: item)
+        return room
+    }
+
     /// Ends the queue: the consumer gets what is queued, then `nil` (or `error`). Later calls do nothing.
     func finish(throwing error: (any Error)? = nil) {
         let consumer = state.withLock { state -> CheckedContinuation<Element?, any Error>? in
@@ -143,19 +167,23 @@ final class HandoffQueue<Element: Sendable>: Sendable {
 
     /// The consumer will read no more: drop what is queued and never block the producer again.
     func abandon() {
-        let wake = state.withLock { state -> Bool in
+        let (wake, whenSpace) = state.withLock { state -> (Bool, (@Sendable () -> Void)?) in
             state.abandoned = true
             state.items = []
             state.head = 0
             state.queuedCost = 0
-            defer { state.producerWaiting = false }
-            return state.producerWaiting
+            defer {
+                state.producerWaiting = false
+                state.whenSpace = nil
+            }
+            return (state.producerWaiting, state.whenSpace)
         }
         if wake { space.signal() }
+        whenSpace?()
     }
 
     private enum NextStep {
-        case item(Element, wakeProducer: Bool)
+        case item(Element, wakeProducer: Bool, whenSpace: (@Sendable () -> Void)?)
         case end(Result<Void, any Error>)
         case waiting
     }
@@ -177,8 +205,13 @@ final class HandoffQueue<Element: Sendable>: Sendable {
                             state.items.removeFirst(state.head)
                             state.head = 0
                         }
+                        var whenSpace: (@Sendable () -> Void)?
+                        if state.queuedCost < capacity {
+                            whenSpace = state.whenSpace
+                            state.whenSpace = nil
+                        }
                         defer { state.producerWaiting = false }
-                        return .item(item, wakeProducer: state.producerWaiting)
+                        return .item(item, wakeProducer: state.producerWaiting, whenSpace: whenSpace)
                     }
                     if let end = state.end { return .end(end) }
                     if state.abandoned { return .end(.success(())) }
@@ -187,8 +220,9 @@ final class HandoffQueue<Element: Sendable>: Sendable {
                     return .waiting
                 }
                 switch step {
-                case .item(let item, let wakeProducer):
+                case .item(let item, let wakeProducer, let whenSpace):
                     if wakeProducer { space.signal() }
+                    whenSpace?()
                     continuation.resume(returning: item)
                 case .end(.success): continuation.resume(returning: nil)
                 case .end(.failure(let error)): continuation.resume(throwing: error)

@@ -24,14 +24,14 @@ final class Daemon {
         }
         let core = Core(
             responder: responder, maximumBodySize: configuration.maximumBodySize,
-            responderTimeout: configuration.responderTimeout)
+            responderTimeout: configuration.responderTimeout, webSocketKeepalive: configuration.webSocketKeepalive)
         let cls = Unmanaged.passUnretained(core).toOpaque()
         // A thread per connection: a request's thread may wait for its responder without holding up others,
         // and block while a streamed body's consumer or producer is slow. Upgrades carry WebSockets. The
         // inter-thread channel lets `drain` stop the listener while connections finish (MHD_quiesce_daemon).
         let flags = UInt32(
             MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_THREAD_PER_CONNECTION.rawValue
-                | MHD_ALLOW_UPGRADE.rawValue | MHD_USE_ITC.rawValue)
+                | MHD_ALLOW_UPGRADE.rawValue | MHD_USE_ITC.rawValue | MHD_USE_POLL.rawValue)
         errno = 0
         guard
             let handle = CMicroHTTPD_start_loopback(
@@ -78,7 +78,7 @@ final class Daemon {
     }
 
     deinit {
-        // libmicrohttpd must not stop with upgraded connections still open: close the WebSockets first.
+        // The WebSockets are the server's own sockets: close them with it.
         core.closeWebSockets()
         MHD_stop_daemon(handle)
         if let quiescedSocket { close(quiescedSocket) }
@@ -90,6 +90,7 @@ private final class Core: Sendable {
     let responder: any HTTPResponder
     let maximumBodySize: Int
     let responderTimeout: Duration?
+    let webSocketKeepalive: WebSocketKeepalive?
     private let webSockets = Mutex<(next: Int, open: [Int: WebSocket])>((0, [:]))
     /// Requests whose head has arrived and whose exchange has not ended (`requestCompleted` not yet called).
     private let inFlight = Mutex(0)
@@ -98,28 +99,30 @@ private final class Core: Sendable {
     func requestStarted() { inFlight.withLock { $0 += 1 } }
     func requestEnded() { inFlight.withLock { $0 -= 1 } }
 
-    init(responder: any HTTPResponder, maximumBodySize: Int, responderTimeout: Duration?) {
+    init(
+        responder: any HTTPResponder, maximumBodySize: Int, responderTimeout: Duration?,
+        webSocketKeepalive: WebSocketKeepalive?
+    ) {
+        self.webSocketKeepalive = webSocketKeepalive
         self.responder = responder
         self.maximumBodySize = maximumBodySize
         self.responderTimeout = responderTimeout
     }
 
-    /// Runs `upgrade` on the upgraded socket `fd`; `handle` is closed when the WebSocket's reader ends.
-    func startWebSocket(_ upgrade: WebSocketUpgrade, fd: Int32, extra: Data, handle: UpgradeHandle) {
-        // libmicrohttpd's sockets are non-blocking; the WebSocket's reader thread blocks in recv.
-        let flags = fcntl(fd, F_GETFL)
-        guard flags >= 0, fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0 else {
-            handle.close()
-            return
-        }
+    /// Runs `upgrade` on the upgraded socket `fd` (ours: closed when the WebSocket's reader ends).
+    func startWebSocket(_ upgrade: WebSocketUpgrade, fd: Int32, extra: Data) {
+        // libmicrohttpd turned Nagle back on for the upgrade; frames go out as they are written.
+        var one: Int32 = 1
+        _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
         let key = webSockets.withLock { sockets in
             defer { sockets.next += 1 }
             return sockets.next
         }
         let socket = WebSocket(
-            role: .server, fd: fd, maximumMessageSize: upgrade.maximumMessageSize, initialBytes: extra
+            role: .server, fd: fd, maximumMessageSize: upgrade.maximumMessageSize, initialBytes: extra,
+            keepalive: webSocketKeepalive
         ) { [self] in
-            handle.close()
+            _ = Glibc.close(fd)
             _ = webSockets.withLock { $0.open.removeValue(forKey: key) }
         }
         webSockets.withLock { $0.open[key] = socket }
@@ -140,25 +143,11 @@ private final class Core: Sendable {
     }
 
     /// Sends every open WebSocket a close frame with 1001 (going away), shuts it down, and waits (up to 2 s
-    /// each) until libmicrohttpd has its socket back.
+    /// each) until its reader has released it.
     func closeWebSockets() {
         let open = webSockets.withLock { Array($0.open.values) }
         for socket in open { socket.goAway() }
         for socket in open { _ = socket.waitUntilClosed(deadline: .now() + 2) }
-    }
-}
-
-/// One upgraded connection's `MHD_UpgradeResponseHandle*`, closed once.
-final class UpgradeHandle: @unchecked Sendable {
-    // @unchecked: the pointer is only used by `close`, which the WebSocket calls exactly once, under its
-    // transport lock, from its reader thread.
-    private let handle: OpaquePointer
-
-    init(_ handle: OpaquePointer) { self.handle = handle }
-
-    func close() {
-        // Fails only for a handle already closed, which `WebSocket` never does; nothing is left to undo.
-        _ = CMicroHTTPD_upgrade_close(handle)
     }
 }
 
@@ -440,17 +429,24 @@ private let freeStream: MHD_ContentReaderFreeCallback = { cls in
     pipe.readerGone()
 }
 
-/// The 101 was sent: the socket is ours until `CMicroHTTPD_upgrade_close`. Runs on the connection's
-/// thread; the WebSocket gets a reader thread of its own, and this returns at once.
+/// The 101 was sent. libmicrohttpd 0.9.75 has a use-after-free when `MHD_upgrade_action(CLOSE)` comes from
+/// another thread while its listen thread cleans up (fixed upstream in 0.9.77, "Fixed data races when closing
+/// upgraded connection"; Debian 12 ships 0.9.75): under churn of a thousand WebSockets it corrupted the heap.
+/// So the upgraded socket is duplicated and handed back at once, here on the connection's own thread, where that
+/// close is safe; the WebSocket owns the duplicate and closes it with close(2), and libmicrohttpd closes its own
+/// descriptor without shutting the connection down (docs/http-platform.md, "WebSockets off libmicrohttpd").
 private let upgradeHandler: MHD_UpgradeHandler = { cls, _, slot, extraIn, extraCount, fd, urh in
     guard let urh else { return }
-    guard let cls, let slot,
+    let extra = extraIn.map { Data(bytes: $0, count: extraCount) } ?? Data()
+    let own = fcntl(fd, F_DUPFD_CLOEXEC, 0)
+    // Fails only for a handle already closed, which nothing here does.
+    _ = CMicroHTTPD_upgrade_close(urh)
+    guard own >= 0, let cls, let slot,
         let upgrade = Unmanaged<PendingRequest>.fromOpaque(slot).takeUnretainedValue().webSocket
     else {
-        _ = CMicroHTTPD_upgrade_close(urh)
+        if own >= 0 { close(own) }
         return
     }
     let core = Unmanaged<Core>.fromOpaque(cls).takeUnretainedValue()
-    let extra = extraIn.map { Data(bytes: $0, count: extraCount) } ?? Data()
-    core.startWebSocket(upgrade, fd: fd, extra: extra, handle: UpgradeHandle(urh))
+    core.startWebSocket(upgrade, fd: own, extra: extra)
 }

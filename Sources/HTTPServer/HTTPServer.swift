@@ -29,6 +29,8 @@ public final class HTTPServer: Sendable {
         /// is cancelled; `nil` waits as long as it takes. Streamed response bodies and WebSockets are not
         /// timed (a download of many GiB may take long); only the wait for the response's head is.
         public var responderTimeout: Duration?
+        /// When the server pings a quiet WebSocket and closes one that does not answer; `nil` never does.
+        public var webSocketKeepalive: WebSocketKeepalive? = WebSocketKeepalive()
 
         public init(
             port: UInt16 = 0, maximumBodySize: Int = 1 << 20, connectionLimit: Int = 64, connectionTimeout: Int = 30,

@@ -121,6 +121,9 @@ public final class WebSocket: AsyncSequence, Sendable {
     /// The longest message accepted, in bytes; longer ones close the connection with 1009.
     public let maximumMessageSize: Int
     private let fd: Int32
+    /// The loop that reads this socket and keeps its timers.
+    private let loop: EventLoop
+    private let keepalive: WebSocketKeepalive?
     /// Every write and the final release hold this lock, so no write reaches a descriptor that was closed
     /// (and perhaps reused); a write that waits for the peer lets go of it while it waits.
     private let transport = Mutex(Transport())
@@ -129,27 +132,32 @@ public final class WebSocket: AsyncSequence, Sendable {
     private let release: @Sendable () -> Void
     private let state = Mutex(State())
     private let messages = HandoffQueue<WebSocketMessage>(capacity: 16) { _ in 1 }
-    private let initialBytes: Data
+    /// The reader's state, on the loop's thread only.
+    private let reader: ReaderState
     /// Signalled once when the reader has finished and released the socket (for the daemon's shutdown).
     private let finished = DispatchSemaphore(value: 0)
 
-    /// `release` closes the socket (libmicrohttpd's upgrade close on the server, `close(2)` on the client);
-    /// it is called once, when the reader ends. `initialBytes` were read from the socket before this.
+    /// `release` closes the socket; it is called once, on the loop's thread, when the reader ends.
+    /// `initialBytes` were read from the socket before this. The socket must be non-blocking. With `keepalive`,
+    /// a peer that sends no frame for its interval gets a ping, and one that answers nothing in its timeout is
+    /// closed.
     init(
         role: Role, fd: Int32, maximumMessageSize: Int, initialBytes: Data = Data(),
-        release: @escaping @Sendable () -> Void
+        keepalive: WebSocketKeepalive? = nil, release: @escaping @Sendable () -> Void
     ) {
         self.role = role
         self.fd = fd
         self.maximumMessageSize = Swift.max(0, maximumMessageSize)
-        self.initialBytes = initialBytes
+        self.keepalive = keepalive
         self.release = release
+        loop = EventLoop.next()
+        reader = ReaderState(inbound: [UInt8](initialBytes))
     }
 
-    /// Starts the reader thread; with a `consumer`, it takes the messages instead of ``receive()``.
+    /// Hands the socket to its event loop; with a `consumer`, it takes the messages instead of ``receive()``.
     func start(consumer: (any WebSocketConsumer)? = nil) {
         if consumer != nil { consumed.store(true, ordering: .relaxed) }
-        Thread.detachNewThread { self.readLoop(consumer: consumer) }
+        loop.execute { self.attach(consumer: consumer) }
     }
 
     // MARK: Public API
@@ -219,12 +227,12 @@ public final class WebSocket: AsyncSequence, Sendable {
 
     /// Starts the close handshake as ``close(code:reason:)`` does, without waiting for it to end: the socket
     /// closes when the peer answers or 5 seconds pass (a consumer hears of it in
-    /// ``WebSocketConsumer/ended(_:)``). Blocks only while earlier frames and the close frame are written.
+    /// ``WebSocketConsumer/ended(_:)``). Never blocks: what the kernel does not take at once (earlier frames
+    /// kept by ``trySend(binaries:)``, the close frame) the event loop writes as the peer reads.
     public func startClosing(code: WebSocketCloseCode = .normalClosure, reason: String = "") {
-        // Armed first: a peer that reads nothing cannot hold the close frame's write past it.
-        watchdog(after: .seconds(5))
         sendClose(code: code, reason: reason)
         messages.abandon()
+        loop.execute { self.closing(within: .seconds(5)) }
     }
 
     /// The close code: the one the peer sent, or the one we closed with after a protocol violation; `nil`
@@ -378,11 +386,9 @@ public final class WebSocket: AsyncSequence, Sendable {
         transport.unsentStart = 0
         return true
     }
-
-    /// Sends a close frame unless one was sent already.
-    /// `wait: false` writes what the kernel takes at once and keeps the rest (for a shutdown that follows at
-    /// once: a peer that reads nothing must not hold it).
-    private func sendClose(code: WebSocketCloseCode, reason: String, wait: Bool = true) {
+    /// Sends a close frame unless one was sent already, without waiting: what the kernel does not take at once
+    /// is kept, and the event loop writes it as the peer reads.
+    private func sendClose(code: WebSocketCloseCode, reason: String) {
         let first = state.withLock { state -> Bool in
             defer { state.closeSent = true }
             return !state.closeSent
@@ -394,21 +400,12 @@ public final class WebSocket: AsyncSequence, Sendable {
             reasonBytes = reasonBytes.dropLast()
         }
         payload.append(reasonBytes)
-        let frame = Self.frame(opcode: Opcode.close, payload: payload, masked: role == .client)
-        if wait { try? write(frame) } else { _ = try? sendWithoutWaiting(frame) }
-    }
-
-    /// Shuts the socket down after `delay` unless the reader has finished by then (a peer that never
-    /// answers a close frame).
-    private func watchdog(after delay: DispatchTimeInterval) {
-        DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [self] in
-            if !state.withLock({ $0.readerDone }) { shutdownNow() }
-        }
+        _ = try? sendWithoutWaiting(Self.frame(opcode: Opcode.close, payload: payload, masked: role == .client))
     }
 
     /// Sends 1001 (going away) and shuts the socket down without waiting for the answer (server shutdown).
     func goAway() {
-        sendClose(code: .goingAway, reason: "the server is shutting down", wait: false)
+        sendClose(code: .goingAway, reason: "the server is shutting down")
         shutdownNow()
     }
 
@@ -416,8 +413,7 @@ public final class WebSocket: AsyncSequence, Sendable {
     /// its owner gave up on (a relay slow consumer), whose writer may be waiting for a peer that reads
     /// nothing. Every send then throws, and the reader ends the connection.
     public func shutDown(after delay: Duration) {
-        let (seconds, attoseconds) = delay.components
-        watchdog(after: .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)))
+        loop.execute { self.closing(within: delay) }
     }
 
     /// Shuts the socket down at once: the reader sees the end and releases the connection.
@@ -439,7 +435,14 @@ public final class WebSocket: AsyncSequence, Sendable {
         }
     }
 
-    // MARK: Reader
+    /// Blocks until the reader has released the socket, or `deadline`; `false` on timeout. One caller only.
+    func waitUntilClosed(deadline: DispatchTime) -> Bool {
+        guard finished.wait(timeout: deadline) == .success else { return false }
+        finished.signal()
+        return true
+    }
+
+    // MARK: Reader (on the event loop's thread)
 
     private enum Ending {
         /// The peer sent a close frame (answered already).
@@ -450,44 +453,138 @@ public final class WebSocket: AsyncSequence, Sendable {
         case dropped
     }
 
-    /// Messages read but not yet handed to the consumer, on the reader thread only.
-    private final class Batch {
-        var messages: [WebSocketMessage] = []
-        let consumer: (any WebSocketConsumer)?
+    /// What the reader keeps between readiness events; touched on the loop's thread only.
+    private final class ReaderState: @unchecked Sendable {
+        // @unchecked: the loop's thread is the only one that reads or writes these.
+        /// Bytes read and not yet parsed, from `start` on (empty, with no storage, while the peer is idle).
+        var inbound: [UInt8]
+        var start = 0
+        var fragments: [UInt8] = []
+        var fragmentOpcode: UInt8?
+        var batch: [WebSocketMessage] = []
+        var consumer: (any WebSocketConsumer)?
+        var tag: UInt64?
+        /// What epoll watches for now, and whether something is owed to the peer (so writes are watched).
+        var reading = true
+        var watchingWrites = false
+        var writing = false
+        /// The receive queue is full: reads wait until ``receive()`` takes a message.
+        var queueFull = false
+        /// Ending, and waiting until this instant for the peer's close or the end of the stream (after a
+        /// violation), or for what is owed to be written (after the peer's close); `error` is what the end is.
+        var ending: (deadline: ContinuousClock.Instant, error: WebSocketError?)?
+        /// Closed at this instant unless the connection has ended by then (``startClosing(code:reason:)``,
+        /// ``shutDown(after:)``).
+        var closeBy: ContinuousClock.Instant?
+        var lastFrame = ContinuousClock.now
+        var pingSent: ContinuousClock.Instant?
+        var done = false
 
-        init(consumer: (any WebSocketConsumer)?) { self.consumer = consumer }
-
-        func handOver() {
-            guard let consumer, !messages.isEmpty else { return }
-            let ready = messages
-            messages = []
-            consumer.received(ready)
-        }
+        init(inbound: [UInt8]) { self.inbound = inbound }
     }
 
-    private func readLoop(consumer: (any WebSocketConsumer)?) {
-        let batch = Batch(consumer: consumer)
-        var reader = Socket.Reader(fd: fd, buffered: [UInt8](initialBytes))
-        // A consumer gets what has arrived before the reader waits for more.
-        if consumer != nil { reader.beforeWaiting = { batch.handOver() } }
-        let ending = readFrames(&reader, batch: batch)
-        batch.handOver()
-        reader.beforeWaiting = nil
-        let error: WebSocketError?
+    private func attach(consumer: (any WebSocketConsumer)?) {
+        reader.consumer = consumer
+        let slack = keepalive.map { Swift.min($0.interval, $0.timeout) / 8 } ?? .milliseconds(250)
+        guard
+            let tag = loop.add(
+                self, fd: fd, reading: true, writing: false, timerSlack: Swift.min(slack, .milliseconds(250)))
+        else {
+            return finish(WebSocketError("the event loop could not watch the socket (errno \(errno))"))
+        }
+        reader.tag = tag
+        if let keepalive { loop.schedule(at: reader.lastFrame + keepalive.interval) }
+        // Bytes that came with the upgrade are frames already.
+        if !reader.inbound.isEmpty { process(endOfStream: false) }
+    }
+
+    /// Called on the loop (``startClosing(code:reason:)``, ``shutDown(after:)``): writes what is owed as the
+    /// peer reads, and ends the connection `delay` from now unless it has ended before.
+    private func closing(within delay: Duration) {
+        guard !reader.done else { return }
+        let due = ContinuousClock.now + delay
+        reader.closeBy = Swift.min(reader.closeBy ?? due, due)
+        loop.schedule(at: due)
+        flushOwed()
+    }
+
+    private func process(endOfStream: Bool) {
+        if reader.ending != nil {
+            // Only the end of the stream (or the deadline) is awaited now; what arrives is dropped.
+            reader.inbound = []
+            reader.start = 0
+            if endOfStream { finish(reader.ending?.error) }
+            return
+        }
+        let ending = parseFrames()
+        if reader.start == reader.inbound.count {
+            reader.inbound = []
+            reader.start = 0
+        } else if reader.start > 64 << 10 {
+            reader.inbound.removeFirst(reader.start)
+            reader.start = 0
+        }
+        handOver()
+        if let ending { return end(ending) }
+        if endOfStream { return end(.dropped) }
+        updateInterest()
+    }
+
+    private func handOver() {
+        guard let consumer = reader.consumer, !reader.batch.isEmpty else { return }
+        let ready = reader.batch
+        reader.batch = []
+        consumer.received(ready)
+    }
+
+    private func end(_ ending: Ending) {
         switch ending {
         case .closed:
-            error = nil
+            // Our answer (or our own close, which this answered) goes out first; the peer gets 2 s to read it.
+            reader.ending = (ContinuousClock.now + .seconds(2), nil)
+            loop.schedule(at: reader.ending!.deadline)
+            if !flushOwed() { return }
+            finish(nil)
         case .failed(let code, let reason):
             state.withLock { $0.closeCode = code }
             sendClose(code: code, reason: reason)
             // Give the peer a moment to read the close frame and answer before the socket closes.
-            watchdog(after: .seconds(2))
-            while reader.read(1) != nil {}
-            error = WebSocketError("the peer broke the WebSocket protocol: \(reason)", closeCode: code)
+            let error = WebSocketError("the peer broke the WebSocket protocol: \(reason)", closeCode: code)
+            reader.ending = (ContinuousClock.now + .seconds(2), error)
+            loop.schedule(at: reader.ending!.deadline)
+            flushOwed()
+            updateInterest()
         case .dropped:
-            error =
-                state.withLock({ $0.closeSent }) ? nil : WebSocketError("the connection dropped without a close frame")
+            finish(
+                state.withLock({ $0.closeSent }) ? nil : WebSocketError("the connection dropped without a close frame"))
         }
+    }
+
+    /// Writes what is kept for the peer; `true` once nothing is. While something is, reads wait (a peer that
+    /// sends pings and reads nothing cannot make pongs pile up) and the loop writes on `EPOLLOUT`.
+    @discardableResult
+    private func flushOwed() -> Bool {
+        let done = (try? transport.withLock { try Self.sendUnsent(fd, &$0) }) ?? true
+        reader.writing = !done
+        updateInterest()
+        return done
+    }
+
+    private func updateInterest() {
+        guard let tag = reader.tag, !reader.done else { return }
+        let reading = !reader.queueFull && !reader.writing
+        if reading != reader.reading || reader.writing != reader.watchingWrites {
+            reader.reading = reading
+            reader.watchingWrites = reader.writing
+            loop.watch(tag, fd: fd, reading: reading, writing: reader.writing)
+        }
+    }
+
+    /// The connection is over: the socket is released, the queue ended, the consumer and waiters told.
+    private func finish(_ error: WebSocketError?) {
+        guard !reader.done else { return }
+        reader.done = true
+        if let tag = reader.tag { loop.remove(tag, fd: fd) }
         if let error { messages.finish(throwing: error) } else { messages.finish() }
         transport.withLock { transport in
             guard transport.open else { return }
@@ -495,7 +592,10 @@ public final class WebSocket: AsyncSequence, Sendable {
             transport.unsent = Data()
             release()
         }
-        consumer?.ended(error)
+        reader.consumer?.ended(error)
+        reader.consumer = nil
+        reader.inbound = []
+        reader.fragments = []
         let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             state.readerDone = true
             defer { state.doneWaiters = [] }
@@ -505,22 +605,19 @@ public final class WebSocket: AsyncSequence, Sendable {
         finished.signal()
     }
 
-    /// Blocks until the reader has released the socket, or `deadline`; `false` on timeout. One caller only.
-    func waitUntilClosed(deadline: DispatchTime) -> Bool {
-        guard finished.wait(timeout: deadline) == .success else { return false }
-        finished.signal()
-        return true
-    }
-
-    private func readFrames(_ reader: inout Socket.Reader, batch: Batch) -> Ending {
-        var fragments: [UInt8] = []
-        var fragmentOpcode: UInt8?
+    /// The frames complete in `inbound`, delivered in order; stops at the first that is not all there, or at
+    /// a close or a violation (judged from the header, before the payload arrives).
+    private func parseFrames() -> Ending? {
         while true {
-            guard let head = reader.read(2) else { return .dropped }
-            let fin = head[0] & 0x80 != 0
-            let opcode = head[0] & 0x0F
-            let masked = head[1] & 0x80 != 0
-            guard head[0] & 0x70 == 0 else {
+            let available = reader.inbound.count - reader.start
+            guard available >= 2 else { return nil }
+            let base = reader.start
+            let head0 = reader.inbound[base]
+            let head1 = reader.inbound[base + 1]
+            let fin = head0 & 0x80 != 0
+            let opcode = head0 & 0x0F
+            let masked = head1 & 0x80 != 0
+            guard head0 & 0x70 == 0 else {
                 return .failed(.protocolError, "reserved bits are set, but no extension was negotiated")
             }
             guard [0x0, 0x1, 0x2, 0x8, 0x9, 0xA].contains(opcode) else {
@@ -528,65 +625,76 @@ public final class WebSocket: AsyncSequence, Sendable {
             }
             if role == .server, !masked { return .failed(.protocolError, "client frames must be masked") }
             if role == .client, masked { return .failed(.protocolError, "server frames must not be masked") }
-            var length = UInt64(head[1] & 0x7F)
+            var length = UInt64(head1 & 0x7F)
+            var headerLength = 2
             if length == 126 {
-                guard let bytes = reader.read(2) else { return .dropped }
-                length = UInt64(bytes[0]) << 8 | UInt64(bytes[1])
+                guard available >= 4 else { return nil }
+                length = UInt64(reader.inbound[base + 2]) << 8 | UInt64(reader.inbound[base + 3])
+                headerLength = 4
             } else if length == 127 {
-                guard let bytes = reader.read(8) else { return .dropped }
-                length = bytes.reduce(0) { $0 << 8 | UInt64($1) }
+                guard available >= 10 else { return nil }
+                length = reader.inbound[(base + 2)..<(base + 10)].reduce(0) { $0 << 8 | UInt64($1) }
                 guard length >> 63 == 0 else { return .failed(.protocolError, "the 64-bit length has its top bit set") }
+                headerLength = 10
             }
             let isControl = opcode >= 0x8
             if isControl, !fin || length > 125 {
                 return .failed(.protocolError, "control frames must be unfragmented and at most 125 bytes")
             }
-            if opcode == Opcode.continuation, fragmentOpcode == nil {
+            if opcode == Opcode.continuation, reader.fragmentOpcode == nil {
                 return .failed(.protocolError, "a continuation frame arrived with no message to continue")
             }
-            if opcode == Opcode.text || opcode == Opcode.binary, fragmentOpcode != nil {
+            if opcode == Opcode.text || opcode == Opcode.binary, reader.fragmentOpcode != nil {
                 return .failed(.protocolError, "a new message began before the fragmented one ended")
             }
             if !isControl {
-                let sofar = opcode == Opcode.continuation ? fragments.count : 0
+                let sofar = opcode == Opcode.continuation ? reader.fragments.count : 0
                 guard length <= UInt64(maximumMessageSize - sofar) else {
                     return .failed(.messageTooBig, "messages are limited to \(maximumMessageSize) bytes")
                 }
             }
-            var key: [UInt8] = []
+            let keyStart = base + headerLength
+            let payloadStart = keyStart + (masked ? 4 : 0)
+            guard available >= payloadStart - base + Int(length) else { return nil }
+            var payload = Array(reader.inbound[payloadStart..<(payloadStart + Int(length))])
             if masked {
-                guard let bytes = reader.read(4) else { return .dropped }
-                key = bytes
+                let key = reader.inbound[keyStart..<(keyStart + 4)].map { $0 }
+                for index in payload.indices { payload[index] ^= key[index & 3] }
             }
-            guard var payload = reader.read(Int(length)) else { return .dropped }
-            if masked { for index in payload.indices { payload[index] ^= key[index & 3] } }
+            reader.start = payloadStart + Int(length)
+            reader.lastFrame = ContinuousClock.now
+            reader.pingSent = nil
 
             switch opcode {
             case Opcode.ping:
-                try? write(Self.frame(opcode: Opcode.pong, payload: Data(payload), masked: role == .client))
+                _ = try? sendWithoutWaiting(
+                    Self.frame(opcode: Opcode.pong, payload: Data(payload), masked: role == .client))
+                if !flushOwed() { return nil }
             case Opcode.pong:
                 continue
             case Opcode.close:
                 return closeReceived(payload)
             case Opcode.continuation:
-                fragments.append(contentsOf: payload)
-                guard fin, let opcode = fragmentOpcode else { continue }
-                fragmentOpcode = nil
-                let message = fragments
-                fragments = []
-                if let failure = deliver(opcode: opcode, payload: message, to: batch) { return failure }
+                reader.fragments.append(contentsOf: payload)
+                guard fin, let opcode = reader.fragmentOpcode else { continue }
+                reader.fragmentOpcode = nil
+                let message = reader.fragments
+                reader.fragments = []
+                if let failure = deliver(opcode: opcode, payload: message) { return failure }
             default:
                 guard fin else {
-                    fragmentOpcode = opcode
-                    fragments = payload
+                    reader.fragmentOpcode = opcode
+                    reader.fragments = payload
                     continue
                 }
-                if let failure = deliver(opcode: opcode, payload: payload, to: batch) { return failure }
+                if let failure = deliver(opcode: opcode, payload: payload) { return failure }
             }
+            // A full receive queue stops the reader until receive() takes a message.
+            if reader.queueFull { return nil }
         }
     }
 
-    private func deliver(opcode: UInt8, payload: [UInt8], to batch: Batch) -> Ending? {
+    private func deliver(opcode: UInt8, payload: [UInt8]) -> Ending? {
         let message: WebSocketMessage
         if opcode == Opcode.text {
             guard let text = String(validating: payload, as: UTF8.self) else {
@@ -596,8 +704,19 @@ public final class WebSocket: AsyncSequence, Sendable {
         } else {
             message = .binary(Data(payload))
         }
-        if batch.consumer != nil { batch.messages.append(message) } else { messages.put(message) }
+        if reader.consumer != nil {
+            reader.batch.append(message)
+        } else if !messages.offer(message, whenSpace: { [self] in loop.execute { self.queueHasSpace() } }) {
+            reader.queueFull = true
+        }
         return nil
+    }
+
+    private func queueHasSpace() {
+        guard reader.queueFull, !reader.done else { return }
+        reader.queueFull = false
+        // Frames already read are parsed before the socket is read again.
+        process(endOfStream: false)
     }
 
     private func closeReceived(_ payload: [UInt8]) -> Ending {
@@ -615,6 +734,95 @@ public final class WebSocket: AsyncSequence, Sendable {
         state.withLock { $0.closeCode = code }
         sendClose(code: code == .noStatusReceived ? .normalClosure : code, reason: "")
         return .closed
+    }
+}
+
+extension WebSocket: EventLoopChannel {
+    func readable() {
+        guard !reader.done else { return }
+        let buffer = loop.readBuffer
+        var endOfStream = false
+        var total = 0
+        // At most 1 MiB per turn, so one busy peer cannot starve the others on this loop.
+        while total < 1 << 20 {
+            let n = Glibc.recv(fd, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT))
+            if n > 0 {
+                if reader.ending == nil {
+                    reader.inbound.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+                }
+                total += n
+                if n < buffer.count { break }
+                continue
+            }
+            if n < 0, errno == EINTR { continue }
+            if n < 0, errno == EAGAIN || errno == EWOULDBLOCK { break }
+            endOfStream = true
+            break
+        }
+        process(endOfStream: endOfStream)
+    }
+
+    func writable() {
+        guard !reader.done else { return }
+        let owedWritten = flushOwed()
+        if owedWritten, let ending = reader.ending, ending.error == nil {
+            // After the close handshake: the answer is out, the connection is done.
+            finish(nil)
+        } else if owedWritten, reader.ending == nil {
+            // Frames read while the answer waited are parsed now, and reads resume.
+            process(endOfStream: false)
+        }
+    }
+
+    func timerFired(now: ContinuousClock.Instant) -> ContinuousClock.Instant? {
+        guard !reader.done else { return nil }
+        if let ending = reader.ending, now >= ending.deadline {
+            finish(ending.error)
+            return nil
+        }
+        if let closeBy = reader.closeBy, now >= closeBy {
+            // Our close went unanswered (or the owner gave up on the peer).
+            finish(
+                state.withLock({ $0.closeSent }) ? nil : WebSocketError("the connection was shut down by its owner"))
+            return nil
+        }
+        var next = [reader.ending?.deadline, reader.closeBy].compactMap { $0 }.min()
+        if let keepalive, reader.ending == nil {
+            if let pingSent = reader.pingSent {
+                if now >= pingSent + keepalive.timeout {
+                    sendClose(code: .goingAway, reason: "no answer to a ping")
+                    finish(
+                        WebSocketError(
+                            "the peer answered no ping within \(keepalive.timeout); the connection was closed",
+                            closeCode: .goingAway))
+                    return nil
+                }
+                next = Swift.min(next ?? (pingSent + keepalive.timeout), pingSent + keepalive.timeout)
+            } else if now >= reader.lastFrame + keepalive.interval {
+                reader.pingSent = now
+                _ = try? sendWithoutWaiting(Self.frame(opcode: Opcode.ping, payload: Data(), masked: role == .client))
+                flushOwed()
+                next = Swift.min(next ?? (now + keepalive.timeout), now + keepalive.timeout)
+            } else {
+                let due = reader.lastFrame + keepalive.interval
+                next = Swift.min(next ?? due, due)
+            }
+        }
+        return next
+    }
+}
+
+/// When a server's WebSocket hears nothing from its peer: a ping after `interval` without a frame, and the
+/// connection closed (1001) if nothing comes back within `timeout` of it. Any complete frame from the peer
+/// (a message, a ping, a pong) counts; bytes of a frame still arriving do not, so a trickle cannot hold a
+/// connection open.
+public struct WebSocketKeepalive: Sendable, Equatable {
+    public var interval: Duration
+    public var timeout: Duration
+
+    public init(interval: Duration = .seconds(60), timeout: Duration = .seconds(30)) {
+        self.interval = interval
+        self.timeout = timeout
     }
 }
 
@@ -643,9 +851,6 @@ enum Socket {
         private var start = 0
         private var chunk = [UInt8](repeating: 0, count: 64 << 10)
 
-        /// Called before each read that waits for the socket (not before one that only takes buffered bytes).
-        var beforeWaiting: (() -> Void)?
-
         init(fd: Int32, buffered: [UInt8]) {
             self.fd = fd
             self.buffered = buffered
@@ -661,7 +866,6 @@ enum Socket {
                     buffered.removeFirst(start)
                     start = 0
                 }
-                beforeWaiting?()
                 let n = chunk.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, $0.count, 0) }
                 if n < 0, errno == EINTR { continue }
                 guard n > 0 else { return nil }

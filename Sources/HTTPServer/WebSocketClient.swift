@@ -121,6 +121,11 @@ public enum WebSocketClient {
                 "the server's Sec-WebSocket-Accept does not match the key sent; it is no WebSocket server")
         }
         setReceiveTimeout(fd, .zero)
+        // From here the socket is read by an event loop, which never waits on it.
+        let flags = fcntl(fd, F_GETFL)
+        guard flags >= 0, fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0 else {
+            throw WebSocketError("could not make the socket non-blocking (errno \(errno))")
+        }
         let socket = WebSocket(
             role: .client, fd: fd, maximumMessageSize: maximumMessageSize, initialBytes: Data(reader.remaining)
         ) { _ = Glibc.close(fd) }

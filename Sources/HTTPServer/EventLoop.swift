@@ -1,0 +1,162 @@
+internal import CEpoll
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// What waits in an ``EventLoop`` for its socket (a ``WebSocket``). Every call comes on the loop's thread.
+protocol EventLoopChannel: AnyObject {
+    /// The socket has bytes, or the peer closed it, or it failed (`EPOLLIN`, `EPOLLRDHUP`, `EPOLLHUP`,
+    /// `EPOLLERR`).
+    func readable()
+    /// The socket takes bytes again (`EPOLLOUT`, while asked for).
+    func writable()
+    /// A timer pass at `now`; returns when the channel next needs one, or nil.
+    func timerFired(now: ContinuousClock.Instant) -> ContinuousClock.Instant?
+}
+
+/// A thread that waits in epoll(7) for many sockets at once: the WebSockets of the server and the client
+/// live on a few of these instead of a thread each, so an idle connection costs memory, not a thread.
+///
+/// A channel is added, changed and removed on the loop's own thread (``execute(_:)`` hands work there from any
+/// thread). Readiness is level-triggered. Timers are coarse: one pass over every channel when the earliest
+/// deadline is due, never closer together than the smallest `timerSlack` a channel asked for, so ten
+/// thousand idle connections with a minute between pings cost one short scan a second at most.
+final class EventLoop: @unchecked Sendable {
+    // @unchecked: `channels`, `nextTag`, `timerDue`, `lastPass`, `slack` and `readBuffer` are touched on the
+    // loop's thread only; other threads reach the loop through `inbox` (a Mutex) and the eventfd.
+
+    /// The process's loops, started on first use: one per core, at least 2 (a consumer that blocks a moment
+    /// holds up only the sockets on its loop) and at most 8.
+    static let all: [EventLoop] = {
+        let count = Swift.max(2, Swift.min(8, ProcessInfo.processInfo.activeProcessorCount))
+        return (0..<count).map { EventLoop(index: $0) }
+    }()
+    private static let turn = Atomic(0)
+
+    /// The loop for a new socket, in turn.
+    static func next() -> EventLoop {
+        all[turn.wrappingAdd(1, ordering: .relaxed).oldValue % all.count]
+    }
+
+    private let epoll: Int32
+    private let wakeup: Int32
+    private let inbox = Mutex<[@Sendable () -> Void]>([])
+    private var channels: [UInt64: any EventLoopChannel] = [:]
+    /// Tag 0 is the eventfd.
+    private var nextTag: UInt64 = 1
+    private var timerDue: ContinuousClock.Instant?
+    private var lastPass = ContinuousClock.now
+    private var slack = Duration.milliseconds(250)
+    /// Where every read on this loop lands first (64 KiB), so an idle socket holds no read buffer of its own.
+    let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 << 10, alignment: 16)
+
+    private init(index: Int) {
+        epoll = CEpoll_create()
+        wakeup = CEpoll_wakeup_create()
+        // Without these the process cannot serve a WebSocket at all; there is nothing to fall back to.
+        guard epoll >= 0, wakeup >= 0, CEpoll_watch(epoll, wakeup, 1, CEpoll_IN, 0) == 0 else {
+            fatalError("could not create an epoll event loop (errno \(errno)); raise the open-file limit (ulimit -n)")
+        }
+        let thread = Thread { [self] in run() }
+        thread.name = "websocket-loop-\(index)"
+        thread.start()
+    }
+
+    /// Runs `work` on the loop's thread, soon (after the events at hand).
+    func execute(_ work: @escaping @Sendable () -> Void) {
+        let first = inbox.withLock { inbox -> Bool in
+            inbox.append(work)
+            return inbox.count == 1
+        }
+        // A full eventfd counter (never, at 2^64 - 2) or EAGAIN still leaves the loop awake.
+        if first { _ = CEpoll_wake(wakeup) }
+    }
+
+    // MARK: On the loop's thread
+
+    /// Watches `fd` for `channel`; returns its tag, or nil with errno set if epoll refused it.
+    func add(
+        _ channel: any EventLoopChannel, fd: Int32, reading: Bool, writing: Bool, timerSlack: Duration
+    )
+        -> UInt64?
+    {
+        let tag = nextTag
+        guard CEpoll_watch(epoll, fd, 1, Self.events(reading: reading, writing: writing), tag) == 0 else { return nil }
+        nextTag += 1
+        channels[tag] = channel
+        slack = Swift.min(slack, Swift.max(timerSlack, .milliseconds(1)))
+        return tag
+    }
+
+    /// Changes what `fd` is watched for (a peer's close and errors are always reported).
+    func watch(_ tag: UInt64, fd: Int32, reading: Bool, writing: Bool) {
+        // Fails only for a descriptor no longer watched, which the channel's own state rules out.
+        _ = CEpoll_watch(epoll, fd, 0, Self.events(reading: reading, writing: writing), tag)
+    }
+
+    /// Stops watching `fd`; call before closing it.
+    func remove(_ tag: UInt64, fd: Int32) {
+        _ = CEpoll_unwatch(epoll, fd)
+        channels[tag] = nil
+    }
+
+    /// Asks for a timer pass at `instant` (or a little later, by the loop's slack).
+    func schedule(at instant: ContinuousClock.Instant) {
+        let due = Swift.max(instant, lastPass + slack)
+        if timerDue.map({ due < $0 }) ?? true { timerDue = due }
+    }
+
+    private static func events(reading: Bool, writing: Bool) -> UInt32 {
+        CEpoll_RDHUP | (reading ? CEpoll_IN : 0) | (writing ? CEpoll_OUT : 0)
+    }
+
+    private func run() {
+        let capacity = 256
+        let tags = UnsafeMutablePointer<UInt64>.allocate(capacity: capacity)
+        let ready = UnsafeMutablePointer<UInt32>.allocate(capacity: capacity)
+        while true {
+            var timeout: Int32 = -1
+            if let due = timerDue {
+                let left = ContinuousClock.now.duration(to: due)
+                let (seconds, attoseconds) = left.components
+                timeout =
+                    left <= .zero
+                    ? 0 : Int32(Swift.min(seconds * 1000 + attoseconds / 1_000_000_000_000_000 + 1, 60_000))
+            }
+            let count = CEpoll_wait(epoll, tags, ready, Int32(capacity), timeout)
+            for index in 0..<Int(Swift.max(count, 0)) {
+                let tag = tags[index]
+                if tag == 0 {
+                    _ = CEpoll_clear(wakeup)
+                    continue
+                }
+                let events = ready[index]
+                // A channel an earlier event in this batch removed is skipped (its descriptor may be reused).
+                if events & CEpoll_OUT != 0, let channel = channels[tag] { channel.writable() }
+                if events & (CEpoll_IN | CEpoll_RDHUP | CEpoll_HUP | CEpoll_ERR) != 0, let channel = channels[tag] {
+                    channel.readable()
+                }
+            }
+            let work = inbox.withLock { inbox -> [@Sendable () -> Void] in
+                defer { inbox = [] }
+                return inbox
+            }
+            for item in work { item() }
+            if let due = timerDue, ContinuousClock.now >= due { passTimers() }
+        }
+    }
+
+    private func passTimers() {
+        let now = ContinuousClock.now
+        lastPass = now
+        timerDue = nil
+        var next: ContinuousClock.Instant?
+        for channel in Array(channels.values) {
+            if let due = channel.timerFired(now: now) { next = Swift.min(next ?? due, due) }
+        }
+        if let next { schedule(at: next) }
+    }
+}
