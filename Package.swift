@@ -24,6 +24,7 @@ let package = Package(
         .executable(name: "sempere", targets: ["sempere"]),
         .executable(name: "pixie-server", targets: ["pixie-server"]),
         .executable(name: "relay-bench", targets: ["relay-bench"]),
+        .executable(name: "connection-bench", targets: ["connection-bench"]),
     ],
     targets: [
         // C libraries from Debian, one `.systemLibrary` each (../shared/STYLE.md, "Wrapping C").
@@ -136,6 +137,9 @@ let package = Package(
             swiftSettings: strict),
 
         // Token-gated relay sends beside raw NATS pub/sub, 1 KiB frames, p50/p99 (scripts/bench-relay.sh).
+        // The epoll load client of scripts/bench-connections.sh and the relay churn test.
+        .executableTarget(
+            name: "connection-bench", dependencies: ["CEpoll", "CommandLineKit"], swiftSettings: strict),
         .executableTarget(
             name: "relay-bench",
             dependencies: ["HTTPServer", "PixieWire", "CNATS", "CommandLineKit", "PixieServer", "PrivacyPass"],

@@ -15,6 +15,7 @@ static const uint32_t CEpoll_OUT = EPOLLOUT;
 static const uint32_t CEpoll_RDHUP = EPOLLRDHUP;
 static const uint32_t CEpoll_HUP = EPOLLHUP;
 static const uint32_t CEpoll_ERR = EPOLLERR;
+static const uint32_t CEpoll_ET = EPOLLET;
 
 /// A new epoll instance, closed on exec; -1 with errno on failure.
 static inline int CEpoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }

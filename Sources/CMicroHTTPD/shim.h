@@ -11,22 +11,24 @@
 
 /// `MHD_start_daemon` is variadic (options as a NULL-terminated list), which Swift cannot call.
 /// This fixed wrapper listens on 127.0.0.1:`port` only (0 lets the kernel choose), with a limit on
-/// open connections, an idle timeout in seconds, and a completion callback. Returns NULL on failure.
+/// open connections, an idle timeout in seconds, an accept policy, and completion and connection callbacks,
+/// all given `cls`. Returns NULL on failure.
 static inline struct MHD_Daemon *CMicroHTTPD_start_loopback(
     unsigned int flags, uint16_t port, unsigned int connection_limit, unsigned int timeout_seconds,
-    MHD_AccessHandlerCallback handler, void *handler_cls,
-    MHD_RequestCompletedCallback completed, void *completed_cls) {
+    MHD_AcceptPolicyCallback accept_policy, MHD_AccessHandlerCallback handler,
+    MHD_RequestCompletedCallback completed, MHD_NotifyConnectionCallback notify, void *cls) {
     struct sockaddr_in address;
     memset(&address, 0, sizeof(address));
     address.sin_family = AF_INET;
     address.sin_port = htons(port);
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     return MHD_start_daemon(
-        flags, port, NULL, NULL, handler, handler_cls,
+        flags, port, accept_policy, cls, handler, cls,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&address,
         MHD_OPTION_CONNECTION_LIMIT, connection_limit,
         MHD_OPTION_CONNECTION_TIMEOUT, timeout_seconds,
-        MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
+        MHD_OPTION_NOTIFY_COMPLETED, completed, cls,
+        MHD_OPTION_NOTIFY_CONNECTION, notify, cls,
         MHD_OPTION_END);
 }
 
@@ -42,13 +44,10 @@ static inline uint16_t CMicroHTTPD_bound_port(struct MHD_Daemon *daemon) {
     return info == NULL ? 0 : info->port;
 }
 
-/// The peer's IP address as text (`MHD_get_connection_info` is variadic): writes a NUL-terminated
-/// address into `buffer` and returns 1, or returns 0 if libmicrohttpd cannot say.
-static inline int CMicroHTTPD_client_address(struct MHD_Connection *connection, char *buffer, size_t size) {
-    const union MHD_ConnectionInfo *info =
-        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    if (info == NULL || info->client_addr == NULL) return 0;
-    const struct sockaddr *address = info->client_addr;
+/// An IPv4 or IPv6 address as text: writes a NUL-terminated address into `buffer` and returns 1, or returns
+/// 0 for another family.
+static inline int CMicroHTTPD_address_text(const struct sockaddr *address, char *buffer, size_t size) {
+    if (address == NULL) return 0;
     if (address->sa_family == AF_INET) {
         return inet_ntop(AF_INET, &((const struct sockaddr_in *)address)->sin_addr, buffer, size) != NULL;
     }
@@ -56,6 +55,29 @@ static inline int CMicroHTTPD_client_address(struct MHD_Connection *connection, 
         return inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)address)->sin6_addr, buffer, size) != NULL;
     }
     return 0;
+}
+
+/// The peer's IP address as text (`MHD_get_connection_info` is variadic), as CMicroHTTPD_address_text
+/// writes it; 0 if libmicrohttpd cannot say.
+static inline int CMicroHTTPD_client_address(struct MHD_Connection *connection, char *buffer, size_t size) {
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (info == NULL) return 0;
+    return CMicroHTTPD_address_text(info->client_addr, buffer, size);
+}
+
+/// The connection's socket (`MHD_get_connection_info` is variadic); -1 if it cannot say.
+static inline int CMicroHTTPD_connection_fd(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return info == NULL ? -1 : info->connect_fd;
+}
+
+/// What MHD_OPTION_NOTIFY_CONNECTION stored for the connection; NULL if nothing.
+static inline void *CMicroHTTPD_socket_context(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return info == NULL ? NULL : info->socket_context;
 }
 
 /// `MHD_upgrade_action` is variadic; this closes an upgraded connection (MHD_UPGRADE_ACTION_CLOSE), which

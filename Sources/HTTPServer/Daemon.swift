@@ -22,21 +22,24 @@ final class Daemon {
                 "the configuration is out of range: maximumBodySize and connectionTimeout must be 0 or more, "
                     + "connectionLimit and responderTimeout more than 0")
         }
+        let connections = ConnectionGuard(limits: configuration.limits, connectionLimit: Int(connectionLimit))
         let core = Core(
             responder: responder, maximumBodySize: configuration.maximumBodySize,
-            responderTimeout: configuration.responderTimeout, webSocketKeepalive: configuration.webSocketKeepalive)
+            responderTimeout: configuration.responderTimeout, webSocketKeepalive: configuration.webSocketKeepalive,
+            connections: connections)
         let cls = Unmanaged.passUnretained(core).toOpaque()
         // A thread per connection: a request's thread may wait for its responder without holding up others,
         // and block while a streamed body's consumer or producer is slow. Upgrades carry WebSockets. The
         // inter-thread channel lets `drain` stop the listener while connections finish (MHD_quiesce_daemon).
+        // poll(2), not select(2): select cannot watch a descriptor past 1023, and libmicrohttpd would refuse it.
         let flags = UInt32(
             MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_THREAD_PER_CONNECTION.rawValue
                 | MHD_ALLOW_UPGRADE.rawValue | MHD_USE_ITC.rawValue | MHD_USE_POLL.rawValue)
         errno = 0
         guard
             let handle = CMicroHTTPD_start_loopback(
-                flags, configuration.port, connectionLimit, connectionTimeout, accessHandler, cls, requestCompleted,
-                cls)
+                flags, configuration.port, UInt32(connections.httpConnectionLimit), connectionTimeout, acceptPolicy,
+                accessHandler, requestCompleted, notifyConnection, cls)
         else {
             let detail = errno == 0 ? "" : " (\(String(cString: strerror(errno))))"
             throw HTTPError(
@@ -46,6 +49,7 @@ final class Daemon {
         }
         let port = CMicroHTTPD_bound_port(handle)
         guard port != 0 else {
+            connections.stop()
             MHD_stop_daemon(handle)
             throw HTTPError(.internalServerError, .server, "libmicrohttpd started but did not report its port")
         }
@@ -77,10 +81,13 @@ final class Daemon {
         return core.requestsInFlight
     }
 
+    var connections: ConnectionGuard { core.connections }
+
     deinit {
         // The WebSockets are the server's own sockets: close them with it.
         core.closeWebSockets()
         MHD_stop_daemon(handle)
+        core.connections.stop()
         if let quiescedSocket { close(quiescedSocket) }
     }
 }
@@ -91,6 +98,7 @@ private final class Core: Sendable {
     let maximumBodySize: Int
     let responderTimeout: Duration?
     let webSocketKeepalive: WebSocketKeepalive?
+    let connections: ConnectionGuard
     private let webSockets = Mutex<(next: Int, open: [Int: WebSocket])>((0, [:]))
     /// Requests whose head has arrived and whose exchange has not ended (`requestCompleted` not yet called).
     private let inFlight = Mutex(0)
@@ -101,15 +109,17 @@ private final class Core: Sendable {
 
     init(
         responder: any HTTPResponder, maximumBodySize: Int, responderTimeout: Duration?,
-        webSocketKeepalive: WebSocketKeepalive?
+        webSocketKeepalive: WebSocketKeepalive?, connections: ConnectionGuard
     ) {
         self.webSocketKeepalive = webSocketKeepalive
+        self.connections = connections
         self.responder = responder
         self.maximumBodySize = maximumBodySize
         self.responderTimeout = responderTimeout
     }
 
-    /// Runs `upgrade` on the upgraded socket `fd` (ours: closed when the WebSocket's reader ends).
+    /// Runs `upgrade` on the upgraded socket `fd` (ours: closed when the WebSocket's reader ends), in the place
+    /// ``ConnectionGuard/reserveWebSocket(for:)`` took for it.
     func startWebSocket(_ upgrade: WebSocketUpgrade, fd: Int32, extra: Data) {
         // libmicrohttpd turned Nagle back on for the upgrade; frames go out as they are written.
         var one: Int32 = 1
@@ -118,12 +128,14 @@ private final class Core: Sendable {
             defer { sockets.next += 1 }
             return sockets.next
         }
+        let address = upgrade.request.remoteAddress
         let socket = WebSocket(
             role: .server, fd: fd, maximumMessageSize: upgrade.maximumMessageSize, initialBytes: extra,
             keepalive: webSocketKeepalive
-        ) { [self] in
+        ) { [self] silent in
             _ = Glibc.close(fd)
             _ = webSockets.withLock { $0.open.removeValue(forKey: key) }
+            connections.webSocketEnded(address: address, silent: silent)
         }
         webSockets.withLock { $0.open[key] = socket }
         switch upgrade.run {
@@ -173,6 +185,10 @@ private final class PendingRequest {
     var exchange: Exchange?
     /// The WebSocket to run once libmicrohttpd hands over the upgraded socket.
     var webSocket: WebSocketUpgrade?
+    /// A WebSocket place is taken for this request's 101 and not yet handed to the socket.
+    var holdsWebSocketPlace = false
+    /// The connection's deadlines (nil if libmicrohttpd did not report the connection).
+    var watched: WatchedConnection?
 
     init(head: HTTPRequest, limit: Int) {
         self.head = head
@@ -253,7 +269,15 @@ private let requestCompleted: MHD_RequestCompletedCallback = { cls, _, slot, ter
     guard let slot, let raw = slot.pointee else { return }
     let pending = Unmanaged<PendingRequest>.fromOpaque(raw).takeRetainedValue()
     slot.pointee = nil
-    if let cls { Unmanaged<Core>.fromOpaque(cls).takeUnretainedValue().requestEnded() }
+    pending.watched?.awaitingHead()
+    if let cls {
+        let core = Unmanaged<Core>.fromOpaque(cls).takeUnretainedValue()
+        core.requestEnded()
+        // The 101 was never sent, or its socket never handed over.
+        if pending.holdsWebSocketPlace {
+            core.connections.webSocketEnded(address: pending.head.remoteAddress, silent: false)
+        }
+    }
     guard termination.rawValue != 0 else { return }  // 0 is MHD_REQUEST_TERMINATED_COMPLETED_OK
     // The client went away (or the server is stopping) before the exchange finished: a handler still
     // reading the body learns it from the stream, and its task is cancelled.
@@ -288,6 +312,10 @@ private let accessHandler: MHD_AccessHandlerCallback = {
         var limit = core.maximumBodySize
         if case .stream(let streamLimit) = policy { limit = max(0, streamLimit) }
         let pending = PendingRequest(head: head, limit: limit)
+        pending.watched = CMicroHTTPD_socket_context(connection).map {
+            Unmanaged<WatchedConnection>.fromOpaque($0).takeUnretainedValue()
+        }
+        pending.watched?.bodyStarted()
         slot.pointee = Unmanaged.passRetained(pending).toOpaque()
         core.requestStarted()
         let declared = headers["Content-Length"].flatMap { Int($0) }
@@ -330,9 +358,13 @@ private let accessHandler: MHD_AccessHandlerCallback = {
             return .YES
         }
         pending.received += count
+        pending.watched?.received(count)
         let piece = Data(bytes: uploadData, count: count)
         if let stream = pending.stream {
+            // While the handler is behind, the client is not the slow one: the rate clock stops.
+            pending.watched?.serverBusy()
             stream.queue.put(piece)
+            pending.watched?.bodyStarted()
         } else {
             pending.body.append(piece)
         }
@@ -340,6 +372,7 @@ private let accessHandler: MHD_AccessHandlerCallback = {
     }
 
     // The last call: the whole request is in.
+    pending.watched?.serverBusy()
     if pending.answered { return .YES }
     if pending.tooLarge {
         return queue(HTTPError.tooLarge(limit: pending.limit).response, on: connection, core: core, pending: pending)
@@ -361,9 +394,21 @@ private let accessHandler: MHD_AccessHandlerCallback = {
 private func queue(
     _ response: HTTPResponse, on connection: OpaquePointer, core: Core, pending: PendingRequest
 ) -> MHD_Result {
+    var response = response
+    if response.webSocket != nil {
+        if let refusal = core.connections.reserveWebSocket(for: pending.head.remoteAddress) {
+            response = refusal.response
+        } else {
+            pending.holdsWebSocketPlace = true
+        }
+    }
     pending.webSocket = response.webSocket
     if queueOnce(response, on: connection, core: core) { return .YES }
     pending.webSocket = nil
+    if pending.holdsWebSocketPlace {
+        pending.holdsWebSocketPlace = false
+        core.connections.webSocketEnded(address: pending.head.remoteAddress, silent: false)
+    }
     let fallback = HTTPError(.internalServerError, .server, "the server built a response it cannot send").response
     return queueOnce(fallback, on: connection, core: core) ? .YES : .NO
 }
@@ -441,12 +486,47 @@ private let upgradeHandler: MHD_UpgradeHandler = { cls, _, slot, extraIn, extraC
     let own = fcntl(fd, F_DUPFD_CLOEXEC, 0)
     // Fails only for a handle already closed, which nothing here does.
     _ = CMicroHTTPD_upgrade_close(urh)
-    guard own >= 0, let cls, let slot,
-        let upgrade = Unmanaged<PendingRequest>.fromOpaque(slot).takeUnretainedValue().webSocket
-    else {
+    guard own >= 0, let cls, let slot else {
         if own >= 0 { close(own) }
         return
     }
+    let pending = Unmanaged<PendingRequest>.fromOpaque(slot).takeUnretainedValue()
+    guard let upgrade = pending.webSocket, pending.holdsWebSocketPlace else {
+        close(own)
+        return
+    }
+    // The place goes to the socket, which gives it back when it closes.
+    pending.holdsWebSocketPlace = false
     let core = Unmanaged<Core>.fromOpaque(cls).takeUnretainedValue()
     core.startWebSocket(upgrade, fd: own, extra: extra)
+}
+
+/// libmicrohttpd's accept policy: refuses a connection whose address holds its share already (closed unanswered).
+private let acceptPolicy: MHD_AcceptPolicyCallback = { cls, address, _ in
+    guard let cls else { return .YES }
+    let core = Unmanaged<Core>.fromOpaque(cls).takeUnretainedValue()
+    var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+    let text =
+        CMicroHTTPD_address_text(address, &buffer, buffer.count) == 1
+        ? String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : nil
+    return core.connections.admits(text) ? .YES : .NO
+}
+
+/// A connection opened or closed: counted per address, and watched for its deadlines while open. libmicrohttpd
+/// reports the close before it closes the descriptor, so the watchdog never shuts down a reused one.
+private let notifyConnection: MHD_NotifyConnectionCallback = { cls, connection, context, event in
+    guard let cls, let connection, let context else { return }
+    let core = Unmanaged<Core>.fromOpaque(cls).takeUnretainedValue()
+    switch event {
+    case MHD_ConnectionNotificationCode(rawValue: 0):  // MHD_CONNECTION_NOTIFY_STARTED
+        let watched = core.connections.connectionStarted(
+            fd: CMicroHTTPD_connection_fd(connection), address: clientAddress(of: connection))
+        context.pointee = Unmanaged.passRetained(watched).toOpaque()
+    case MHD_ConnectionNotificationCode(rawValue: 1):  // MHD_CONNECTION_NOTIFY_CLOSED
+        guard let raw = context.pointee else { return }
+        context.pointee = nil
+        core.connections.connectionClosed(Unmanaged<WatchedConnection>.fromOpaque(raw).takeRetainedValue())
+    default:
+        break
+    }
 }

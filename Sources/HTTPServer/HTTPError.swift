@@ -30,6 +30,9 @@ public struct HTTPError: Error, Sendable, CustomStringConvertible {
         /// The client disconnected before the whole body was received or sent (thrown out of
         /// ``HTTPBodyStream`` and ``HTTPBodyWriter/write(_:)``; nobody is left to read a response).
         public static let clientDisconnected = Code("client_disconnected")
+        /// A WebSocket upgrade past the server's limits: the client's address holds its share (429), or the
+        /// server holds all it can (503).
+        public static let tooManyConnections = Code("too_many_connections")
         /// The handler took longer than ``HTTPServer/Configuration/responderTimeout`` (a 503).
         public static let timeout = Code("timeout")
         /// A handler failed in a way it did not describe; details stay in the server's log.

@@ -31,6 +31,8 @@ public final class HTTPServer: Sendable {
         public var responderTimeout: Duration?
         /// When the server pings a quiet WebSocket and closes one that does not answer; `nil` never does.
         public var webSocketKeepalive: WebSocketKeepalive? = WebSocketKeepalive()
+        /// Per-address and overall limits, the header deadline and the minimum body rate.
+        public var limits = ConnectionLimits()
 
         public init(
             port: UInt16 = 0, maximumBodySize: Int = 1 << 20, connectionLimit: Int = 64, connectionTimeout: Int = 30,
@@ -48,13 +50,18 @@ public final class HTTPServer: Sendable {
     public let port: UInt16
 
     private let daemon: Mutex<Daemon?>
+    private let connections: ConnectionGuard
 
     /// Starts listening on 127.0.0.1 at `configuration.port`; throws ``HTTPError/Code/server`` if it cannot.
     public init(responder: some HTTPResponder, configuration: Configuration = Configuration()) throws(HTTPError) {
         let daemon = try Daemon(responder: responder, configuration: configuration)
         self.port = daemon.port
+        connections = daemon.connections
         self.daemon = Mutex(daemon)
     }
+
+    /// The connections held now and the limits in force (cut to the open-file limit), and what was refused.
+    public var statistics: HTTPServer.Statistics { connections.statistics }
 
     /// Whether the server still listens.
     public var isRunning: Bool { daemon.withLock { $0 != nil } }

@@ -129,7 +129,7 @@ public final class WebSocket: AsyncSequence, Sendable {
     private let transport = Mutex(Transport())
     /// Set once ``start(consumer:)`` was given a consumer: ``receive()`` is then not for this socket.
     private let consumed = Atomic(false)
-    private let release: @Sendable () -> Void
+    private let release: @Sendable (_ silent: Bool) -> Void
     private let state = Mutex(State())
     private let messages = HandoffQueue<WebSocketMessage>(capacity: 16) { _ in 1 }
     /// The reader's state, on the loop's thread only.
@@ -137,13 +137,14 @@ public final class WebSocket: AsyncSequence, Sendable {
     /// Signalled once when the reader has finished and released the socket (for the daemon's shutdown).
     private let finished = DispatchSemaphore(value: 0)
 
-    /// `release` closes the socket; it is called once, on the loop's thread, when the reader ends.
+    /// `release` closes the socket; it is called once, on the loop's thread, when the reader ends (`silent`: the
+    /// peer answered no ping).
     /// `initialBytes` were read from the socket before this. The socket must be non-blocking. With `keepalive`,
     /// a peer that sends no frame for its interval gets a ping, and one that answers nothing in its timeout is
     /// closed.
     init(
         role: Role, fd: Int32, maximumMessageSize: Int, initialBytes: Data = Data(),
-        keepalive: WebSocketKeepalive? = nil, release: @escaping @Sendable () -> Void
+        keepalive: WebSocketKeepalive? = nil, release: @escaping @Sendable (_ silent: Bool) -> Void
     ) {
         self.role = role
         self.fd = fd
@@ -581,7 +582,7 @@ public final class WebSocket: AsyncSequence, Sendable {
     }
 
     /// The connection is over: the socket is released, the queue ended, the consumer and waiters told.
-    private func finish(_ error: WebSocketError?) {
+    private func finish(_ error: WebSocketError?, silent: Bool = false) {
         guard !reader.done else { return }
         reader.done = true
         if let tag = reader.tag { loop.remove(tag, fd: fd) }
@@ -590,7 +591,7 @@ public final class WebSocket: AsyncSequence, Sendable {
             guard transport.open else { return }
             transport.open = false
             transport.unsent = Data()
-            release()
+            release(silent)
         }
         reader.consumer?.ended(error)
         reader.consumer = nil
@@ -794,7 +795,7 @@ extension WebSocket: EventLoopChannel {
                     finish(
                         WebSocketError(
                             "the peer answered no ping within \(keepalive.timeout); the connection was closed",
-                            closeCode: .goingAway))
+                            closeCode: .goingAway), silent: true)
                     return nil
                 }
                 next = Swift.min(next ?? (pingSent + keepalive.timeout), pingSent + keepalive.timeout)

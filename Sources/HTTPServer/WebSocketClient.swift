@@ -128,7 +128,7 @@ public enum WebSocketClient {
         }
         let socket = WebSocket(
             role: .client, fd: fd, maximumMessageSize: maximumMessageSize, initialBytes: Data(reader.remaining)
-        ) { _ = Glibc.close(fd) }
+        ) { _ in _ = Glibc.close(fd) }
         handedOver = true
         socket.start(consumer: make?(socket))
         return socket

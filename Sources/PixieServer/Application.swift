@@ -244,18 +244,41 @@ public struct Application: Sendable {
     public func start() throws(ServerError) -> HTTPServer {
         let server: HTTPServer
         do {
-            server = try HTTPServer(
-                responder: router,
-                configuration: HTTPServer.Configuration(
-                    port: configuration.port, maximumBodySize: configuration.maximumBodyBytes,
-                    connectionLimit: 1024, responderTimeout: .seconds(configuration.requestTimeout)))
+            var settings = HTTPServer.Configuration(
+                port: configuration.port, maximumBodySize: configuration.maximumBodyBytes,
+                connectionLimit: configuration.connectionLimit, responderTimeout: .seconds(configuration.requestTimeout)
+            )
+            settings.limits.httpConnectionsPerAddress = configuration.connectionsPerAddress
+            settings.limits.exemptAddresses = configuration.trustedProxies
+            settings.limits.webSockets = configuration.webSocketLimit
+            settings.limits.webSocketsPerAddress = configuration.webSocketsPerAddress
+            settings.limits.headerTimeout = .seconds(configuration.headerTimeout)
+            settings.limits.minimumBodyRate =
+                configuration.minimumBodyRate > 0 ? BodyRate(bytesPerSecond: configuration.minimumBodyRate) : nil
+            settings.webSocketKeepalive = WebSocketKeepalive(
+                interval: .seconds(configuration.webSocketPingInterval),
+                timeout: .seconds(configuration.webSocketPingTimeout))
+            server = try HTTPServer(responder: router, configuration: settings)
         } catch {
             throw ServerError(.listen, error.reason)
         }
+        let held = server.statistics
+        if held.httpConnectionLimit < configuration.connectionLimit
+            || held.webSocketLimit < configuration.webSocketLimit
+        {
+            logger.warning(
+                "the open-file limit (ulimit -n) holds the connection limits below their settings; raise it",
+                [
+                    "open_files": "\(HTTPServer.raiseOpenFileLimit())",
+                    "connection_limit": "\(held.httpConnectionLimit)", "websocket_limit": "\(held.webSocketLimit)",
+                ])
+        }
+        metrics.gauges(for: server)
         logger.info(
             "listening",
             [
                 "address": "http://127.0.0.1:\(server.port)",
+                "connection_limit": "\(held.httpConnectionLimit)", "websocket_limit": "\(held.webSocketLimit)",
                 "services": configuration.services.map(\.rawValue).joined(separator: ","),
                 "data_dir": configuration.dataDirectory,
             ])

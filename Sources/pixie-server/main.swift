@@ -1,5 +1,6 @@
 import CommandLineKit
 import Foundation
+import HTTPServer
 import PixieServer
 import Transparency
 
@@ -102,6 +103,20 @@ struct Serve: ParsableCommand {
     var relayPushWebhookSecret: String?
     @OptionalOption(name: .long("webhook-timeout"), help: "Seconds the SMS and push webhooks get to answer.")
     var webhookTimeout: String?
+    @OptionalOption(name: .long("connection-limit"), help: "HTTP connections open at once.")
+    var connectionLimit: String?
+    @OptionalOption(name: .long("connections-per-address"), help: "HTTP connections per address.")
+    var connectionsPerAddress: String?
+    @OptionalOption(name: .long("websocket-limit"), help: "WebSockets open at once.") var websocketLimit: String?
+    @OptionalOption(name: .long("websockets-per-address"), help: "WebSockets per client address.")
+    var websocketsPerAddress: String?
+    @OptionalOption(name: .long("header-timeout"), help: "Seconds to send a request head.") var headerTimeout: String?
+    @OptionalOption(name: .long("minimum-body-rate"), help: "Bytes per second, 0 for none.")
+    var minimumBodyRate: String?
+    @OptionalOption(name: .long("websocket-ping-interval"), help: "Seconds of silence before a ping.")
+    var websocketPingInterval: String?
+    @OptionalOption(name: .long("websocket-ping-timeout"), help: "Seconds to answer a ping.")
+    var websocketPingTimeout: String?
 
     func run() async throws {
         let configuration = try loadConfiguration(
@@ -127,7 +142,13 @@ struct Serve: ParsableCommand {
                 ("relay_max_payload_bytes", relayMaxPayloadBytes), ("relay_max_queued_frames", relayMaxQueuedFrames),
                 ("relay_tokens", relayTokens), ("relay_push_webhook_url", relayPushWebhookUrl),
                 ("relay_push_webhook_secret", relayPushWebhookSecret), ("webhook_timeout", webhookTimeout),
+                ("connection_limit", connectionLimit), ("connections_per_address", connectionsPerAddress),
+                ("websocket_limit", websocketLimit), ("websockets_per_address", websocketsPerAddress),
+                ("header_timeout", headerTimeout), ("minimum_body_rate", minimumBodyRate),
+                ("websocket_ping_interval", websocketPingInterval), ("websocket_ping_timeout", websocketPingTimeout),
             ])
+        // A relay holds a descriptor per device: take all the open files the system allows this process.
+        HTTPServer.raiseOpenFileLimit()
         let logger = Logger.standardError(service: "pixie-server", minimumLevel: configuration.logLevel)
         do {
             try await Application.open(configuration: configuration, logger: logger).run()

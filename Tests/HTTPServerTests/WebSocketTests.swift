@@ -399,3 +399,43 @@ struct WebSocketTests {
         #expect(socket.closeCode == .goingAway)
     }
 }
+
+@Suite("WebSocket keepalive: a quiet peer is pinged, a silent one closed")
+struct WebSocketKeepaliveTests {
+    static func start() throws -> HTTPServer {
+        var configuration = HTTPServer.Configuration()
+        configuration.webSocketKeepalive = WebSocketKeepalive(interval: .milliseconds(100), timeout: .milliseconds(200))
+        return try HTTPServer(responder: WebSocketTests.router(), configuration: configuration)
+    }
+
+    @Test("a peer that answers no ping is closed with 1001; one that answers stays")
+    func silentPeerIsClosed() async throws {
+        let server = try Self.start()
+        let port = server.port
+        let (opcodes, closeCode) = try await onThread { () -> ([UInt8], UInt16?) in
+            let raw = try RawWebSocket(port: port, path: "/echo")
+            var opcodes: [UInt8] = []
+            while true {
+                let frame = try raw.readFrame()
+                opcodes.append(frame.opcode)
+                if frame.opcode == 0x8 {
+                    let code = frame.payload.count >= 2 ? UInt16(frame.payload[0]) << 8 | UInt16(frame.payload[1]) : nil
+                    #expect(raw.closedByServer())
+                    return (opcodes, code)
+                }
+            }
+        }
+        #expect(opcodes.first == 0x9, "the server closed before it pinged: \(opcodes)")
+        #expect(closeCode == 1001)
+        #expect(server.statistics.webSocketsSilent == 1)
+
+        // Our client answers pings, so across many intervals the connection stays and still echoes.
+        let socket = try await WebSocketClient.connect(port: port, path: "/echo")
+        try await Task.sleep(for: .milliseconds(900))
+        try await socket.send(text: "still here")
+        #expect(try await socket.receive() == .text("still here"))
+        await socket.close()
+        #expect(server.statistics.webSocketsSilent == 1)
+        await server.shutdown(gracePeriod: .seconds(1))
+    }
+}

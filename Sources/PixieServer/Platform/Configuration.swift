@@ -89,6 +89,21 @@ public struct PixieConfiguration: Sendable, Equatable {
     public var relayPushWebhookSecret: String?
     /// Seconds the SMS and push webhooks get to answer before the message counts as failed.
     public var webhookTimeout: TimeInterval = 10
+    /// HTTP connections open at once (each holds a thread); cut to what `ulimit -n` leaves room for.
+    public var connectionLimit = 1024
+    /// HTTP connections one address may hold (trusted proxies are not counted).
+    public var connectionsPerAddress = 64
+    /// WebSockets (relay connections) open at once; cut to what `ulimit -n` leaves room for.
+    public var webSocketLimit = 100_000
+    /// WebSockets one client address may hold (behind a trusted proxy, the forwarded address).
+    public var webSocketsPerAddress = 1000
+    /// Seconds a connection gets to deliver a request head (also how long an idle keep-alive connection stays).
+    public var headerTimeout: TimeInterval = 20
+    /// The slowest request body taken, in bytes per second averaged over 20 s.
+    public var minimumBodyRate = 500
+    /// Seconds of silence before the relay pings a WebSocket, and seconds it then waits for an answer.
+    public var webSocketPingInterval: TimeInterval = 60
+    public var webSocketPingTimeout: TimeInterval = 30
 
     /// How the relay checks the rate-limit token on every SEND.
     public enum RelayTokens: String, Sendable, Equatable {
@@ -149,6 +164,17 @@ public struct PixieConfiguration: Sendable, Equatable {
         ("relay_push_webhook_url", "push provider webhook URL (default: wakes are only logged)"),
         ("relay_push_webhook_secret", "bearer secret sent to the push webhook"),
         ("webhook_timeout", "seconds the SMS and push webhooks get to answer (default 10)"),
+        ("connection_limit", "HTTP connections open at once, cut to what ulimit -n allows (default 1024)"),
+        ("connections_per_address", "HTTP connections one address may hold; trusted proxies are exempt (default 64)"),
+        ("websocket_limit", "WebSockets open at once, cut to what ulimit -n allows (default 100000)"),
+        (
+            "websockets_per_address",
+            "WebSockets one client address may hold, the forwarded one behind a trusted proxy (default 1000)"
+        ),
+        ("header_timeout", "seconds a connection gets to send a request head, idle or trickling (default 20)"),
+        ("minimum_body_rate", "slowest request body taken, bytes per second over 20 s (default 500)"),
+        ("websocket_ping_interval", "seconds of WebSocket silence before the server pings (default 60)"),
+        ("websocket_ping_timeout", "seconds a pinged WebSocket gets to answer before it is closed (default 30)"),
     ]
 
     /// Sets one setting from text; `source` names where it came from in the error.
@@ -269,6 +295,35 @@ public struct PixieConfiguration: Sendable, Equatable {
             relayPushWebhookURL = url
         case "relay_push_webhook_secret":
             relayPushWebhookSecret = value
+        case "connection_limit":
+            guard let number = Int(value), (1...65_536).contains(number) else { throw fail("1 to 65536") }
+            connectionLimit = number
+        case "connections_per_address":
+            guard let number = Int(value), (1...65_536).contains(number) else { throw fail("1 to 65536") }
+            connectionsPerAddress = number
+        case "websocket_limit":
+            guard let number = Int(value), (1...10_000_000).contains(number) else { throw fail("1 to 10000000") }
+            webSocketLimit = number
+        case "websockets_per_address":
+            guard let number = Int(value), (1...10_000_000).contains(number) else { throw fail("1 to 10000000") }
+            webSocketsPerAddress = number
+        case "header_timeout":
+            guard let number = TimeInterval(value), number > 0, number <= 3600 else {
+                throw fail("a number of seconds above 0, at most 3600")
+            }
+            headerTimeout = number
+        case "minimum_body_rate":
+            guard let number = Int(value), number >= 0 else { throw fail("bytes per second, 0 or more (0: none)") }
+            minimumBodyRate = number
+        case "websocket_ping_interval", "websocket_ping_timeout":
+            guard let number = TimeInterval(value), number > 0, number <= 86_400 else {
+                throw fail("a number of seconds above 0, at most 86400")
+            }
+            if name == "websocket_ping_interval" {
+                webSocketPingInterval = number
+            } else {
+                webSocketPingTimeout = number
+            }
         case "webhook_timeout":
             guard let number = Int(value), (1...3600).contains(number) else { throw fail("1 to 3600 seconds") }
             webhookTimeout = TimeInterval(number)

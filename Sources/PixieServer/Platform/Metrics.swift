@@ -1,4 +1,5 @@
 import Foundation
+import HTTPServer
 import Synchronization
 
 /// Counters and histograms, exposed at `/metrics` in the Prometheus text format (version 0.0.4).
@@ -21,6 +22,7 @@ public final class Metrics: Sendable {
         var help: [String: (type: String, text: String)] = [:]
         var counters: [Series: Double] = [:]
         var histograms: [Series: Histogram] = [:]
+        var gauges: [Series: @Sendable () -> Double] = [:]
     }
 
     private let state = Mutex(State())
@@ -50,6 +52,11 @@ public final class Metrics: Sendable {
         }
     }
 
+    /// A gauge read when `/metrics` is scraped.
+    public func gauge(_ name: String, labels: [String: String] = [:], read: @escaping @Sendable () -> Double) {
+        state.withLock { $0.gauges[Series(name: name, labels: labels)] = read }
+    }
+
     /// The value of a counter (0 when never incremented); for tests and health checks.
     public func counter(_ name: String, labels: [String: String] = [:]) -> Double {
         state.withLock { $0.counters[Series(name: name, labels: labels)] ?? 0 }
@@ -57,7 +64,8 @@ public final class Metrics: Sendable {
 
     /// Every series in the Prometheus text exposition format, sorted for stable output.
     public func exposition() -> String {
-        let snapshot = state.withLock { $0 }
+        var snapshot = state.withLock { $0 }
+        for (series, read) in snapshot.gauges { snapshot.counters[series] = read() }
         var lines: [String] = []
         let names = Set(snapshot.counters.keys.map(\.name)).union(snapshot.histograms.keys.map(\.name)).sorted()
         for name in names {
@@ -100,5 +108,74 @@ public final class Metrics: Sendable {
 
     private static func number(_ value: Double) -> String {
         value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(value)
+    }
+}
+
+extension Metrics {
+    /// The server's connections, limits and refusals, and the process's threads and open files, as gauges and
+    /// counters read at each scrape.
+    public func gauges(for server: HTTPServer) {
+        let gauges: [(String, String, String, @Sendable (HTTPServer.Statistics) -> Int)] = [
+            ("pixie_http_connections", "gauge", "HTTP connections open now", { $0.httpConnections }),
+            ("pixie_http_connection_limit", "gauge", "HTTP connections allowed at once", { $0.httpConnectionLimit }),
+            ("pixie_websockets", "gauge", "WebSockets open now", { $0.webSockets }),
+            ("pixie_websocket_limit", "gauge", "WebSockets allowed at once", { $0.webSocketLimit }),
+            (
+                "pixie_busiest_address_http_connections", "gauge", "most HTTP connections one address holds now",
+                { $0.busiestAddressHTTPConnections }
+            ),
+            (
+                "pixie_busiest_address_websockets", "gauge", "most WebSockets one client address holds now",
+                { $0.busiestAddressWebSockets }
+            ),
+            (
+                "pixie_http_connections_refused_per_address_total", "counter",
+                "connections closed unanswered: their address held its share", { $0.httpConnectionsRefusedPerAddress }
+            ),
+            (
+                "pixie_websockets_refused_total{reason=\"per_address\"}", "counter", "WebSocket upgrades refused",
+                { $0.webSocketsRefusedPerAddress }
+            ),
+            ("pixie_websockets_refused_total{reason=\"limit\"}", "counter", "", { $0.webSocketsRefusedAtLimit }),
+            (
+                "pixie_http_header_timeouts_total", "counter", "connections closed for a request head not sent in time",
+                { $0.headerTimeouts }
+            ),
+            (
+                "pixie_http_slow_bodies_total", "counter", "connections closed for a body below the minimum rate",
+                { $0.slowBodies }
+            ),
+            (
+                "pixie_websockets_silent_total", "counter", "WebSockets closed for answering no ping",
+                { $0.webSocketsSilent }
+            ),
+        ]
+        for (full, type, help, read) in gauges {
+            let name = String(full.prefix { $0 != "{" })
+            var labels: [String: String] = [:]
+            if let open = full.firstIndex(of: "{") {
+                let pair = full[full.index(after: open)..<full.index(before: full.endIndex)].split(separator: "=")
+                labels[String(pair[0])] = String(pair[1].dropFirst().dropLast())
+            }
+            if !help.isEmpty { describe(name, type: type, help: help) }
+            gauge(name, labels: labels) { Double(read(server.statistics)) }
+        }
+        describe("process_threads", type: "gauge", help: "threads of this process")
+        gauge("process_threads") { Double(Self.processStatus("Threads:") ?? 0) }
+        describe("process_open_fds", type: "gauge", help: "open file descriptors of this process")
+        gauge("process_open_fds") {
+            Double((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? 0)
+        }
+        describe("process_resident_memory_bytes", type: "gauge", help: "resident memory of this process")
+        gauge("process_resident_memory_bytes") { Double((Self.processStatus("VmRSS:") ?? 0) * 1024) }
+    }
+
+    /// A number field of /proc/self/status (kB for sizes), or nil where there is none.
+    private static func processStatus(_ field: String) -> Int? {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return nil }
+        for line in status.split(separator: "\n") where line.hasPrefix(field) {
+            return Int(line.dropFirst(field.count).split(whereSeparator: { $0 == " " || $0 == "\t" }).first ?? "")
+        }
+        return nil
     }
 }
