@@ -151,6 +151,8 @@ final class HandoffQueue<Element: Sendable>: Sendable {
         let consumer = state.withLock { state -> CheckedContinuation<Element?, any Error>? in
             guard state.end == nil else { return nil }
             state.end = error.map { .failure($0) } ?? .success(())
+            // The producer is ending it: nobody waits for room any more.
+            state.whenSpace = nil
             // An error overtakes what is queued: the consumer must not mistake a truncated body for a whole one.
             if error != nil {
                 state.items = []

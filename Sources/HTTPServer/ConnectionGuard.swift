@@ -98,6 +98,9 @@ final class WatchedConnection: Sendable {
         case head(since: ContinuousClock.Instant)
         /// Taking a body: `bytes` since `windowStart`.
         case body(windowStart: ContinuousClock.Instant, bytes: Int)
+        /// The server holds the body back (a streaming handler is behind): the window stopped with `elapsed` of
+        /// it gone and `bytes` in it.
+        case bodyHeld(elapsed: Duration, bytes: Int)
         /// The server is busy (a responder, or a handler behind on a streamed body): no deadline.
         case server
         /// Shut down by the watchdog, or closed by libmicrohttpd (the descriptor may be reused).
@@ -117,6 +120,22 @@ final class WatchedConnection: Sendable {
     func awaitingHead() { set(.head(since: .now)) }
     func bodyStarted() { set(.body(windowStart: .now, bytes: 0)) }
     func serverBusy() { set(.server) }
+
+    /// Stops the body's rate clock while the server holds the body back; ``resumeBody()`` starts it again
+    /// where it stopped.
+    func holdBody() {
+        phase.withLock { phase in
+            if case .body(let start, let bytes) = phase { phase = .bodyHeld(elapsed: .now - start, bytes: bytes) }
+        }
+    }
+
+    func resumeBody() {
+        phase.withLock { phase in
+            if case .bodyHeld(let elapsed, let bytes) = phase {
+                phase = .body(windowStart: .now - elapsed, bytes: bytes)
+            }
+        }
+    }
 
     func received(_ count: Int) {
         phase.withLock { phase in
@@ -156,7 +175,7 @@ final class WatchedConnection: Sendable {
                 } else {
                     phase = .body(windowStart: now, bytes: 0)
                 }
-            case .server, .done:
+            case .bodyHeld, .server, .done:
                 break
             }
             if verdict != .fine {

@@ -22,6 +22,7 @@ final class Daemon {
                 "the configuration is out of range: maximumBodySize and connectionTimeout must be 0 or more, "
                     + "connectionLimit and responderTimeout more than 0")
         }
+        if let reason = EventLoop.unavailable { throw HTTPError(.internalServerError, .server, reason) }
         let connections = ConnectionGuard(limits: configuration.limits, connectionLimit: Int(connectionLimit))
         let core = Core(
             responder: responder, maximumBodySize: configuration.maximumBodySize,
@@ -154,12 +155,13 @@ private final class Core: Sendable {
         }
     }
 
-    /// Sends every open WebSocket a close frame with 1001 (going away), shuts it down, and waits (up to 2 s
-    /// each) until its reader has released it.
+    /// Sends every open WebSocket a close frame with 1001 (going away), shuts it down, and waits (up to 2 s in
+    /// all) until each has been released.
     func closeWebSockets() {
         let open = webSockets.withLock { Array($0.open.values) }
         for socket in open { socket.goAway() }
-        for socket in open { _ = socket.waitUntilClosed(deadline: .now() + 2) }
+        let deadline = DispatchTime.now() + 2
+        for socket in open { _ = socket.waitUntilClosed(deadline: deadline) }
     }
 }
 
@@ -185,8 +187,9 @@ private final class PendingRequest {
     var exchange: Exchange?
     /// The WebSocket to run once libmicrohttpd hands over the upgraded socket.
     var webSocket: WebSocketUpgrade?
-    /// A WebSocket place is taken for this request's 101 and not yet handed to the socket.
-    var holdsWebSocketPlace = false
+    /// A WebSocket place is taken for this request's 101, under this client address (the upgrade request's,
+    /// which a forwarded-for middleware may have set), and not yet handed to the socket.
+    var webSocketPlace: String??
     /// The connection's deadlines (nil if libmicrohttpd did not report the connection).
     var watched: WatchedConnection?
 
@@ -274,8 +277,8 @@ private let requestCompleted: MHD_RequestCompletedCallback = { cls, _, slot, ter
         let core = Unmanaged<Core>.fromOpaque(cls).takeUnretainedValue()
         core.requestEnded()
         // The 101 was never sent, or its socket never handed over.
-        if pending.holdsWebSocketPlace {
-            core.connections.webSocketEnded(address: pending.head.remoteAddress, silent: false)
+        if let address = pending.webSocketPlace {
+            core.connections.webSocketEnded(address: address, silent: false)
         }
     }
     guard termination.rawValue != 0 else { return }  // 0 is MHD_REQUEST_TERMINATED_COMPLETED_OK
@@ -362,9 +365,9 @@ private let accessHandler: MHD_AccessHandlerCallback = {
         let piece = Data(bytes: uploadData, count: count)
         if let stream = pending.stream {
             // While the handler is behind, the client is not the slow one: the rate clock stops.
-            pending.watched?.serverBusy()
+            pending.watched?.holdBody()
             stream.queue.put(piece)
-            pending.watched?.bodyStarted()
+            pending.watched?.resumeBody()
         } else {
             pending.body.append(piece)
         }
@@ -395,19 +398,21 @@ private func queue(
     _ response: HTTPResponse, on connection: OpaquePointer, core: Core, pending: PendingRequest
 ) -> MHD_Result {
     var response = response
-    if response.webSocket != nil {
-        if let refusal = core.connections.reserveWebSocket(for: pending.head.remoteAddress) {
+    if let upgrade = response.webSocket {
+        // Counted under the client the router saw (behind a trusted proxy, the forwarded address).
+        let address = upgrade.request.remoteAddress
+        if let refusal = core.connections.reserveWebSocket(for: address) {
             response = refusal.response
         } else {
-            pending.holdsWebSocketPlace = true
+            pending.webSocketPlace = .some(address)
         }
     }
     pending.webSocket = response.webSocket
     if queueOnce(response, on: connection, core: core) { return .YES }
     pending.webSocket = nil
-    if pending.holdsWebSocketPlace {
-        pending.holdsWebSocketPlace = false
-        core.connections.webSocketEnded(address: pending.head.remoteAddress, silent: false)
+    if let address = pending.webSocketPlace {
+        pending.webSocketPlace = nil
+        core.connections.webSocketEnded(address: address, silent: false)
     }
     let fallback = HTTPError(.internalServerError, .server, "the server built a response it cannot send").response
     return queueOnce(fallback, on: connection, core: core) ? .YES : .NO
@@ -491,12 +496,14 @@ private let upgradeHandler: MHD_UpgradeHandler = { cls, _, slot, extraIn, extraC
         return
     }
     let pending = Unmanaged<PendingRequest>.fromOpaque(slot).takeUnretainedValue()
-    guard let upgrade = pending.webSocket, pending.holdsWebSocketPlace else {
+    // libmicrohttpd's descriptor shares the connection with ours: the watchdog must never shut it down.
+    pending.watched?.closed()
+    guard let upgrade = pending.webSocket, pending.webSocketPlace != nil else {
         close(own)
         return
     }
     // The place goes to the socket, which gives it back when it closes.
-    pending.holdsWebSocketPlace = false
+    pending.webSocketPlace = nil
     let core = Unmanaged<Core>.fromOpaque(cls).takeUnretainedValue()
     core.startWebSocket(upgrade, fd: own, extra: extra)
 }

@@ -22,23 +22,35 @@ protocol EventLoopChannel: AnyObject {
 ///
 /// A channel is added, changed and removed on the loop's own thread (``execute(_:)`` hands work there from any
 /// thread). Readiness is level-triggered. Timers are coarse: one pass over every channel when the earliest
-/// deadline is due, never closer together than the smallest `timerSlack` a channel asked for, so ten
-/// thousand idle connections with a minute between pings cost one short scan a second at most.
+/// deadline is due, never closer together than the smallest `timerSlack` a channel asked for (at most a
+/// second), so ten thousand idle connections with a minute between pings cost one short scan a second.
 final class EventLoop: @unchecked Sendable {
     // @unchecked: `channels`, `nextTag`, `timerDue`, `lastPass`, `slack` and `readBuffer` are touched on the
     // loop's thread only; other threads reach the loop through `inbox` (a Mutex) and the eventfd.
 
-    /// The process's loops, started on first use: one per core, at least 2 (a consumer that blocks a moment
-    /// holds up only the sockets on its loop) and at most 8.
+    /// The process's loops, started on first use (a server's start, or a client's first connect): one per
+    /// core, at least 2 (a consumer that blocks a moment holds up only the sockets on its loop) and at most 8.
+    /// Empty if the system refused an epoll instance or an eventfd (out of descriptors); then nothing that
+    /// needs them starts.
     static let all: [EventLoop] = {
         let count = Swift.max(2, Swift.min(8, ProcessInfo.processInfo.activeProcessorCount))
-        return (0..<count).map { EventLoop(index: $0) }
+        let loops = (0..<count).compactMap { EventLoop(index: $0) }
+        return loops.count == count ? loops : []
     }()
+
+    /// Why the loops could not be started, or nil when they run.
+    static var unavailable: String? {
+        all.isEmpty
+            ? "could not create the WebSocket event loops (epoll_create1 or eventfd failed); raise the open-file "
+                + "limit (ulimit -n)" : nil
+    }
     private static let turn = Atomic(0)
 
-    /// The loop for a new socket, in turn.
+    /// The loop for a new socket, in turn. Only after ``unavailable`` said nil (the server and the client check
+    /// it before any socket is made).
     static func next() -> EventLoop {
-        all[turn.wrappingAdd(1, ordering: .relaxed).oldValue % all.count]
+        precondition(!all.isEmpty, "a WebSocket was made although the event loops could not start")
+        return all[turn.wrappingAdd(1, ordering: .relaxed).oldValue % all.count]
     }
 
     private let epoll: Int32
@@ -49,16 +61,18 @@ final class EventLoop: @unchecked Sendable {
     private var nextTag: UInt64 = 1
     private var timerDue: ContinuousClock.Instant?
     private var lastPass = ContinuousClock.now
-    private var slack = Duration.milliseconds(250)
+    private var slack = Duration.seconds(1)
     /// Where every read on this loop lands first (64 KiB), so an idle socket holds no read buffer of its own.
     let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 << 10, alignment: 16)
 
-    private init(index: Int) {
+    private init?(index: Int) {
         epoll = CEpoll_create()
         wakeup = CEpoll_wakeup_create()
-        // Without these the process cannot serve a WebSocket at all; there is nothing to fall back to.
         guard epoll >= 0, wakeup >= 0, CEpoll_watch(epoll, wakeup, 1, CEpoll_IN, 0) == 0 else {
-            fatalError("could not create an epoll event loop (errno \(errno)); raise the open-file limit (ulimit -n)")
+            if epoll >= 0 { close(epoll) }
+            if wakeup >= 0 { close(wakeup) }
+            readBuffer.deallocate()
+            return nil
         }
         let thread = Thread { [self] in run() }
         thread.name = "websocket-loop-\(index)"
@@ -91,10 +105,16 @@ final class EventLoop: @unchecked Sendable {
         return tag
     }
 
-    /// Changes what `fd` is watched for (a peer's close and errors are always reported).
+    /// Changes what `fd` is watched for. While not reading, the peer's half-close is not watched either (it
+    /// would be reported ready for as long as the bytes before it wait); a hang-up and errors always are.
     func watch(_ tag: UInt64, fd: Int32, reading: Bool, writing: Bool) {
         // Fails only for a descriptor no longer watched, which the channel's own state rules out.
         _ = CEpoll_watch(epoll, fd, 0, Self.events(reading: reading, writing: writing), tag)
+    }
+
+    /// Stops watching `fd` but keeps the channel, for its timers (a socket whose peer is gone).
+    func unwatch(_ tag: UInt64, fd: Int32) {
+        _ = CEpoll_unwatch(epoll, fd)
     }
 
     /// Stops watching `fd`; call before closing it.
@@ -110,7 +130,7 @@ final class EventLoop: @unchecked Sendable {
     }
 
     private static func events(reading: Bool, writing: Bool) -> UInt32 {
-        CEpoll_RDHUP | (reading ? CEpoll_IN : 0) | (writing ? CEpoll_OUT : 0)
+        (reading ? CEpoll_IN | CEpoll_RDHUP : 0) | (writing ? CEpoll_OUT : 0)
     }
 
     private func run() {

@@ -107,7 +107,7 @@ public struct Router: HTTPResponder {
     }
 
     /// Adds a WebSocket endpoint as ``webSocket(_:maximumMessageSize:handler:)`` does, whose messages go to a
-    /// ``WebSocketConsumer`` made for each connection by `consumer`, on the connection's reader thread (no
+    /// ``WebSocketConsumer`` made for each connection by `consumer`, on the connection's event-loop thread (no
     /// task per message). The socket stays open until either side closes it (``WebSocket/startClosing(code:reason:)``).
     public mutating func webSocket(
         _ pattern: String, maximumMessageSize: Int = 1 << 20,

@@ -68,7 +68,7 @@ struct WebSocketUpgrade: Sendable {
     enum Run: Sendable {
         /// A task that calls ``WebSocket/receive()``; the socket closes when it returns.
         case handler(@Sendable (HTTPRequest, WebSocket) async throws -> Void)
-        /// A ``WebSocketConsumer`` called on the reader thread.
+        /// A ``WebSocketConsumer`` called on the socket's event-loop thread.
         case consumer(@Sendable (HTTPRequest, WebSocket) -> any WebSocketConsumer)
     }
 
@@ -80,12 +80,13 @@ struct WebSocketUpgrade: Sendable {
 /// One WebSocket connection (RFC 6455), on the server (from ``Router/webSocket(_:maximumMessageSize:handler:)``)
 /// or the client side (``WebSocketClient/connect(port:path:headers:maximumMessageSize:handshakeTimeout:)``).
 ///
-/// A thread of its own reads frames: it answers pings with pongs, reassembles fragmented messages, checks
-/// the framing (masking by role, reserved bits and opcodes, control frame rules, UTF-8 of text, the
-/// maximum message size) and closes with 1002, 1007 or 1009 on a violation, which ``receive()`` then
-/// throws. Messages wait in a queue of at most 16; past that the reader stops reading, so a slow consumer
-/// slows the peer down instead of filling memory. With a ``WebSocketConsumer`` instead, the reader hands it
-/// every message a read completed, on its own thread, with no task in between.
+/// One of a few event loops (``EventLoop``, epoll) reads its frames: it answers pings with pongs,
+/// reassembles fragmented messages, checks the framing (masking by role, reserved bits and opcodes, control
+/// frame rules, UTF-8 of text, the maximum message size) and closes with 1002, 1007 or 1009 on a violation,
+/// which ``receive()`` then throws. Messages wait in a queue of at most 16; past that the loop stops reading
+/// this socket, so a slow consumer slows the peer down instead of filling memory. With a
+/// ``WebSocketConsumer`` instead, the loop hands it every message a read completed, on the loop's thread,
+/// with no task in between.
 ///
 /// Sends may come from any thread or task, and each frame is written whole and in order. ``send(binary:)`` and
 /// the other sends block their thread until the kernel has taken the frame (a peer that stops reading stalls
@@ -471,6 +472,8 @@ public final class WebSocket: AsyncSequence, Sendable {
         var writing = false
         /// The receive queue is full: reads wait until ``receive()`` takes a message.
         var queueFull = false
+        /// The peer's end of the stream was read: once every frame read is parsed, the connection ends.
+        var endOfStream = false
         /// Ending, and waiting until this instant for the peer's close or the end of the stream (after a
         /// violation), or for what is owed to be written (after the peer's close); `error` is what the end is.
         var ending: (deadline: ContinuousClock.Instant, error: WebSocketError?)?
@@ -486,11 +489,9 @@ public final class WebSocket: AsyncSequence, Sendable {
 
     private func attach(consumer: (any WebSocketConsumer)?) {
         reader.consumer = consumer
-        let slack = keepalive.map { Swift.min($0.interval, $0.timeout) / 8 } ?? .milliseconds(250)
-        guard
-            let tag = loop.add(
-                self, fd: fd, reading: true, writing: false, timerSlack: Swift.min(slack, .milliseconds(250)))
-        else {
+        // Deadlines are coarse: an eighth of the keepalive's shorter period, at most a second.
+        let slack = Swift.min(keepalive.map { Swift.min($0.interval, $0.timeout) / 8 } ?? .seconds(1), .seconds(1))
+        guard let tag = loop.add(self, fd: fd, reading: true, writing: false, timerSlack: slack) else {
             return finish(WebSocketError("the event loop could not watch the socket (errno \(errno))"))
         }
         reader.tag = tag
@@ -510,11 +511,17 @@ public final class WebSocket: AsyncSequence, Sendable {
     }
 
     private func process(endOfStream: Bool) {
+        if endOfStream && !reader.endOfStream {
+            reader.endOfStream = true
+            // Nothing more can come, and a hung-up socket would be reported ready for ever: stop watching it,
+            // keeping the channel for its timers.
+            if let tag = reader.tag { loop.unwatch(tag, fd: fd) }
+        }
         if reader.ending != nil {
             // Only the end of the stream (or the deadline) is awaited now; what arrives is dropped.
             reader.inbound = []
             reader.start = 0
-            if endOfStream { finish(reader.ending?.error) }
+            if reader.endOfStream { finish(reader.ending?.error) }
             return
         }
         let ending = parseFrames()
@@ -527,7 +534,8 @@ public final class WebSocket: AsyncSequence, Sendable {
         }
         handOver()
         if let ending { return end(ending) }
-        if endOfStream { return end(.dropped) }
+        // Frames still unparsed behind a full queue are delivered first; the end comes after them.
+        if reader.endOfStream, !reader.queueFull { return end(.dropped) }
         updateInterest()
     }
 
@@ -572,7 +580,7 @@ public final class WebSocket: AsyncSequence, Sendable {
     }
 
     private func updateInterest() {
-        guard let tag = reader.tag, !reader.done else { return }
+        guard let tag = reader.tag, !reader.done, !reader.endOfStream else { return }
         let reading = !reader.queueFull && !reader.writing
         if reading != reader.reading || reader.writing != reader.watchingWrites {
             reader.reading = reading
@@ -717,7 +725,7 @@ public final class WebSocket: AsyncSequence, Sendable {
         guard reader.queueFull, !reader.done else { return }
         reader.queueFull = false
         // Frames already read are parsed before the socket is read again.
-        process(endOfStream: false)
+        process(endOfStream: reader.endOfStream)
     }
 
     private func closeReceived(_ payload: [UInt8]) -> Ending {
@@ -771,7 +779,7 @@ extension WebSocket: EventLoopChannel {
             finish(nil)
         } else if owedWritten, reader.ending == nil {
             // Frames read while the answer waited are parsed now, and reads resume.
-            process(endOfStream: false)
+            process(endOfStream: reader.endOfStream)
         }
     }
 
@@ -799,7 +807,7 @@ extension WebSocket: EventLoopChannel {
                     return nil
                 }
                 next = Swift.min(next ?? (pingSent + keepalive.timeout), pingSent + keepalive.timeout)
-            } else if now >= reader.lastFrame + keepalive.interval {
+            } else if now >= reader.lastFrame + keepalive.interval, !state.withLock({ $0.closeSent }) {
                 reader.pingSent = now
                 _ = try? sendWithoutWaiting(Self.frame(opcode: Opcode.ping, payload: Data(), masked: role == .client))
                 flushOwed()

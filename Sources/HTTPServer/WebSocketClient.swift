@@ -24,7 +24,7 @@ public enum WebSocketClient {
     }
 
     /// Connects as ``connect(port:path:headers:maximumMessageSize:handshakeTimeout:)`` does; the messages go
-    /// to the ``WebSocketConsumer`` that `consumer` makes for the open socket, on its reader thread.
+    /// to the ``WebSocketConsumer`` that `consumer` makes for the open socket, on its event-loop thread.
     public static func connect(
         port: UInt16, path: String = "/", headers: HTTPHeaders = HTTPHeaders(), maximumMessageSize: Int = 1 << 20,
         handshakeTimeout: Duration = .seconds(10), consumer: @escaping @Sendable (WebSocket) -> any WebSocketConsumer
@@ -38,6 +38,7 @@ public enum WebSocketClient {
         port: UInt16, path: String, headers: HTTPHeaders, maximumMessageSize: Int, handshakeTimeout: Duration,
         make: (@Sendable (WebSocket) -> any WebSocketConsumer)?
     ) async throws -> WebSocket {
+        if let reason = EventLoop.unavailable { throw WebSocketError(reason) }
         guard handshakeTimeout >= .microseconds(1) else {
             throw WebSocketError("handshakeTimeout is \(handshakeTimeout); give the server a positive time to answer")
         }

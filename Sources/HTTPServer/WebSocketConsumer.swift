@@ -1,11 +1,12 @@
-/// Takes a ``WebSocket``'s messages on the socket's reader thread, in place of ``WebSocket/receive()`` (from
+/// Takes a ``WebSocket``'s messages on the socket's event-loop thread, in place of ``WebSocket/receive()`` (from
 /// ``Router/webSocket(_:maximumMessageSize:consumer:)`` or
 /// ``WebSocketClient/connect(port:path:headers:maximumMessageSize:handshakeTimeout:consumer:)``).
 ///
-/// No task stands between the socket and the consumer: each call hands over every message that the reads
-/// so far completed, in order, before the reader waits for more, so a burst of pipelined messages costs one
-/// call. The reader reads nothing while a call runs, so a consumer that takes long slows its peer down
-/// rather than filling memory; it may block briefly (a store write) but should hand long waits elsewhere.
+/// No task stands between the socket and the consumer: each call hands over every message that one read
+/// completed, in order, so a burst of pipelined messages costs one call. The loop reads nothing while a call
+/// runs, so a consumer that takes long slows its peer down rather than filling memory, and with it every
+/// other socket on the same loop (a few serve them all): it may block briefly (a store write) but must hand
+/// long waits elsewhere.
 /// Calls for one socket never overlap.
 public protocol WebSocketConsumer: Sendable {
     /// Messages that arrived, oldest first (never empty).

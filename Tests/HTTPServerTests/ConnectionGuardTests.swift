@@ -92,6 +92,17 @@ extension Array where Element == UInt8 {
     }
 }
 
+/// Stands in for a forwarded-for middleware: the client is whoever `X-Client` names.
+struct ClientHeaderMiddleware: HTTPMiddleware {
+    func handle(
+        _ request: HTTPRequest, next: @Sendable (HTTPRequest) async throws -> HTTPResponse
+    ) async throws -> HTTPResponse {
+        var request = request
+        if let client = request.headers["X-Client"] { request.remoteAddress = client }
+        return try await next(request)
+    }
+}
+
 @Suite("What one client may hold and how fast it must talk")
 struct ConnectionGuardTests {
     static func server(_ configure: (inout HTTPServer.Configuration) -> Void) throws -> HTTPServer {
@@ -105,6 +116,7 @@ struct ConnectionGuardTests {
             for try await chunk in request.bodyStream! { count += chunk.count }
             return .text("\(count)")
         }
+        router.add(middleware: ClientHeaderMiddleware())
         router.webSocket("/ws") { _, socket in
             for try await message in socket { if case .text(let text) = message { try await socket.send(text: text) } }
         }
@@ -207,6 +219,36 @@ struct ConnectionGuardTests {
         await server.shutdown(gracePeriod: .seconds(1))
     }
 
+    @Test(
+        "WebSockets are counted under the client the router saw (behind a proxy), and every close gives back its place")
+    func webSocketsPerForwardedAddress() async throws {
+        let server = try Self.server { $0.limits.webSocketsPerAddress = 2 }
+        let port = server.port
+        @Sendable func upgrade(as client: String) -> String {
+            Self.upgrade.replacingOccurrences(of: "\r\n\r\n", with: "\r\nX-Client: \(client)\r\n\r\n")
+        }
+        for round in 0..<4 {
+            let heads = try await onThread { () -> [String] in
+                // Every socket comes from 127.0.0.1, the "proxy"; the clients are 10.0.0.1 and 10.0.0.2.
+                let sockets = try (0..<4).map { _ in try SourcedSocket(port: port) }
+                var heads: [String] = []
+                for (socket, client) in zip(sockets, ["10.0.0.1", "10.0.0.1", "10.0.0.1", "10.0.0.2"]) {
+                    socket.send(upgrade(as: client))
+                    heads.append(socket.readHead() ?? "closed")
+                }
+                return heads
+            }
+            #expect(heads[0].hasPrefix("HTTP/1.1 101") && heads[1].hasPrefix("HTTP/1.1 101"), "round \(round)")
+            #expect(heads[2].hasPrefix("HTTP/1.1 429"), "round \(round): \(heads[2])")
+            #expect(heads[3].hasPrefix("HTTP/1.1 101"), "round \(round): 10.0.0.2 paid for 10.0.0.1: \(heads[3])")
+            // The sockets closed with the thread's scope: the places come back before the next round.
+            for _ in 0..<400 where server.statistics.webSockets > 0 { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(server.statistics.webSockets == 0)
+            #expect(server.statistics.busiestAddressWebSockets == 0)
+        }
+        await server.shutdown(gracePeriod: .seconds(1))
+    }
+
     @Test("a request head trickled a byte at a time is cut off at the header deadline, idle keep-alive too")
     func headerDeadline() async throws {
         let server = try Self.server { $0.limits.headerTimeout = .milliseconds(300) }
@@ -247,7 +289,7 @@ struct ConnectionGuardTests {
             $0.limits.minimumBodyRate = BodyRate(bytesPerSecond: 2000, window: .milliseconds(200))
         }
         let port = server.port
-        let (trickle, fast, heldBack) = try await onThread { () -> (String, String, String) in
+        let (trickle, streamTrickle, fast, heldBack) = try await onThread { () -> (String, String, String, String) in
             let trickler = try SourcedSocket(port: port)
             trickler.send("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 4000\r\nConnection: close\r\n\r\n")
             for _ in 0..<40 {
@@ -261,17 +303,27 @@ struct ConnectionGuardTests {
                 "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n"
                     + body)
             let fastAnswer = fast.readToEnd()
+            let streamTrickler = try SourcedSocket(port: port)
+            streamTrickler.send(
+                "POST /slow-reader HTTP/1.1\r\nHost: x\r\nContent-Length: 4000\r\n"
+                    + "Content-Type: application/octet-stream\r\nConnection: close\r\n\r\n")
+            for _ in 0..<40 {
+                guard streamTrickler.send(String(repeating: "s", count: 10)) else { break }
+                Thread.sleep(forTimeInterval: 0.05)
+            }
+            let streamTrickle = streamTrickler.readToEnd()
             let streamed = String(repeating: "c", count: 3_000_000)
             let held = try SourcedSocket(port: port)
             held.send(
                 "POST /slow-reader HTTP/1.1\r\nHost: x\r\nContent-Length: \(streamed.utf8.count)\r\n"
                     + "Content-Type: application/octet-stream\r\nConnection: close\r\n\r\n" + streamed)
-            return (trickle, fastAnswer, held.readToEnd())
+            return (trickle, streamTrickle, fastAnswer, held.readToEnd())
         }
         #expect(!trickle.hasPrefix("HTTP/1.1 200"), "a 10-bytes-per-50-ms body was taken: \(trickle)")
         #expect(fast.hasPrefix("HTTP/1.1 200") && fast.hasSuffix("200000"), "\(fast.prefix(200))")
         #expect(heldBack.hasPrefix("HTTP/1.1 200") && heldBack.hasSuffix("3000000"), "\(heldBack.prefix(200))")
-        #expect(server.statistics.slowBodies == 1)
+        #expect(!streamTrickle.hasPrefix("HTTP/1.1 200"), "a trickle to a streaming route was taken: \(streamTrickle)")
+        #expect(server.statistics.slowBodies == 2)
         await server.shutdown(gracePeriod: .seconds(1))
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPServer
 import SiblingsTestSupport
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -397,6 +398,51 @@ struct WebSocketTests {
         await server.shutdown()
         #expect(try await socket.receive() == nil)
         #expect(socket.closeCode == .goingAway)
+    }
+}
+
+/// What a slow handler saw of a socket: how many messages, and how the stream ended.
+final class SlowReaderTally: Sendable {
+    let result = Mutex<(messages: Int, ending: String)?>(nil)
+    let done = DispatchSemaphore(value: 0)
+}
+
+@Suite("WebSocket: a peer that sends everything and hangs up while the server is behind")
+struct WebSocketHangUpTests {
+    @Test("every message and the close frame behind a full queue are delivered, then the end")
+    func messagesBehindAFullQueueSurviveTheHangUp() async throws {
+        let tally = SlowReaderTally()
+        var router = Router()
+        router.webSocket("/slow") { _, socket in
+            var count = 0
+            var ending = "closed"
+            do {
+                for try await _ in socket {
+                    try await Task.sleep(for: .milliseconds(10))
+                    count += 1
+                }
+            } catch {
+                ending = "\(error)"
+            }
+            tally.result.withLock { $0 = (count, ending) }
+            tally.done.signal()
+        }
+        let server = try HTTPServer(responder: router)
+        let port = server.port
+        let result = try await onThread { () -> (messages: Int, ending: String)? in
+            let raw = try RawWebSocket(port: port, path: "/slow")
+            // 40 messages (past the queue of 16), a close frame, and our half of the TCP connection closed.
+            var burst = Data()
+            for index in 0..<40 { burst += RawWebSocket.frame(0x1, Data("m\(index)".utf8)) }
+            burst += RawWebSocket.frame(0x8, Data([0x03, 0xE8]))
+            try raw.send(burst)
+            shutdown(raw.fd, Int32(SHUT_WR))
+            guard tally.done.wait(timeout: .now() + 120) == .success else { return nil }
+            return tally.result.withLock { $0 }
+        }
+        #expect(result?.messages == 40, "\(String(describing: result))")
+        #expect(result?.ending == "closed", "\(String(describing: result))")
+        await server.shutdown(gracePeriod: .seconds(1))
     }
 }
 

@@ -12,9 +12,10 @@ public protocol TokenSpender: Sendable {
     /// verify, 409 `token_spent` for one already spent (earlier, or earlier in `tokens`), 503 when the spent
     /// set cannot be written (then none of `tokens` is spent).
     ///
-    /// Synchronous, and it may block briefly on the store: the relay calls it on a connection's reader thread
-    /// with every SEND of a burst at once, so one store write (and, for the real spender, verification on
-    /// every core) serves them all.
+    /// Synchronous, and it may block briefly on the store: the relay calls it on a connection's event-loop
+    /// thread with every SEND of a burst at once, so one store write (and, for the real spender, verification
+    /// on every core) serves them all. Every other connection on that loop waits meanwhile (docs/operations.md,
+    /// "The relay").
     func spend(_ tokens: [Data]) -> [Result<Void, HTTPError>]
 }
 

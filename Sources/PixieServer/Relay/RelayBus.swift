@@ -8,8 +8,9 @@ import Synchronization
 /// ``InProcessRelayBus`` serves one process; a NATS implementation behind the same protocol is the path past
 /// one machine (subjects map to NATS subjects, ``hasSubscribers(_:)`` to a presence lookup).
 ///
-/// Synchronous: the relay calls it on a connection's reader thread, for every frame of a burst, with no task in
-/// between; an implementation may block briefly (a network bus's publish) but never on a consumer.
+/// Synchronous: the relay calls it on a connection's event-loop thread, for every frame of a burst, with no task
+/// in between; an implementation may block briefly (a network bus's publish) but never on a consumer, since
+/// every other connection on that loop waits meanwhile.
 public protocol RelayBus: Sendable {
     /// Hands `frame` (an encoded DELIVER) to every subscription of `subject`; returns how many took it.
     @discardableResult

@@ -15,8 +15,9 @@ import Synchronization
 ///   subject again. Silent frames never push. A device registers its push token with SUBSCRIBE.
 /// - Fan-out goes through ``RelayBus``, which hands each frame to the subscribing connections' queues.
 ///
-/// **Where the work happens.** Each connection's frames are handled on its WebSocket reader thread (a
-/// ``RelaySession``, the socket's ``HTTPServer/WebSocketConsumer``), a burst at a time: every frame one read
+/// **Where the work happens.** Each connection's frames are handled on its WebSocket's event-loop thread (a
+/// ``RelaySession``, the socket's ``HTTPServer/WebSocketConsumer``; a few loops serve every connection), a
+/// burst at a time: every frame one read
 /// brought is decoded, the burst's tokens are spent with one call (verified on every core, recorded in one
 /// transaction), the frames are forwarded in order, and each connection written to is written once, at the
 /// end of the burst, without waiting for its peer. What a peer's socket does not take at once waits in that
@@ -88,7 +89,7 @@ public final class RelayService: Sendable {
         case close(WebSocketCloseCode, String)
     }
 
-    /// The connections written to while one burst of frames is handled, on that reader thread: each is
+    /// The connections written to while one burst of frames is handled, on that loop thread: each is
     /// written once, when the burst is done. Outside a burst (a bus delivering on a thread of its own) a
     /// connection is written at once.
     final class Burst: @unchecked Sendable {
@@ -289,7 +290,7 @@ final class PushWaker: Sendable {
     }
 }
 
-/// One relay connection: the ``HTTPServer/WebSocketConsumer`` of its socket, on its reader thread.
+/// One relay connection: the ``HTTPServer/WebSocketConsumer`` of its socket, on its event-loop thread.
 final class RelaySession: WebSocketConsumer {
     let service: RelayService
     let connection: RelayConnection
@@ -421,7 +422,7 @@ final class RelayConnection: Sendable {
     func write() {
         guard var batch = take(as: .direct) else { return }
         // Frames that others queue meanwhile are written too, for a few rounds: then the writer queue takes
-        // over, so a busy subscriber cannot keep a publisher's reader thread from its own connection.
+        // over, so a busy subscriber cannot keep a publisher's loop thread from its other connections.
         for round in 0... {
             let frames = batch.prefix { if case .frame = $0 { true } else { false } }
             let written: Bool
