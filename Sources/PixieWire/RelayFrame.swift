@@ -62,6 +62,9 @@ public struct RelayErrorCode: RawRepresentable, Sendable, Hashable, CustomString
     public static let notSubscribed = RelayErrorCode(rawValue: 7)
     /// The relay cannot check tokens right now (no spender configured, or it failed); the frame was dropped.
     public static let unavailable = RelayErrorCode(rawValue: 8)
+    /// SUBSCRIBE without proof of holding the subject: its public key does not hash to it, or its signature over
+    /// the connection's CHALLENGE does not verify. Refused; the holder's subscription and push target stay.
+    public static let subjectNotProven = RelayErrorCode(rawValue: 9)
 
     /// The snake_case name used in logs, metrics and docs.
     public var name: String {
@@ -74,6 +77,7 @@ public struct RelayErrorCode: RawRepresentable, Sendable, Hashable, CustomString
         case .frameTooLarge: "frame_too_large"
         case .notSubscribed: "not_subscribed"
         case .unavailable: "unavailable"
+        case .subjectNotProven: "subject_not_proven"
         default: "code_\(rawValue)"
         }
     }
@@ -87,12 +91,15 @@ public struct RelayErrorCode: RawRepresentable, Sendable, Hashable, CustomString
 ///
 /// | type | name | body after type and request id |
 /// |---|---|---|
-/// | 0x01 | SUBSCRIBE | subject (32) · push token length (u16 BE, 0-512) · push token |
+/// | 0x01 | SUBSCRIBE | subject (32) · owner public key (32, Ed25519) · signature (64) · push token length (u16 BE, 0-512) · push token |
 /// | 0x02 | UNSUBSCRIBE | subject (32) |
 /// | 0x03 | SEND | subject (32) · wake class (1) · token length (u16 BE, 1-512) · token · payload (the rest) |
 /// | 0x04 | PING | nothing |
 public enum RelayClientFrame: Sendable, Equatable {
-    case subscribe(requestID: UInt32, subject: RelaySubject, pushToken: Data)
+    /// `publicKey` must hash to `subject` and `signature` verify over the connection's CHALLENGE
+    /// (``RelaySubject/subscribeMessage(challenge:subject:pushToken:)``); ``RelaySubjectKey/subscribe(requestID:challenge:pushToken:)``
+    /// makes one.
+    case subscribe(requestID: UInt32, subject: RelaySubject, publicKey: Data, signature: Data, pushToken: Data)
     case unsubscribe(requestID: UInt32, subject: RelaySubject)
     case send(requestID: UInt32, subject: RelaySubject, wake: WakeClass, token: Data, payload: Data)
     case ping(requestID: UInt32)
@@ -107,7 +114,7 @@ public enum RelayClientFrame: Sendable, Equatable {
 
     public var requestID: UInt32 {
         switch self {
-        case .subscribe(let id, _, _), .unsubscribe(let id, _), .send(let id, _, _, _, _), .ping(let id): id
+        case .subscribe(let id, _, _, _, _), .unsubscribe(let id, _), .send(let id, _, _, _, _), .ping(let id): id
         }
     }
 
@@ -115,11 +122,13 @@ public enum RelayClientFrame: Sendable, Equatable {
     public func encoded() -> Data {
         var out = Data()
         switch self {
-        case .subscribe(let id, let subject, let pushToken):
-            out.reserveCapacity(39 + pushToken.count)
+        case .subscribe(let id, let subject, let publicKey, let signature, let pushToken):
+            out.reserveCapacity(135 + pushToken.count)
             out.append(Self.subscribeType)
             out.appendUInt32(id)
             out.append(subject.rawRepresentation)
+            out.append(publicKey)
+            out.append(signature)
             out.appendUInt16(UInt16(truncatingIfNeeded: pushToken.count))
             out.append(pushToken)
         case .unsubscribe(let id, let subject):
@@ -166,11 +175,15 @@ public enum RelayClientFrame: Sendable, Equatable {
         switch type {
         case Self.subscribeType:
             let subject = try subject()
+            guard let publicKey = reader.bytes(32), let signature = reader.bytes(64) else {
+                throw malformed("SUBSCRIBE is cut short before its 32-byte public key and 64-byte signature")
+            }
             let pushToken = try token(allowEmpty: true, "push token")
             guard reader.isAtEnd else {
                 throw malformed("SUBSCRIBE has \(reader.remaining) bytes after its push token")
             }
-            self = .subscribe(requestID: id, subject: subject, pushToken: pushToken)
+            self = .subscribe(
+                requestID: id, subject: subject, publicKey: publicKey, signature: signature, pushToken: pushToken)
         case Self.unsubscribeType:
             let subject = try subject()
             guard reader.isAtEnd else { throw malformed("UNSUBSCRIBE has \(reader.remaining) bytes after its subject") }
@@ -201,14 +214,20 @@ public enum RelayClientFrame: Sendable, Equatable {
 /// | 0x81 | DELIVER | subject (32) · wake class (1) · payload (the rest) |
 /// | 0x82 | OK | request id (u32 BE) |
 /// | 0x83 | ERROR | request id (u32 BE) · code (u16 BE) · reason (UTF-8, the rest) |
+/// | 0x84 | CHALLENGE | nonce (32): the first frame of every connection, which each SUBSCRIBE signs |
 public enum RelayServerFrame: Sendable, Equatable {
     case deliver(subject: RelaySubject, wake: WakeClass, payload: Data)
     case ok(requestID: UInt32)
     case error(requestID: UInt32, code: RelayErrorCode, reason: String)
+    case challenge(nonce: Data)
+
+    /// The CHALLENGE nonce's length.
+    public static let challengeByteCount = 32
 
     static let deliverType: UInt8 = 0x81
     static let okType: UInt8 = 0x82
     static let errorType: UInt8 = 0x83
+    static let challengeType: UInt8 = 0x84
 
     public func encoded() -> Data {
         var out = Data()
@@ -227,6 +246,9 @@ public enum RelayServerFrame: Sendable, Equatable {
             out.appendUInt32(id)
             out.appendUInt16(code.rawValue)
             out.append(Data(reason.utf8))
+        case .challenge(let nonce):
+            out.append(Self.challengeType)
+            out.append(nonce)
         }
         return out
     }
@@ -252,6 +274,11 @@ public enum RelayServerFrame: Sendable, Equatable {
                 throw malformed("the ERROR reason is not UTF-8")
             }
             self = .error(requestID: id, code: RelayErrorCode(rawValue: code), reason: reason)
+        case Self.challengeType:
+            guard let nonce = reader.bytes(Self.challengeByteCount), reader.isAtEnd else {
+                throw malformed("CHALLENGE is 33 bytes")
+            }
+            self = .challenge(nonce: nonce)
         default:
             throw RelayFrameError(
                 .unknownType, requestID: 0, "relay frame type 0x\(String(type, radix: 16)) is unknown")

@@ -1,6 +1,7 @@
 import CommandLineKit
 import Foundation
 import Glibc
+import PixieWire
 
 /// The protocol a connection speaks.
 enum Wire: String, ExpressibleByArgument {
@@ -40,6 +41,8 @@ enum Phase: UInt8 {
     case connecting
     /// ws: the upgrade request is sent; reading the response head.
     case upgrading
+    /// ws: upgraded; waiting for the relay's CHALLENGE, which the SUBSCRIBE signs.
+    case challenged
     /// ws: SUBSCRIBE is sent; waiting for the relay's OK.
     case subscribing
     /// nats: waiting for the server's INFO.
@@ -53,7 +56,7 @@ enum Phase: UInt8 {
 
     var isHandshaking: Bool {
         switch self {
-        case .connecting, .upgrading, .subscribing, .greeting, .pinging: true
+        case .connecting, .upgrading, .challenged, .subscribing, .greeting, .pinging: true
         case .unused, .open, .closed: false
         }
     }
@@ -61,7 +64,7 @@ enum Phase: UInt8 {
     /// Whether bytes from the server are read in this phase.
     var isReading: Bool {
         switch self {
-        case .upgrading, .subscribing, .greeting, .pinging, .open: true
+        case .upgrading, .challenged, .subscribing, .greeting, .pinging, .open: true
         case .unused, .connecting, .closed: false
         }
     }
@@ -71,6 +74,7 @@ enum Phase: UInt8 {
         switch self {
         case .connecting: "while connecting"
         case .upgrading: "before the 101"
+        case .challenged: "before the CHALLENGE"
         case .subscribing: "before the SUBSCRIBE's OK"
         case .greeting: "before INFO"
         case .pinging: "before PONG"
@@ -319,7 +323,7 @@ final class ConnectionLoop {
             }
             startHandshake(index)
             guard slots[index].phase.isReading else { return }
-        case .upgrading, .subscribing, .greeting, .pinging, .open:
+        case .upgrading, .challenged, .subscribing, .greeting, .pinging, .open:
             break
         }
         if mask & Epoll.output != 0 && !slots[index].unsent.isEmpty {
@@ -443,7 +447,7 @@ final class ConnectionLoop {
             slots[index].received = rest
             guard upgraded(index, head: head) else { return }
         }
-        guard slots[index].phase == .subscribing || slots[index].phase == .open else { return }
+        guard [.challenged, .subscribing, .open].contains(slots[index].phase) else { return }
 
         let bytes = slots[index].received
         slots[index].received = []
@@ -520,20 +524,26 @@ final class ConnectionLoop {
             handshakeDone(index)
             return true
         }
-        // SUBSCRIBE (docs/pixie-protocol.md, "Relay"): type 0x01, request id (4, big-endian), subject (32),
-        // push token length (2, big-endian) 0 and no push token.
-        var subscribe: [UInt8] = [0x01, 0x00, 0x00, 0x00, 0x01]
-        subscribe += random.bytes(32)
-        subscribe += [0x00, 0x00]
-        guard queue(index, WebSocketWire.maskedFrame(opcode: 0x2, payload: subscribe, random: &random)) else {
-            return false
+        // The relay's first frame is its CHALLENGE; the SUBSCRIBE signs it.
+        slots[index].phase = .challenged
+        return true
+    }
+
+    /// SUBSCRIBE (docs/pixie-protocol.md, "Relay") of a fresh key's subject, with its proof over `challenge`.
+    private func subscribe(_ index: Int, challenge: Data) {
+        let frame: RelayClientFrame
+        do {
+            frame = try RelaySubjectKey().subscribe(requestID: 1, challenge: challenge)
+        } catch {
+            return terminate(index, "could not sign SUBSCRIBE: \(error)")
         }
+        guard queue(index, WebSocketWire.maskedFrame(opcode: 0x2, payload: Array(frame.encoded()), random: &random))
+        else { return }
         if plan.awaitSubscribeOK {
             slots[index].phase = .subscribing
         } else {
             handshakeDone(index)
         }
-        return true
     }
 
     /// A whole ping, close or binary frame from the relay, unmasked.
@@ -545,7 +555,11 @@ final class ConnectionLoop {
             let code = payload.count >= 2 ? "code \(Int(payload[0]) << 8 | Int(payload[1]))" : "no code"
             terminate(index, "the server closed the WebSocket (\(code))")
         default:
-            // A binary message: while subscribing, OK (0x82) or ERROR (0x83) answers the SUBSCRIBE.
+            // A binary message: the CHALLENGE (0x84) opens the connection; while subscribing, OK (0x82) or
+            // ERROR (0x83) answers the SUBSCRIBE.
+            if slots[index].phase == .challenged, payload.count == 33, payload.first == 0x84 {
+                return subscribe(index, challenge: Data(payload[1...]))
+            }
             guard slots[index].phase == .subscribing, let kind = payload.first else { return }
             if kind == 0x82 {
                 handshakeDone(index)

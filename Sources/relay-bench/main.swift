@@ -116,13 +116,17 @@ struct RelayBench: ParsableCommand {
             publish = { try link.publish($0) }
             finish = { link.close() }
         case .relay(let port, let supply):
-            let subject = try RelaySubject(rawRepresentation: (0..<32).map { _ in UInt8.random(in: 0...255) })
-            // Both clients take their messages on their reader threads, as libnats' subscriber callback does.
+            // The subscriber holds the subject's key: only it may SUBSCRIBE (self-certifying subjects).
+            let key = RelaySubjectKey()
+            let subject = key.subject
+            // Both clients take their messages on their loop threads, as libnats' subscriber callback does.
             let subscribed = Subscribed()
+            let challenged = Challenged()
             let receiver = try await WebSocketClient.connect(port: UInt16(port), path: "/v1/relay") { _ in
                 Consumer { bytes in
                     switch try? RelayServerFrame(decoding: bytes) {
                     case .deliver(_, _, let payload)?: recorder.received(payload)
+                    case .challenge(let nonce)?: challenged.set(nonce)
                     case .ok(0)?: subscribed.signal()
                     default: recorder.fail("the relay sent the subscriber something else than OK or DELIVER")
                     }
@@ -135,8 +139,8 @@ struct RelayBench: ParsableCommand {
                     }
                 }
             }
-            try await receiver.send(
-                binary: RelayClientFrame.subscribe(requestID: 0, subject: subject, pushToken: Data()).encoded())
+            guard let challenge = await challenged.wait() else { throw BenchError("the relay sent no CHALLENGE") }
+            try await receiver.send(binary: try key.subscribe(requestID: 0, challenge: challenge).encoded())
             guard await subscribed.wait() else { throw BenchError("the relay did not accept SUBSCRIBE") }
             let counter = Atomic<UInt32>(0)
             publish = { payload in
@@ -192,6 +196,26 @@ final class Subscribed: Sendable {
         await withCheckedContinuation { continuation in
             Thread.detachNewThread {
                 continuation.resume(returning: self.semaphore.wait(timeout: .now() + 10) == .success)
+            }
+        }
+    }
+}
+
+/// The relay's CHALLENGE nonce, handed from the subscriber's loop thread to the driver.
+final class Challenged: Sendable {
+    private let nonce = Mutex<Data?>(nil)
+    private let semaphore = DispatchSemaphore(value: 0)
+
+    func set(_ value: Data) {
+        nonce.withLock { $0 = value }
+        semaphore.signal()
+    }
+
+    func wait() async -> Data? {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                let arrived = self.semaphore.wait(timeout: .now() + 10) == .success
+                continuation.resume(returning: arrived ? self.nonce.withLock { $0 } : nil)
             }
         }
     }

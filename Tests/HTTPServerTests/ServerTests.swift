@@ -273,8 +273,12 @@ struct ServerTests {
             started.signal()
             return .text("got \(try await request.bodyStream!.collect(upTo: 1 << 20).count)")
         }
-        // No idle timeout: with the whole suite running, this test may wait tens of seconds between its steps.
-        let server = try HTTPServer(responder: router, configuration: HTTPServer.Configuration(connectionTimeout: 0))
+        // No idle timeout and no minimum body rate: with the whole suite running, this test may wait tens of
+        // seconds between its steps, and its body stalls on purpose.
+        var configuration = HTTPServer.Configuration(connectionTimeout: 0)
+        configuration.limits.minimumBodyRate = nil
+        configuration.limits.headerTimeout = nil
+        let server = try HTTPServer(responder: router, configuration: configuration)
         let fd = try RawClient.connect(port: server.port).get()
         let head = Data("POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 2000\r\n\r\n".utf8) + Data(count: sent)
         let written = head.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }

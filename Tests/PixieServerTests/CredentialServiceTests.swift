@@ -40,7 +40,7 @@ struct CredentialServiceTests {
         // A device removed from the roster loses its certs with its session.
         var phone = TestDevice(name: "phone")
         _ = try await fixture.createAccount(&phone)
-        let grant = try #require(await fixture.grant(from: phone).json["grant"] as? String)
+        let grant = try #require(await fixture.grant(from: phone, scope: "replace_all").json["grant"] as? String)
         var replacement = TestDevice(name: "replacement")
         _ = try await fixture.register(&replacement, grant: ["grant": grant], revokeOthers: true)
         #expect(await fixture.post("/v1/credentials/sender-cert", "{}", token: phone.session).status == .unauthorized)

@@ -49,7 +49,8 @@ struct Fixture {
     init(
         services: [PixieConfiguration.Service] = PixieConfiguration.Service.allCases, pinned: Bool = true,
         tokens: (any TokenSpender)? = nil, random: any SecureRandomSource = SystemRandom(),
-        configure: (inout PixieConfiguration) -> Void = { _ in }
+        configure: (inout PixieConfiguration) -> Void = { _ in },
+        faults: ((any SQLDatabase) -> FaultyDatabase)? = nil
     ) throws {
         var configuration = PixieConfiguration()
         configuration.checkpointInterval = .milliseconds(1)
@@ -62,9 +63,12 @@ struct Fixture {
         if pinned, !services.contains(.phoneVerify) {
             configuration.phoneVerifyKey = keys.phoneVerify.publicKey
         }
-        database = try SQLiteDatabase.inMemory()
+        let store = try SQLiteDatabase.inMemory()
+        database = store
+        // With `faults`, the application's statements go through a FaultyDatabase the test can switch.
+        let served: any SQLDatabase = faults.map { $0(store) } ?? store
         application = try Application(
-            configuration: configuration, keys: keys, database: database, sms: sms, clock: clock.clock,
+            configuration: configuration, keys: keys, database: served, sms: sms, clock: clock.clock,
             random: random, logger: .discard, tokens: tokens)
     }
 

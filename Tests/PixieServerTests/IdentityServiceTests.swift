@@ -68,8 +68,25 @@ extension Fixture {
         return response
     }
 
-    func grant(from device: TestDevice, kind: String = "token") async -> HTTPResponse {
-        await post("/v1/auth/devices/grant", object: ["kind": kind], token: device.session)
+    /// A grant minted by `device`; a `replace_all` one carries an assertion of `device`'s passkey (or of
+    /// `assertedBy`'s, to try another's) over a fresh challenge with purpose "replace_all".
+    func grant(
+        from device: TestDevice, kind: String = "token", scope: String? = nil, assertedBy: TestDevice? = nil
+    ) async -> HTTPResponse {
+        var body: [String: Any] = ["kind": kind]
+        body["scope"] = scope
+        if scope == "replace_all" {
+            let signer = assertedBy ?? device
+            let challenge = await post("/v1/auth/passkey/challenge", object: ["purpose": "replace_all"])
+            if let id = challenge.json["challenge_id"] as? String,
+                let bytes = (challenge.json["challenge"] as? String).flatMap(Data.init(base64URLEncoded:)),
+                let assertion = try? signer.authenticator.getAssertion(
+                    rpID: "localhost", origin: "https://localhost", challenge: bytes, credentialID: signer.credentialID)
+            {
+                body["passkey"] = ["challenge_id": id, "credential": jsonObject(assertion)]
+            }
+        }
+        return await post("/v1/auth/devices/grant", object: body, token: device.session)
     }
 
     func register(
@@ -301,7 +318,7 @@ struct IdentityServiceTests {
         var tablet = TestDevice(name: "tablet")
         let first = try #require(await fixture.grant(from: phone).json["grant"] as? String)
         _ = try await fixture.register(&tablet, grant: ["grant": first])
-        let second = try #require(await fixture.grant(from: tablet).json["grant"] as? String)
+        let second = try #require(await fixture.grant(from: tablet, scope: "replace_all").json["grant"] as? String)
         var replacement = TestDevice(name: "replacement")
         #expect(
             try await fixture.register(&replacement, grant: ["grant": second], revokeOthers: true).status == .created)
@@ -310,6 +327,62 @@ struct IdentityServiceTests {
         #expect(stale.status == .unauthorized)
         // A removed device's passkey no longer signs it in.
         #expect(try await signIn(fixture, phone).status == .unauthorized)
+    }
+
+    @Test("a sign-in (add) grant redeemed with revoke_others is refused, spends nothing, and the approver stays")
+    func anAddGrantCannotRevokeOthers() async throws {
+        let fixture = try Fixture()
+        var phone = TestDevice(name: "phone")
+        _ = try await fixture.createAccount(&phone)
+        let minted = await fixture.grant(from: phone)
+        #expect(minted.json["scope"] as? String == "add")
+        let token = try #require(minted.json["grant"] as? String)
+        var laptop = TestDevice(name: "laptop")
+        let refused = try await fixture.register(&laptop, grant: ["grant": token], revokeOthers: true)
+        #expect(refused.status == .forbidden, "\(refused.bodyText)")
+        #expect(refused.errorCode == "grant_scope")
+        // The approver keeps its session and its place; nothing was voided.
+        #expect(await fixture.get("/v1/sync/siblings", token: phone.session).status == .ok)
+        #expect(await fixture.siblings(of: phone) == [phone.pubkey.base64URLEncodedString()])
+        #expect(try await signIn(fixture, phone).status == .ok)
+        // The same grant still adds the device, beside the approver.
+        #expect(try await fixture.register(&laptop, grant: ["grant": token]).status == .created)
+        #expect(await fixture.siblings(of: phone).count == 2)
+        // A six-digit code grant is an add grant too.
+        let code = try #require(await fixture.grant(from: phone, kind: "code").json["grant"] as? String)
+        let cert = try await fixture.phoneCert().base64URLEncodedString()
+        var tablet = TestDevice(name: "tablet")
+        let refusedCode = try await fixture.register(
+            &tablet, grant: ["code": code, "phone_cert": cert], revokeOthers: true)
+        #expect(refusedCode.errorCode == "grant_scope", "\(refusedCode.bodyText)")
+        #expect(await fixture.siblings(of: phone).count == 2)
+    }
+
+    @Test("only a device whose own passkey asserts now may mint a replace_all grant")
+    func replaceAllNeedsTheMintersPasskey() async throws {
+        let fixture = try Fixture()
+        var phone = TestDevice(name: "phone")
+        _ = try await fixture.createAccount(&phone)
+        var tablet = TestDevice(name: "tablet")
+        let token = try #require(await fixture.grant(from: phone).json["grant"] as? String)
+        #expect(try await fixture.register(&tablet, grant: ["grant": token]).status == .created)
+
+        // A session token alone (stolen, say) is not enough.
+        let bare = await fixture.post("/v1/auth/devices/grant", object: ["scope": "replace_all"], token: phone.session)
+        #expect(bare.status == .forbidden)
+        #expect(bare.errorCode == "passkey_required")
+        // Another device's passkey does not speak for this session's device.
+        let borrowed = await fixture.grant(from: phone, scope: "replace_all", assertedBy: tablet)
+        #expect(borrowed.status == .unauthorized, "\(borrowed.bodyText)")
+        #expect(borrowed.errorCode == "passkey_invalid")
+        let unknown = await fixture.post("/v1/auth/devices/grant", object: ["scope": "all"], token: phone.session)
+        #expect(unknown.status == .badRequest)
+        #expect(unknown.errorCode == "invalid_field")
+        let minted = await fixture.grant(from: phone, scope: "replace_all")
+        #expect(minted.status == .created, "\(minted.bodyText)")
+        #expect(minted.json["scope"] as? String == "replace_all")
+        // Every refusal above left the roster as it was.
+        #expect(await fixture.siblings(of: phone).count == 2)
     }
 
     @Test func siblingsComeFromTheSessionOnly() async throws {
@@ -365,6 +438,35 @@ struct IdentityServiceTests {
         let expired = await lookup(good)
         #expect(expired.status == .unauthorized)
         #expect((expired.json["reason"] as? String)?.contains("expired") == true)
+    }
+
+    @Test("discovery/own answers the cert's own account only, whatever else the body names")
+    func discoveryOwnIsTheCertsOwnOnly() async throws {
+        let fixture = try Fixture()
+        let aliceKeys = AccountKeys()
+        let bobKeys = AccountKeys()
+        var alice = TestDevice(name: "alice")
+        _ = try await fixture.createAccount(&alice, number: "+14155550123", account: aliceKeys)
+        var bob = TestDevice(name: "bob")
+        _ = try await fixture.createAccount(&bob, number: "+442079460958", account: bobKeys)
+        let aliceCert = try await fixture.phoneCert(for: "+14155550123")
+        let bobCert = try await fixture.phoneCert(for: "+442079460958")
+        let bobPhoneID = try PhoneOwnershipCert(unverifiedRepresentation: bobCert).phoneID
+        // Alice's cert, with a body that names Bob's phone_id, account and inbox every way it could.
+        let response = await fixture.post(
+            "/v1/discovery/own",
+            object: [
+                "phone_cert": aliceCert.base64URLEncodedString(), "phone_id": bobPhoneID.base64URLEncodedString(),
+                "account_id": bob.deviceID ?? "", "discovery_inbox": bobKeys.inbox.base64URLEncodedString(),
+            ])
+        #expect(response.status == .ok, "\(response.bodyText)")
+        #expect(response.json["discovery_inbox"] as? String == aliceKeys.inbox.base64URLEncodedString())
+        #expect(
+            response.json["discovery_xwing_pubkey"] as? String
+                == aliceKeys.discovery.publicKey.rawRepresentation.base64URLEncodedString())
+        #expect(Set(response.json.keys) == ["discovery_inbox", "discovery_xwing_pubkey"])
+        let bobs = await fixture.post("/v1/discovery/own", object: ["phone_cert": bobCert.base64URLEncodedString()])
+        #expect(bobs.json["discovery_inbox"] as? String == bobKeys.inbox.base64URLEncodedString())
     }
 
     @Test func withoutAPinnedKeyCertEndpointsRefuse() async throws {
@@ -837,7 +939,8 @@ struct IdentityServiceTests {
         var tablet = TestDevice(name: "tablet")
         let token = try #require(await fixture.grant(from: phone).json["grant"] as? String)
         #expect(try await fixture.register(&tablet, grant: ["grant": token]).status == .created)
-        let code = try #require(await fixture.grant(from: phone, kind: "code").json["grant"] as? String)
+        let code = try #require(
+            await fixture.grant(from: phone, kind: "code", scope: "replace_all").json["grant"] as? String)
         let cert = try await fixture.phoneCert().base64URLEncodedString()
         var laptop = TestDevice(name: "laptop")
         let registered = try await fixture.register(
@@ -904,7 +1007,7 @@ struct IdentityServiceTests {
         _ = try await fixture.createAccount(&phone)
         let pendingToken = try #require(await fixture.grant(from: phone).json["grant"] as? String)
         let pendingCode = try #require(await fixture.grant(from: phone, kind: "code").json["grant"] as? String)
-        let token = try #require(await fixture.grant(from: phone).json["grant"] as? String)
+        let token = try #require(await fixture.grant(from: phone, scope: "replace_all").json["grant"] as? String)
         var laptop = TestDevice(name: "laptop")
         #expect(try await fixture.register(&laptop, grant: ["grant": token], revokeOthers: true).status == .created)
 

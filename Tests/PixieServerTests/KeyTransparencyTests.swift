@@ -103,7 +103,7 @@ struct KeyTransparencyTests {
         _ = try await fixture.createAccount(&alice, number: "+14155550123")
         var bob = TestDevice(name: "bob")
         _ = try await fixture.createAccount(&bob, number: "+442079460958")
-        let grant = try #require(await fixture.grant(from: alice).json["grant"] as? String)
+        let grant = try #require(await fixture.grant(from: alice, scope: "replace_all").json["grant"] as? String)
         var laptop = TestDevice(name: "laptop")
         _ = try await fixture.register(&laptop, grant: ["grant": grant], revokeOthers: true)
 
@@ -147,7 +147,7 @@ struct KeyTransparencyTests {
         #expect(await fixture.siblings(of: phone).count == 13)
 
         // A removal (revoke_others) is logged the same way: the roster shrinks to the one device left.
-        let grant = try #require(await fixture.grant(from: phone).json["grant"] as? String)
+        let grant = try #require(await fixture.grant(from: phone, scope: "replace_all").json["grant"] as? String)
         var laptop = TestDevice(name: "laptop")
         #expect(try await fixture.register(&laptop, grant: ["grant": grant], revokeOthers: true).status == .created)
         #expect(await fixture.siblings(of: laptop) == [laptop.pubkey.base64URLEncodedString()])
@@ -179,6 +179,59 @@ struct KeyTransparencyTests {
         #expect(after.value == KeyTransparencyCommitment.roster([phone.pubkey, other]))
         // Nothing left to repair.
         #expect(try await fixture.application.reconcileTransparency() == 0)
+    }
+
+    @Test("with the log unavailable, identity-svc answers 503 transparency_unavailable and serves nothing unlogged")
+    func anUnavailableLogServesNothingUnlogged() async throws {
+        nonisolated(unsafe) var made: FaultyDatabase?
+        let fixture = try Fixture(faults: { database in
+            let faulty = FaultyDatabase(database)
+            made = faulty
+            return faulty
+        })
+        let faulty = try #require(made)
+        var phone = TestDevice(name: "phone")
+        _ = try await fixture.createAccount(&phone)
+        let grant = try #require(await fixture.grant(from: phone).json["grant"] as? String)
+        let cert = try await fixture.phoneCert(for: "+442079460958").base64URLEncodedString()
+
+        // The log's tables fail from here on.
+        faulty.fail { $0.contains("transparency_") }
+        var second = TestDevice(name: "second")
+        let refused = try await fixture.createAccount(&second, number: "+442079460958")
+        #expect(refused.status == .serviceUnavailable, "\(refused.bodyText)")
+        #expect(refused.errorCode == "transparency_unavailable")
+        // The account was taken back: its number has none, and may create one later.
+        let lookup = await fixture.post("/v1/discovery/own", object: ["phone_cert": cert])
+        #expect(lookup.status == .notFound, "\(lookup.bodyText)")
+
+        // A join whose roster cannot be logged: enrolled, but the roster is not served until it is logged.
+        var laptop = TestDevice(name: "laptop")
+        let joined = try await fixture.register(&laptop, grant: ["grant": grant])
+        #expect(joined.errorCode == "transparency_unavailable", "\(joined.bodyText)")
+        let roster = await fixture.get("/v1/sync/siblings", token: phone.session)
+        #expect(roster.status == .serviceUnavailable)
+        #expect(roster.errorCode == "transparency_unavailable")
+
+        // When the rollback fails too, the account stays but is not served, and the failure is counted.
+        faulty.fail(when: nil)
+        let thirdCert = try await fixture.phoneCert(for: "+33142685300").base64URLEncodedString()
+        faulty.fail { $0.contains("transparency_") || $0.hasPrefix("DELETE FROM sessions WHERE account_id") }
+        var third = TestDevice(name: "third")
+        let kept = try await fixture.createAccount(&third, number: "+33142685300")
+        #expect(kept.errorCode == "transparency_unavailable")
+        #expect(
+            fixture.application.metrics.counter(
+                "pixie_identity_events_total", labels: ["kind": "account_rollback_failed"]) == 1)
+        let unlogged = await fixture.post("/v1/discovery/own", object: ["phone_cert": thirdCert])
+        #expect(unlogged.status == .serviceUnavailable, "an unlogged account was served: \(unlogged.bodyText)")
+        #expect(unlogged.errorCode == "transparency_unavailable")
+
+        // The log is back: what was owed is logged on the next request, and served with its proof.
+        faulty.fail(when: nil)
+        let served = await fixture.post("/v1/discovery/own", object: ["phone_cert": thirdCert])
+        #expect(served.status == .ok, "\(served.bodyText)")
+        #expect(await fixture.siblings(of: phone).count == 2)
     }
 
     @Test func malformedQueriesAreClear400s() async throws {

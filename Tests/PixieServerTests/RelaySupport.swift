@@ -21,7 +21,8 @@ struct RelayHarness {
 
     init(
         maximumQueuedFrames: Int = 256, maximumSubjects: Int = 16, maximumPayloadBytes: Int = 64 << 10,
-        connectionTimeout: Int = 30, bus: any RelayBus = InProcessRelayBus(), tokens: InMemoryTokenSpender? = nil
+        connectionTimeout: Int = 30, bus: any RelayBus = InProcessRelayBus(), tokens: InMemoryTokenSpender? = nil,
+        spender: (any TokenSpender)? = nil
     ) throws {
         self.tokens = tokens ?? InMemoryTokenSpender()
         var configuration = PixieConfiguration()
@@ -31,7 +32,8 @@ struct RelayHarness {
         configuration.relayMaximumPayloadBytes = maximumPayloadBytes
         application = try Application(
             configuration: configuration, keys: ServiceKeys.generate(), database: try SQLiteDatabase.inMemory(),
-            sms: RecordingSMSSender(), logger: .discard, metrics: metrics, tokens: self.tokens, push: push, bus: bus)
+            sms: RecordingSMSSender(), logger: .discard, metrics: metrics, tokens: spender ?? self.tokens, push: push,
+            bus: bus)
         server = try HTTPServer(
             responder: application.router,
             configuration: HTTPServer.Configuration(
@@ -59,8 +61,14 @@ struct RelayHarness {
     }
 }
 
+/// The keys of the subjects ``randomSubject()`` made, so a test client can prove the ones it subscribes.
+let subjectKeys = Mutex<[RelaySubject: RelaySubjectKey]>([:])
+
+/// A fresh subject, owned by a fresh key the test's clients can sign with (``RelayTestClient/subscribe(_:pushToken:)``).
 func randomSubject() -> RelaySubject {
-    try! RelaySubject(rawRepresentation: (0..<32).map { _ in UInt8.random(in: 0...255) })
+    let key = RelaySubjectKey()
+    subjectKeys.withLock { $0[key.subject] = key }
+    return key.subject
 }
 
 /// Polls `condition` every 10 ms until it holds. The 120 s limit is a hang's, not a timing check: the whole
@@ -77,15 +85,23 @@ func eventually(_ what: String, _ condition: () async throws -> Bool) async thro
 /// A device's side of the relay protocol over our WebSocketClient.
 final class RelayTestClient: Sendable {
     let socket: WebSocket
+    /// The nonce of the relay's CHALLENGE, the connection's first frame.
+    let challenge: Data
     private let nextID = Mutex<UInt32>(1)
 
-    init(socket: WebSocket) { self.socket = socket }
+    init(socket: WebSocket, challenge: Data) {
+        self.socket = socket
+        self.challenge = challenge
+    }
 
-    /// Connects to `ws://127.0.0.1:port/v1/relay`. The handshake's limit is a hang's: hundreds of upgrades at
-    /// once on a loaded machine take a while.
+    /// Connects to `ws://127.0.0.1:port/v1/relay` and reads the relay's CHALLENGE. The handshake's limit is a
+    /// hang's: hundreds of upgrades at once on a loaded machine take a while.
     static func connect(port: UInt16) async throws -> RelayTestClient {
-        RelayTestClient(
-            socket: try await WebSocketClient.connect(port: port, path: "/v1/relay", handshakeTimeout: .seconds(120)))
+        let socket = try await WebSocketClient.connect(port: port, path: "/v1/relay", handshakeTimeout: .seconds(120))
+        guard case .binary(let bytes)? = try await socket.receive(),
+            case .challenge(let nonce) = try RelayServerFrame(decoding: bytes)
+        else { throw FixtureError("the relay's first frame was not a CHALLENGE") }
+        return RelayTestClient(socket: socket, challenge: nonce)
     }
 
     private func id() -> UInt32 {
@@ -111,7 +127,16 @@ final class RelayTestClient: Sendable {
 
     @discardableResult
     func subscribe(_ subject: RelaySubject, pushToken: Data = Data()) async throws -> RelayServerFrame {
-        try await request { .subscribe(requestID: $0, subject: subject, pushToken: pushToken) }
+        guard let key = subjectKeys.withLock({ $0[subject] }) else {
+            throw FixtureError("the test holds no key for \(subject); make subjects with randomSubject()")
+        }
+        return try await subscribe(key, pushToken: pushToken)
+    }
+
+    /// SUBSCRIBE with `key`'s proof over this connection's CHALLENGE.
+    @discardableResult
+    func subscribe(_ key: RelaySubjectKey, pushToken: Data = Data()) async throws -> RelayServerFrame {
+        try await request { try! key.subscribe(requestID: $0, challenge: challenge, pushToken: pushToken) }
     }
 
     @discardableResult
@@ -122,4 +147,13 @@ final class RelayTestClient: Sendable {
     }
 
     func close() async { await socket.close() }
+}
+
+/// A spender whose store is down: every token gets a 503, as the SQLite spender answers when its write fails.
+struct UnavailableTokenSpender: TokenSpender {
+    func spend(_ tokens: [Data]) -> [Result<Void, HTTPError>] {
+        tokens.map { _ in
+            .failure(HTTPError(.serviceUnavailable, HTTPError.Code("storage"), "the spent set cannot be written"))
+        }
+    }
 }

@@ -2,6 +2,7 @@ import Foundation
 import HTTPServer
 import PixieServer
 import PixieWire
+import SiblingsCrypto
 import Testing
 
 @Suite("Relay: subscribe, send, deliver over a real HTTPServer")
@@ -237,6 +238,76 @@ struct RelayTests {
         await relay.server.shutdown()
     }
 
+    @Test("a stranger who knows a device inbox, a reply subject or the discovery inbox cannot subscribe it")
+    func strangersCannotSubscribe() async throws {
+        let relay = try RelayHarness()
+        let sender = try await relay.connect()
+        let stranger = try await relay.connect()
+        // The discovery inbox's key is the one every sibling derives from the account's discovery seed.
+        let subjects = [
+            ("device inbox", RelaySubjectKey()), ("reply subject", RelaySubjectKey()),
+            ("discovery inbox", try RelaySubjectKey(discoverySeed: XWing.PrivateKey().seedRepresentation)),
+        ]
+        let holderPush = Data("holder-apns-token".utf8)
+        for (name, key) in subjects {
+            let holder = try await relay.connect()
+            #expect(try await holder.subscribe(key, pushToken: holderPush) == .ok(requestID: 1), "\(name)")
+            await holder.close()
+            try await relay.waitForConnections(2)
+
+            // The stranger's own key claiming the subject; the holder's proof replayed from the holder's
+            // connection; and a proof whose push token was swapped: each refused.
+            let own = RelaySubjectKey()
+            let claimed = try await stranger.request { id in
+                guard
+                    case .subscribe(_, _, let publicKey, let signature, let push) = try! own.subscribe(
+                        requestID: id, challenge: stranger.challenge, pushToken: Data("stranger".utf8))
+                else { fatalError() }
+                return .subscribe(
+                    requestID: id, subject: key.subject, publicKey: publicKey, signature: signature, pushToken: push)
+            }
+            let replayed = try await stranger.request { id in
+                guard
+                    case .subscribe(_, let subject, let publicKey, let signature, let push) = try! key.subscribe(
+                        requestID: id, challenge: holder.challenge, pushToken: Data("stranger".utf8))
+                else { fatalError() }
+                return .subscribe(
+                    requestID: id, subject: subject, publicKey: publicKey, signature: signature, pushToken: push)
+            }
+            let swapped = try await stranger.request { id in
+                guard
+                    case .subscribe(_, let subject, let publicKey, let signature, _) = try! key.subscribe(
+                        requestID: id, challenge: stranger.challenge, pushToken: holderPush)
+                else { fatalError() }
+                return .subscribe(
+                    requestID: id, subject: subject, publicKey: publicKey, signature: signature,
+                    pushToken: Data("stranger".utf8))
+            }
+            for answer in [claimed, replayed, swapped] {
+                guard case .error(_, .subjectNotProven, _) = answer else {
+                    Issue.record("\(name): a stranger's SUBSCRIBE was answered \(answer)")
+                    continue
+                }
+            }
+            // The holder sleeps: a Sync frame wakes it with its own push token, not the stranger's.
+            let before = relay.push.wakes.count
+            try await sender.send(Data("sync".utf8), to: key.subject, wake: .sync, token: relay.token())
+            try await eventually("\(name): no push") { relay.push.wakes.count == before + 1 }
+            #expect(relay.push.wakes.last?.subject == key.subject)
+            #expect(relay.push.wakes.last?.pushToken == holderPush, "\(name): the push target was taken")
+            // Nothing reached the stranger: its next frame answers its own PING.
+            guard case .ok = try await stranger.request({ .ping(requestID: $0) }) else {
+                Issue.record("\(name): the stranger got something before its PING's OK")
+                continue
+            }
+        }
+        #expect(
+            relay.metrics.counter("pixie_relay_frames_dropped_total", labels: ["reason": "subject_not_proven"]) == 9)
+        await sender.close()
+        await stranger.close()
+        await relay.server.shutdown()
+    }
+
     @Test("a sleeping device gets exactly one push per wake episode; Silent never pushes")
     func pushOncePerEpisode() async throws {
         let relay = try RelayHarness()
@@ -314,6 +385,27 @@ struct RelayTests {
         #expect(try await alice.next() == .deliver(subject: inbox, wake: .silent, payload: Data("after".utf8)))
         await alice.close()
         await bob.close()
+        await relay.server.shutdown()
+    }
+
+    @Test("when the token store fails, a SEND is refused with unavailable and nothing reaches the subject")
+    func aSpenderFailureForwardsNothing() async throws {
+        let relay = try RelayHarness(spender: UnavailableTokenSpender())
+        let listener = try await relay.connect()
+        let sender = try await relay.connect()
+        let subject = randomSubject()
+        #expect(try await listener.subscribe(subject) == .ok(requestID: 1))
+        guard
+            case .error(1, .unavailable, _) = try await sender.send(Data("x".utf8), to: subject, token: Data("t".utf8))
+        else {
+            Issue.record("a SEND whose token could not be checked was not refused as unavailable")
+            return
+        }
+        // The listener's next frame answers its own PING: no DELIVER came before it.
+        #expect(try await listener.request { .ping(requestID: $0) } == .ok(requestID: 2))
+        #expect(relay.metrics.counter("pixie_relay_frames_forwarded_total") == 0)
+        await listener.close()
+        await sender.close()
         await relay.server.shutdown()
     }
 

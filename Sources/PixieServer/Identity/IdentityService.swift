@@ -89,7 +89,15 @@ public struct IdentityService: Sendable {
                     failed_attempts BIGINT NOT NULL DEFAULT 0
                 );
                 CREATE INDEX recovery_grants_by_account ON recovery_grants (account_id, kind);
-                """ + Sessions.migration)
+                """ + Sessions.migration),
+        // Issue 15: a grant records what it may do when it is minted. Grants live three minutes, so the few
+        // in flight at the upgrade become `add`, the path every grant minted before it was meant for.
+        Migration(
+            version: 2,
+            sql: """
+                ALTER TABLE recovery_grants ADD COLUMN scope TEXT NOT NULL DEFAULT 'add'
+                    CHECK (scope IN ('add', 'replace_all'));
+                """),
     ]
 
     let database: any SQLDatabase
@@ -154,7 +162,7 @@ public struct IdentityService: Sendable {
     public func addRoutes(to router: inout Router) {
         router.post("/v1/auth/passkey/challenge") { request, _ in try passkeyChallenge(request) }
         router.post("/v1/accounts") { request, _ in try await createAccount(request) }
-        router.post("/v1/discovery/own") { request, _ in try lookupOwnDiscovery(request) }
+        router.post("/v1/discovery/own") { request, _ in try await lookupOwnDiscovery(request) }
         router.post("/v1/auth/devices/grant") { request, _ in try mintGrant(request) }
         router.post("/v1/auth/devices/register") { request, _ in try await registerWithGrant(request) }
         router.post("/v1/auth/passkey/login") { request, _ in try passkeyLogin(request) }
@@ -163,7 +171,7 @@ public struct IdentityService: Sendable {
             try sessions.revoke(request)
             return HTTPResponse(status: .noContent)
         }
-        router.get("/v1/sync/siblings") { request, _ in try siblings(request) }
+        router.get("/v1/sync/siblings") { request, _ in try await siblings(request) }
         transparency.addRoutes(to: &router)
     }
 
@@ -191,8 +199,9 @@ public struct IdentityService: Sendable {
 
     func passkeyChallenge(_ request: HTTPRequest) throws -> HTTPResponse {
         let body = try request.decode(as: ChallengeRequest.self)
-        guard ["register", "login"].contains(body.purpose) else {
-            throw HTTPError(.badRequest, .badRequest, "purpose must be \"register\" or \"login\"")
+        guard ["register", "login", "replace_all"].contains(body.purpose) else {
+            throw HTTPError(
+                .badRequest, .badRequest, "purpose must be \"register\", \"login\" or \"replace_all\"")
         }
         try clientLimiter.admit(request)
         let challengeID = random.bytes(count: 16).base64URLEncodedString()
@@ -354,10 +363,19 @@ public struct IdentityService: Sendable {
         } catch {
             // Nothing is served that cannot be proven: the account is taken back, and the device may retry.
             logger.error("an account's bindings could not be logged; removing it", ["error": "\(error)"])
-            _ = try? database.transaction { transaction in
-                for table in ["sessions", "passkeys", "devices", "discovery", "accounts"] {
-                    try transaction.execute("DELETE FROM \(table) WHERE account_id = ?", [.text(accountID)])
+            do {
+                try database.transaction { transaction in
+                    for table in ["sessions", "passkeys", "devices", "discovery", "accounts"] {
+                        try transaction.execute("DELETE FROM \(table) WHERE account_id = ?", [.text(accountID)])
+                    }
                 }
+            } catch {
+                // The account stays, still owed to the log (kt_dirty): nothing of it is served until it is logged
+                // (requireLogged), and the start-up reconciliation logs it.
+                event("account_rollback_failed")
+                logger.error(
+                    "an unlogged account could not be removed; it is served only once logged",
+                    ["account": accountID, "error": "\(error)"])
             }
             throw HTTPError(
                 .serviceUnavailable, .transparencyUnavailable,
@@ -386,18 +404,22 @@ public struct IdentityService: Sendable {
     }
 
     /// lookup_own_discovery: the cert's phone_id is the only lookup key; no parameter can point elsewhere.
-    func lookupOwnDiscovery(_ request: HTTPRequest) throws -> HTTPResponse {
+    func lookupOwnDiscovery(_ request: HTTPRequest) async throws -> HTTPResponse {
         let body = try request.decode(as: DiscoveryRequest.self)
         let cert = try verify(body.phoneCert)
+        // The cert's number alone names the account: nothing else in the body is read.
         let row = try store(logger) {
             try database.queryOne(
-                "SELECT discovery_inbox, discovery_xwing_pubkey FROM discovery WHERE phone_id = ?",
+                "SELECT d.discovery_inbox, d.discovery_xwing_pubkey, a.account_id, a.kt_dirty FROM discovery d "
+                    + "JOIN accounts a ON a.account_id = d.account_id WHERE d.phone_id = ?",
                 [.blob(cert.phoneID)])
         }
         guard let row else {
             throw HTTPError(
                 .notFound, .noAccount, "no account is registered for this number; create one from this device")
         }
+        try await requireLogged(
+            try store(logger) { (try row.string("account_id"), try row.int64("kt_dirty")) })
         event("discovery_lookup")
         return try .json(
             try store(logger) {
@@ -412,25 +434,55 @@ public struct IdentityService: Sendable {
     struct GrantRequest: Decodable {
         /// "token" (the default: 32 random bytes for the sign-in approval) or "code" (six digits a person types).
         let kind: String?
+        /// "add" (the default: the new device joins beside the others) or "replace_all" (it may be redeemed with
+        /// revoke_others, removing every other device).
+        let scope: String?
+        /// For "replace_all": an assertion of this device's own passkey over a challenge with purpose
+        /// "replace_all", so a stolen session token alone cannot mint one.
+        let passkey: LoginRequest?
     }
 
     struct GrantResponse: Encodable {
         let grant: String
         let kind: String
+        let scope: String
         let expiresAt: Int64
         enum CodingKeys: String, CodingKey {
-            case grant, kind
+            case grant, kind, scope
             case expiresAt = "expires_at"
         }
     }
 
     /// POST /v1/auth/devices/grant: a row in recovery_grants with a three-minute expiry, single use, minted
-    /// by an enrolled device for its own account.
+    /// by an enrolled device for its own account, with its scope: `add` (the default, and what the sign-in
+    /// approval mints: "nothing here is a revocation") or `replace_all`, which only a device whose person is
+    /// present may mint (a fresh assertion of its own passkey), since redeeming it evicts every other device.
     func mintGrant(_ request: HTTPRequest) throws -> HTTPResponse {
         let session = try sessions.authenticate(request)
-        let kind = request.body.isEmpty ? "token" : (try request.decode(as: GrantRequest.self).kind ?? "token")
+        let body =
+            request.body.isEmpty
+            ? GrantRequest(kind: nil, scope: nil, passkey: nil) : try request.decode(as: GrantRequest.self)
+        let kind = body.kind ?? "token"
         guard kind == "token" || kind == "code" else {
             throw HTTPError(.badRequest, .invalidField, "kind must be \"token\" or \"code\"")
+        }
+        let scope = body.scope ?? "add"
+        guard scope == "add" || scope == "replace_all" else {
+            throw HTTPError(.badRequest, .invalidField, "scope must be \"add\" or \"replace_all\"")
+        }
+        if scope == "replace_all" {
+            guard let passkey = body.passkey else {
+                throw HTTPError(
+                    .forbidden, .passkeyRequired,
+                    "a replace_all grant removes every other device: send passkey, an assertion of this device's "
+                        + "passkey over a challenge with purpose \"replace_all\"")
+            }
+            let challenge = try consumeChallenge(passkey.challengeID, purpose: "replace_all")
+            _ = try store(logger) {
+                try database.transaction { transaction in
+                    try verifyAssertion(passkey.credential, challenge: challenge, of: session.deviceID, in: transaction)
+                }
+            }
         }
         let now = clock.now().unixSeconds
         let expiresAt = now + Int64(configuration.grantLifetime)
@@ -452,11 +504,12 @@ public struct IdentityService: Sendable {
                         _ = try transaction.execute("DELETE FROM recovery_grants WHERE grant_hash = ?", [.blob(hash)])
                     }
                     _ = try transaction.execute(
-                        "INSERT INTO recovery_grants (grant_hash, account_id, issued_by, kind, created_at, expires_at) "
-                            + "VALUES (?, ?, ?, ?, ?, ?)",
+                        "INSERT INTO recovery_grants "
+                            + "(grant_hash, account_id, issued_by, kind, scope, created_at, expires_at) "
+                            + "VALUES (?, ?, ?, ?, ?, ?, ?)",
                         [
                             .blob(hash), .text(session.accountID), .text(session.deviceID), .text(kind),
-                            .integer(now), .integer(expiresAt),
+                            .text(scope), .integer(now), .integer(expiresAt),
                         ])
                     return grant
                 }
@@ -468,8 +521,8 @@ public struct IdentityService: Sendable {
                 .serviceUnavailable, .rateLimited,
                 "too many codes are live for this account; try again in a few minutes")
         }
-        event("grant_minted")
-        return try .json(GrantResponse(grant: grant, kind: kind, expiresAt: expiresAt), status: .created)
+        event(scope == "replace_all" ? "grant_minted_replace_all" : "grant_minted")
+        return try .json(GrantResponse(grant: grant, kind: kind, scope: scope, expiresAt: expiresAt), status: .created)
     }
 
     /// A token grant is found by its hash alone; a code grant only within the account of the cert that comes
@@ -537,7 +590,7 @@ public struct IdentityService: Sendable {
             try database.transaction { transaction in
                 guard
                     let grant = try transaction.queryOne(
-                        "SELECT account_id, expires_at, used_at, failed_attempts FROM recovery_grants "
+                        "SELECT account_id, expires_at, used_at, failed_attempts, scope FROM recovery_grants "
                             + "WHERE grant_hash = ?", [.blob(lookup.hash)])
                 else {
                     if let accountID = lookup.accountID {
@@ -568,6 +621,15 @@ public struct IdentityService: Sendable {
                 }
                 if try grant.int64("failed_attempts") >= Int64(configuration.codeAttemptsAllowed) {
                     return .failure(Self.tooManyCodeAttempts)
+                }
+                // The redeemer does not choose the scope: the minting device did. Refused before anything is
+                // spent, so the same grant still adds the device without revoke_others.
+                if body.revokeOthers, try grant.string("scope") != "replace_all" {
+                    return .failure(
+                        HTTPError(
+                            .forbidden, .grantScope,
+                            "this grant adds a device beside the others; revoke_others needs a replace_all grant "
+                                + "minted by a device of the account with its passkey"))
                 }
                 let accountID = try grant.string("account_id")
                 let credential = try verifyRegistration(body.passkey.credential, challenge: challenge)
@@ -644,40 +706,8 @@ public struct IdentityService: Sendable {
         let challenge = try consumeChallenge(body.challengeID, purpose: "login")
         let response = try store(logger) {
             try database.transaction { transaction in
-                guard let credentialID = Data(base64URLEncoded: body.credential.rawId),
-                    let row = try transaction.queryOne(
-                        "SELECT p.device_id, p.account_id, p.public_key, p.sign_count, p.backup_eligible, d.removed_at "
-                            + "FROM passkeys p "
-                            + "JOIN devices d ON d.device_id = p.device_id WHERE p.credential_id = ?",
-                        [.blob(credentialID)])
-                else {
-                    throw HTTPError(.unauthorized, .unauthorized, "this passkey is not registered")
-                }
-                guard try row.optionalInt64("removed_at") == nil else {
-                    throw HTTPError(.unauthorized, .unauthorized, "this device was removed from the account")
-                }
-                let storedCount = UInt32(clamping: try row.int64("sign_count"))
-                let newCount: UInt32
-                do {
-                    let stored = RegisteredCredential(
-                        credentialID: credentialID,
-                        publicKey: try COSEKey(cborRepresentation: try row.data("public_key")),
-                        signCount: storedCount, backupEligible: try row.bool("backup_eligible"))
-                    newCount = try relyingParty.verifyAssertion(
-                        body.credential, expectedChallenge: challenge, credential: stored, storedSignCount: storedCount
-                    ).newSignCount
-                } catch let error as WebAuthnError {
-                    if error.code == .possibleClonedAuthenticator {
-                        logger.warning(
-                            "a passkey's signature counter went backwards", ["device": try row.string("device_id")])
-                    }
-                    throw HTTPError(.unauthorized, .passkeyInvalid, error.reason)
-                }
-                _ = try transaction.execute(
-                    "UPDATE passkeys SET sign_count = ? WHERE credential_id = ?",
-                    [.integer(Int64(newCount)), .blob(credentialID)])
-                let accountID = try row.string("account_id")
-                let deviceID = try row.string("device_id")
+                let (accountID, deviceID) = try verifyAssertion(
+                    body.credential, challenge: challenge, of: nil, in: transaction)
                 let (token, expiresAt) = try sessions.create(
                     accountID: accountID, deviceID: deviceID, in: transaction)
                 return EnrolledResponse(
@@ -687,6 +717,66 @@ public struct IdentityService: Sendable {
         }
         event("passkey_login")
         return try .json(response)
+    }
+
+    /// Checks a passkey assertion over `challenge` against the passkey it names (of device `deviceID` only,
+    /// when given) and records its new signature count; returns the passkey's account and device. A passkey
+    /// unknown, of a removed device or of another device is a 401.
+    @discardableResult
+    func verifyAssertion(
+        _ credential: AuthenticationResponseJSON, challenge: Data, of deviceID: String?,
+        in transaction: any SQLTransaction
+    ) throws -> (accountID: String, deviceID: String) {
+        guard let credentialID = Data(base64URLEncoded: credential.rawId),
+            let row = try transaction.queryOne(
+                "SELECT p.device_id, p.account_id, p.public_key, p.sign_count, p.backup_eligible, d.removed_at "
+                    + "FROM passkeys p "
+                    + "JOIN devices d ON d.device_id = p.device_id WHERE p.credential_id = ?",
+                [.blob(credentialID)])
+        else {
+            throw HTTPError(.unauthorized, .unauthorized, "this passkey is not registered")
+        }
+        guard try row.optionalInt64("removed_at") == nil else {
+            throw HTTPError(.unauthorized, .unauthorized, "this device was removed from the account")
+        }
+        if let deviceID, try row.string("device_id") != deviceID {
+            throw HTTPError(.unauthorized, .passkeyInvalid, "the passkey is not this device's; use its own")
+        }
+        let storedCount = UInt32(clamping: try row.int64("sign_count"))
+        let newCount: UInt32
+        do {
+            let stored = RegisteredCredential(
+                credentialID: credentialID,
+                publicKey: try COSEKey(cborRepresentation: try row.data("public_key")),
+                signCount: storedCount, backupEligible: try row.bool("backup_eligible"))
+            newCount = try relyingParty.verifyAssertion(
+                credential, expectedChallenge: challenge, credential: stored, storedSignCount: storedCount
+            ).newSignCount
+        } catch let error as WebAuthnError {
+            if error.code == .possibleClonedAuthenticator {
+                logger.warning("a passkey's signature counter went backwards", ["device": try row.string("device_id")])
+            }
+            throw HTTPError(.unauthorized, .passkeyInvalid, error.reason)
+        }
+        _ = try transaction.execute(
+            "UPDATE passkeys SET sign_count = ? WHERE credential_id = ?",
+            [.integer(Int64(newCount)), .blob(credentialID)])
+        return (try row.string("account_id"), try row.string("device_id"))
+    }
+
+    /// Serves an account's bindings only once the log holds them: an account whose last change is still owed
+    /// to the log (`kt_dirty`) is published first, and while the log is unavailable the answer is 503
+    /// `transparency_unavailable`, so nothing is handed out that a device could not prove.
+    func requireLogged(_ account: (id: String, dirty: Int64)) async throws {
+        guard account.dirty > 0 else { return }
+        do {
+            try await transparency.publish(accountID: account.id)
+        } catch {
+            logger.error("an account's bindings are owed to the log, which is unavailable", ["error": "\(error)"])
+            throw HTTPError(
+                .serviceUnavailable, .transparencyUnavailable,
+                "the transparency log is unavailable, so this account's keys cannot be proven; try again shortly")
+        }
     }
 
     // MARK: - Siblings
@@ -705,8 +795,13 @@ public struct IdentityService: Sendable {
 
     /// GET /v1/sync/siblings: the roster of the session's account (the caller included; the device filters
     /// its own pubkey out). The account comes from the session only.
-    func siblings(_ request: HTTPRequest) throws -> HTTPResponse {
+    func siblings(_ request: HTTPRequest) async throws -> HTTPResponse {
         let session = try sessions.authenticate(request)
+        let dirty = try store(logger) {
+            try database.queryOne("SELECT kt_dirty FROM accounts WHERE account_id = ?", [.text(session.accountID)])?
+                .int64("kt_dirty") ?? 0
+        }
+        try await requireLogged((session.accountID, dirty))
         let devices = try store(logger) {
             try database.query(
                 "SELECT device_id, pubkey FROM devices WHERE account_id = ? AND removed_at IS NULL "
@@ -808,4 +903,8 @@ extension HTTPError.Code {
     static let grantInvalid = HTTPError.Code("grant_invalid")
     static let grantUsed = HTTPError.Code("grant_used")
     static let grantExpired = HTTPError.Code("grant_expired")
+    /// revoke_others with a grant minted to add a device.
+    static let grantScope = HTTPError.Code("grant_scope")
+    /// A replace_all grant asked for without a passkey assertion.
+    static let passkeyRequired = HTTPError.Code("passkey_required")
 }

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPServer
 import PixieWire
+import SiblingsCrypto
 import Synchronization
 
 /// relay-svc: devices connect over WebSocket at `GET /v1/relay`, subscribe 32-byte subjects and send frames
@@ -162,7 +163,19 @@ public final class RelayService: Sendable {
         switch frame {
         case .ping(let id):
             connection.enqueue(.frame(RelayServerFrame.ok(requestID: id).encoded()))
-        case .subscribe(let id, let subject, let pushToken):
+        case .subscribe(let id, let subject, let publicKey, let signature, let pushToken):
+            // Only the subject's holder may listen and register a push target: a stranger who knows the subject
+            // (the discovery inbox is published) neither takes the push target nor ends the wake episode.
+            guard
+                subject.isProven(
+                    publicKey: publicKey, signature: signature, challenge: connection.challenge, pushToken: pushToken)
+            else {
+                refuse(
+                    id, .subjectNotProven,
+                    "SUBSCRIBE must prove the subject: its public key hashes to it, and its signature covers this "
+                        + "connection's CHALLENGE and the push token", on: connection)
+                return false
+            }
             if connection.holds(subject) {
                 waker.register(subject, pushToken: pushToken)
                 connection.enqueue(.frame(RelayServerFrame.ok(requestID: id).encoded()))
@@ -305,6 +318,8 @@ final class RelaySession: WebSocketConsumer {
         }
         metrics.increment("pixie_relay_connections")
         logger.debug("relay connection opened")
+        // The first frame: the nonce each SUBSCRIBE signs.
+        connection.enqueue(.frame(RelayServerFrame.challenge(nonce: connection.challenge).encoded()))
     }
 
     func received(_ messages: [WebSocketMessage]) {
@@ -360,6 +375,9 @@ final class RelayConnection: Sendable {
     private let onKill: @Sendable (String) -> Void
     /// Where writes that may block run (a thread only while it has work).
     private let writerQueue = DispatchQueue(label: "relay-writer")
+
+    /// The nonce of this connection's CHALLENGE, which every SUBSCRIBE on it signs.
+    let challenge = SecureRandom.bytes(count: RelayServerFrame.challengeByteCount)
 
     init(socket: WebSocket, configuration: RelayService.Configuration, onKill: @escaping @Sendable (String) -> Void) {
         self.socket = socket
