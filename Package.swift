@@ -110,7 +110,8 @@ let package = Package(
 
         // The Pixie device SDK (ARCHITECTURE.md, PixieDevice): so far the checks a device runs on what the servers
         // serve before it relies on it, starting with the token mint's verifier for the logged OPRF key list.
-        .target(name: "PixieDevice", dependencies: ["PrivacyPass", "Transparency"], swiftSettings: strict),
+        .target(
+            name: "PixieDevice", dependencies: ["PixieWire", "PrivacyPass", "Transparency"], swiftSettings: strict),
 
         // pixie-server's services on the HTTP platform: phone-verify-svc and identity-svc, configuration, keys,
         // logs and metrics (docs/pixie-protocol.md, docs/operations.md).
@@ -133,7 +134,7 @@ let package = Package(
 
         // The Pixie backend in one process, or one service alone (README.md, docs/operations.md).
         .executableTarget(
-            name: "pixie-server", dependencies: ["PixieServer", "CommandLineKit", "Transparency"],
+            name: "pixie-server", dependencies: ["PixieServer", "PixieWire", "CommandLineKit", "Transparency"],
             swiftSettings: strict),
 
         // Token-gated relay sends beside raw NATS pub/sub, 1 KiB frames, p50/p99 (scripts/bench-relay.sh).
@@ -225,7 +226,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PixieDeviceTests",
-            dependencies: ["PixieDevice", "PrivacyPass", "Transparency", "Storage", "SiblingsCrypto"],
+            dependencies: ["PixieDevice", "PixieWire", "PrivacyPass", "Transparency", "Storage", "SiblingsCrypto"],
             swiftSettings: strict
         ),
         .testTarget(

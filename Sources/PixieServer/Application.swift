@@ -317,8 +317,27 @@ public struct Application: Sendable {
         return try await identity?.reconcileTransparency() ?? 0
     }
 
-    /// The public keys devices pin, with the transparency log's origin.
-    public var trustBundle: TrustBundle { keys.trustBundle(logOrigin: configuration.logOrigin) }
+    /// The public keys devices pin, with the transparency log's origin and, when this process keeps the log
+    /// (identity-svc or credential-svc), its latest signed checkpoint, which devices start from.
+    public func trustBundle() async -> TrustBundle {
+        let checkpoint = await log?.latestCheckpoint().note
+        return keys.trustBundle(logOrigin: configuration.logOrigin, checkpoint: checkpoint)
+    }
+
+    /// What `pixie-server trust-bundle` prints: the keys in `configuration`'s data directory (made if there are
+    /// none) and the latest checkpoint of the log in its store (the empty log's, signed now, for a new store).
+    /// Reading the log beside a running server is safe: this only reads, but for the empty checkpoint a new log
+    /// signs.
+    public static func trustBundle(
+        configuration: PixieConfiguration, logger: Logger
+    ) async throws(ServerError)
+        -> TrustBundle
+    {
+        var configuration = configuration
+        // The log opens with identity-svc; phone-verify beside it pins its own key, so nothing warns.
+        configuration.services = [.phoneVerify, .identity]
+        return try await Application.open(configuration: configuration, logger: logger).trustBundle()
+    }
 
     /// Waits for SIGTERM or SIGINT (whichever comes first) and returns its name.
     static func waitForTermination() async -> String {

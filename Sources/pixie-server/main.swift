@@ -2,6 +2,7 @@ import CommandLineKit
 import Foundation
 import HTTPServer
 import PixieServer
+import PixieWire
 import Transparency
 
 /// `pixie-server`: every Pixie backend service in one process by default, or one alone
@@ -174,13 +175,10 @@ struct TrustBundleCommand: ParsableCommand {
             file: config, flags: [("data_dir", dataDir), ("log_origin", logOrigin)])
         let logger = Logger.standardError(service: "pixie-server", minimumLevel: .warning)
         do {
-            let keys = try ServiceKeys.loadOrCreate(
-                in: URL(fileURLWithPath: configuration.dataDirectory).appendingPathComponent("keys"), logger: logger)
+            let bundle = try await Application.trustBundle(configuration: configuration, logger: logger)
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-            streams.out(
-                String(
-                    decoding: try encoder.encode(keys.trustBundle(logOrigin: configuration.logOrigin)), as: UTF8.self))
+            streams.out(String(decoding: try encoder.encode(bundle), as: UTF8.self))
         } catch let error as ServerError {
             streams.err("pixie-server: error: \(error.reason)")
             throw ExitCode.failure

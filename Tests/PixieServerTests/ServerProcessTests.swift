@@ -1,11 +1,13 @@
 import Foundation
 import HTTPServer
+import PixieDevice
 import PixieServer
 import PixieWire
 import SiblingsCrypto
 import SiblingsTestSupport
 import Synchronization
 import Testing
+import Transparency
 import WebAuthn
 
 #if canImport(Glibc)
@@ -61,6 +63,9 @@ struct ServerProcessTests {
         let bundle = try ServerProcess.run(["trust-bundle", "--data-dir", directory.path])
         #expect(bundle.status == 0, "\(bundle.err)")
         let trust = try JSONDecoder().decode(TrustBundle.self, from: Data(bundle.out.utf8))
+        // It ships the log's latest checkpoint, signed by the key it pins: a new device starts from it.
+        #expect(trust.version == 2)
+        #expect(try TransparencyVerifier(trustBundle: trust).pinned != nil)
         let verified = try PhoneOwnershipCert.Verifier(pinnedKeys: [trust.phoneVerifyKey]).verify(cert, now: Date())
         #expect(verified.phoneID == phoneID)
         let stranger = HybridSignature.PrivateKey().publicKey
@@ -164,7 +169,7 @@ struct ServerProcessTests {
         let directory = try ServerProcess.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
         let bundle = directory.appendingPathComponent("trust.json")
-        try JSONEncoder().encode(fixture.application.trustBundle).write(to: bundle)
+        try JSONEncoder().encode(await fixture.application.trustBundle()).write(to: bundle)
         let arguments = ["audit", "--url", "http://127.0.0.1:\(proxy.port)", "--trust-bundle", bundle.path, "--json"]
 
         // The audit process calls back into this one: it runs off the concurrency pool the proxy answers on.

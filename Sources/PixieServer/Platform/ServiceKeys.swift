@@ -115,70 +115,10 @@ public struct ServiceKeys: Sendable {
     }
 
     /// The public keys a device pins, with the origin the transparency log signs under.
-    public func trustBundle(logOrigin: String) -> TrustBundle {
+    /// The keys devices pin, and with `checkpoint` (a signed note of this log) the checkpoint they start from.
+    public func trustBundle(logOrigin: String, checkpoint: String? = nil) -> TrustBundle {
         TrustBundle(
             phoneVerifyKey: phoneVerify.publicKey, transparencyLogKey: transparencyLog.publicKey,
-            transparencyLogOrigin: logOrigin, senderCertKey: senderCert.publicKey)
-    }
-}
-
-/// The public keys a device must pin, printed by `pixie-server trust-bundle` and shipped with the app (never
-/// learned from the first answer on the network). JSON, byte fields base64url without padding:
-/// `{"version":1,"phone_verify_key":…,"transparency_log_key":…,"transparency_log_origin":"…","sender_cert_key":…}`
-/// (1984-byte hybrid keys; the origin is the log's checkpoint origin and signed-note key name).
-public struct TrustBundle: Codable, Sendable, Equatable {
-    public var version = 1
-    public var phoneVerifyKey: HybridSignature.PublicKey
-    public var transparencyLogKey: HybridSignature.PublicKey
-    public var transparencyLogOrigin: String
-    public var senderCertKey: HybridSignature.PublicKey
-
-    public init(
-        phoneVerifyKey: HybridSignature.PublicKey, transparencyLogKey: HybridSignature.PublicKey,
-        transparencyLogOrigin: String, senderCertKey: HybridSignature.PublicKey
-    ) {
-        self.phoneVerifyKey = phoneVerifyKey
-        self.transparencyLogKey = transparencyLogKey
-        self.transparencyLogOrigin = transparencyLogOrigin
-        self.senderCertKey = senderCertKey
-    }
-
-    enum CodingKeys: String, CodingKey {
-        case version
-        case phoneVerifyKey = "phone_verify_key"
-        case transparencyLogKey = "transparency_log_key"
-        case transparencyLogOrigin = "transparency_log_origin"
-        case senderCertKey = "sender_cert_key"
-    }
-
-    public init(from decoder: any Decoder) throws {
-        let container = try decoder.container(keyedBy: CodingKeys.self)
-        version = try container.decode(Int.self, forKey: .version)
-        guard version == 1 else {
-            throw DecodingError.dataCorruptedError(
-                forKey: .version, in: container, debugDescription: "this build reads trust bundle version 1")
-        }
-        func key(_ field: CodingKeys) throws -> HybridSignature.PublicKey {
-            let bytes = try container.decode(Base64URLBytes.self, forKey: field)
-            do {
-                return try HybridSignature.PublicKey(rawRepresentation: bytes.data)
-            } catch {
-                throw DecodingError.dataCorruptedError(
-                    forKey: field, in: container, debugDescription: "not a 1984-byte hybrid public key")
-            }
-        }
-        phoneVerifyKey = try key(.phoneVerifyKey)
-        transparencyLogKey = try key(.transparencyLogKey)
-        transparencyLogOrigin = try container.decode(String.self, forKey: .transparencyLogOrigin)
-        senderCertKey = try key(.senderCertKey)
-    }
-
-    public func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(version, forKey: .version)
-        try container.encode(Base64URLBytes(phoneVerifyKey.rawRepresentation), forKey: .phoneVerifyKey)
-        try container.encode(Base64URLBytes(transparencyLogKey.rawRepresentation), forKey: .transparencyLogKey)
-        try container.encode(transparencyLogOrigin, forKey: .transparencyLogOrigin)
-        try container.encode(Base64URLBytes(senderCertKey.rawRepresentation), forKey: .senderCertKey)
+            transparencyLogOrigin: logOrigin, senderCertKey: senderCert.publicKey, transparencyCheckpoint: checkpoint)
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import PixieServer
+import PixieWire
 import SiblingsCrypto
 import Testing
 
@@ -131,10 +132,13 @@ struct ServiceKeysTests {
         #expect(throws: DecodingError.self) {
             try JSONDecoder().decode(TrustBundle.self, from: try JSONSerialization.data(withJSONObject: object))
         }
-        object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
-        object["version"] = 2
-        #expect(throws: DecodingError.self) {
-            try JSONDecoder().decode(TrustBundle.self, from: try JSONSerialization.data(withJSONObject: object))
+        // Version 2 must carry its checkpoint; an unknown version is refused.
+        for version in [2, 3] {
+            object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+            object["version"] = version
+            #expect(throws: DecodingError.self) {
+                try JSONDecoder().decode(TrustBundle.self, from: try JSONSerialization.data(withJSONObject: object))
+            }
         }
     }
 }
