@@ -99,7 +99,12 @@ def main():
         "discovery_inbox": b64url(os.urandom(32)),
         "discovery_xwing_pubkey": b64url(xwing_kem.generate_keypair().public_key),
         "account_signing_pubkey": b64url(hybrid_public_key()),
-        "device": {"pubkey": b64url(os.urandom(32)), "name": "bench"},
+        "device": {
+            "pubkey": b64url(os.urandom(32)), "name": "bench",
+            # The relay inbox the device listens on (a bench never subscribes it) and its X-Wing sealing key.
+            "inbox": b64url(os.urandom(32)),
+            "sealing_key": b64url(xwing_kem.generate_keypair().public_key),
+        },
         "passkey": {
             "challenge_id": challenge["challenge_id"],
             "credential": registration(base64.urlsafe_b64decode(challenge["challenge"] + "==")),

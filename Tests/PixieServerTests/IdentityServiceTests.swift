@@ -10,6 +10,9 @@ import WebAuthn
 /// A device as identity-svc sees it: keys, a software passkey, and a session once enrolled.
 struct TestDevice {
     let pubkey = SecureRandom.bytes(count: 64)
+    /// The relay inbox this device listens on, and the X-Wing key its siblings seal to.
+    let inbox = RelaySubjectKey()
+    let sealing = XWing.PrivateKey()
     let name: String
     let authenticator = SoftwareAuthenticator()
     var session: String?
@@ -18,7 +21,18 @@ struct TestDevice {
 
     init(name: String) { self.name = name }
 
-    var deviceObject: [String: Any] { ["pubkey": pubkey.base64URLEncodedString(), "name": name] }
+    var deviceObject: [String: Any] {
+        [
+            "pubkey": pubkey.base64URLEncodedString(), "name": name,
+            "inbox": inbox.subject.rawRepresentation.base64URLEncodedString(),
+            "sealing_key": sealing.publicKey.rawRepresentation.base64URLEncodedString(),
+        ]
+    }
+
+    /// This device as the roster commitment covers it.
+    var roster: RosterDevice {
+        RosterDevice(pubkey: pubkey, inbox: inbox.subject, sealingKey: sealing.publicKey.rawRepresentation)
+    }
 }
 
 /// Account-level keys the first device registers.
@@ -109,6 +123,18 @@ extension Fixture {
     func siblings(of device: TestDevice) async -> [String] {
         let response = await get("/v1/sync/siblings", token: device.session)
         return ((response.json["devices"] as? [[String: Any]]) ?? []).compactMap { $0["pubkey"] as? String }
+    }
+
+    /// The siblings list as a device reads it: each device's pubkey, inbox and sealing key.
+    func siblingRoster(of device: TestDevice) async throws -> [RosterDevice] {
+        let response = await get("/v1/sync/siblings", token: device.session)
+        return try ((response.json["devices"] as? [[String: Any]]) ?? []).map { entry in
+            func bytes(_ key: String) -> Data? { (entry[key] as? String).flatMap(Data.init(base64URLEncoded:)) }
+            return RosterDevice(
+                pubkey: try #require(bytes("pubkey")),
+                inbox: try bytes("inbox").map { try RelaySubject(rawRepresentation: $0) },
+                sealingKey: bytes("sealing_key"))
+        }
     }
 
     /// The body of `POST /v1/accounts` for `device`, with a ready `passkey` field and `cert` (none when nil).
@@ -611,7 +637,7 @@ struct IdentityServiceTests {
         let inbox = SecureRandom.bytes(count: 32).base64URLEncodedString()
         let xwing = XWing.PrivateKey().publicKey.rawRepresentation.base64URLEncodedString()
         let signing = HybridSignature.PrivateKey().publicKey.rawRepresentation.base64URLEncodedString()
-        let device: [String: Any] = ["pubkey": SecureRandom.bytes(count: 32).base64URLEncodedString(), "name": "d"]
+        let device = TestDevice(name: "d").deviceObject
         let passkey: [String: Any] = ["challenge_id": "x", "credential": [:] as [String: Any]]
         func account(_ change: (inout [String: Any]) -> Void) -> [String: Any] {
             var body: [String: Any] = [

@@ -78,7 +78,7 @@ struct KeyTransparencyTests {
         let signing = try #require(try await fixture.verifiedLookup("account/" + handle, &verifier))
         #expect(signing.value == account.signing.publicKey.rawRepresentation)
         let roster = try #require(try await fixture.verifiedLookup("devices/" + handle, &verifier))
-        #expect(roster.value == KeyTransparencyCommitment.roster([phone.pubkey]))
+        #expect(roster.value == KeyTransparencyCommitment.roster([phone.roster]))
 
         // A second device joins: the roster's binding moves to version 2, and the device that pinned the
         // earlier checkpoint follows with a consistency proof.
@@ -89,7 +89,7 @@ struct KeyTransparencyTests {
         let pinned = try #require(verifier.pinned?.size)
         let updated = try #require(try await fixture.verifiedLookup("devices/" + handle, &verifier))
         #expect(updated.version == 2)
-        #expect(updated.value == KeyTransparencyCommitment.roster([phone.pubkey, tablet.pubkey]))
+        #expect(updated.value == KeyTransparencyCommitment.roster([phone.roster, tablet.roster]))
         #expect(try #require(verifier.pinned?.size) > pinned)
 
         // A label nobody registered is proven absent, not merely missing.
@@ -140,7 +140,7 @@ struct KeyTransparencyTests {
         func loggedRosterMatchesSiblings(of device: TestDevice) async throws {
             var verifier = TransparencyVerifier(logKey: fixture.logKey)
             let logged = try #require(try await fixture.verifiedLookup("devices/" + handle, &verifier))
-            let served = try await fixture.siblings(of: device).map { try #require(Data(base64URLEncoded: $0)) }
+            let served = try await fixture.siblingRoster(of: device)
             #expect(logged.value == KeyTransparencyCommitment.roster(served))
         }
         try await loggedRosterMatchesSiblings(of: phone)
@@ -171,14 +171,73 @@ struct KeyTransparencyTests {
         }
         var verifier = TransparencyVerifier(logKey: fixture.logKey)
         let before = try #require(try await fixture.verifiedLookup("devices/" + handle, &verifier))
-        #expect(before.value == KeyTransparencyCommitment.roster([phone.pubkey]))
+        #expect(before.value == KeyTransparencyCommitment.roster([phone.roster]))
 
         #expect(try await fixture.application.reconcileTransparency() == 1)
         let after = try #require(try await fixture.verifiedLookup("devices/" + handle, &verifier))
         #expect(after.version == 2)
-        #expect(after.value == KeyTransparencyCommitment.roster([phone.pubkey, other]))
+        #expect(
+            after.value
+                == KeyTransparencyCommitment.roster([
+                    phone.roster, RosterDevice(pubkey: other, inbox: nil, sealingKey: nil),
+                ]))
         // Nothing left to repair.
         #expect(try await fixture.application.reconcileTransparency() == 0)
+    }
+
+    @Test("the siblings list, inboxes and sealing keys included, matches the logged roster; an altered one does not")
+    func theSiblingsListMatchesTheLoggedRoster() async throws {
+        let fixture = try Fixture()
+        var phone = TestDevice(name: "phone")
+        let created = try await fixture.createAccount(&phone)
+        let handle = try #require(created.json["kt_handle"] as? String)
+        let grant = try #require(await fixture.grant(from: phone).json["grant"] as? String)
+        var tablet = TestDevice(name: "tablet")
+        _ = try await fixture.register(&tablet, grant: ["grant": grant])
+
+        let served = try await fixture.siblingRoster(of: tablet)
+        #expect(Set(served.map(\.pubkey)) == [phone.pubkey, tablet.pubkey])
+        // Each sibling's addressing is what it registered: where to send, and what to seal to.
+        #expect(served.first { $0.pubkey == phone.pubkey } == phone.roster)
+        var verifier = TransparencyVerifier(logKey: fixture.logKey)
+        let logged = try #require(try await fixture.verifiedLookup("devices/" + handle, &verifier))
+        #expect(logged.value == KeyTransparencyCommitment.roster(served))
+
+        // What a server could change in the list without the log: another inbox for a sibling (to read what
+        // is sent to it), another sealing key (to open what is sealed to it), a device dropped or added.
+        var redirected = served
+        redirected[0].inbox = RelaySubjectKey().subject
+        var resealed = served
+        resealed[1].sealingKey = XWing.PrivateKey().publicKey.rawRepresentation
+        let dropped = Array(served.dropFirst())
+        let added = served + [RosterDevice(pubkey: SecureRandom.bytes(count: 64), inbox: nil, sealingKey: nil)]
+        for altered in [redirected, resealed, dropped, added] {
+            #expect(logged.value != KeyTransparencyCommitment.roster(altered))
+        }
+        // The order the list comes in does not matter.
+        #expect(logged.value == KeyTransparencyCommitment.roster(served.reversed()))
+    }
+
+    @Test("a device enrolls only with a 32-byte inbox and an X-Wing sealing key")
+    func enrollmentNeedsTheDevicesAddressing() async throws {
+        let fixture = try Fixture()
+        for (field, value) in [
+            ("inbox", SecureRandom.bytes(count: 31).base64URLEncodedString()),
+            ("sealing_key", SecureRandom.bytes(count: 32).base64URLEncodedString()),
+        ] {
+            var device = TestDevice(name: "phone")
+            var object = device.deviceObject
+            object[field] = value
+            let cert = try await fixture.phoneCert()
+            let account = AccountKeys()
+            var body = fixture.accountBody(
+                device, account: account, passkey: try await fixture.passkey(for: &device),
+                cert: cert.base64URLEncodedString())
+            body["device"] = object
+            let refused = await fixture.post("/v1/accounts", object: body)
+            #expect(refused.status == .badRequest, "\(field): \(refused.bodyText)")
+            #expect(refused.errorCode == "invalid_field")
+        }
     }
 
     @Test("with the log unavailable, identity-svc answers 503 transparency_unavailable and serves nothing unlogged")

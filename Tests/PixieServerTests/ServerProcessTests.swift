@@ -97,7 +97,11 @@ struct ServerProcessTests {
                 "discovery_xwing_pubkey": XWing.PrivateKey().publicKey.rawRepresentation.base64URLEncodedString(),
                 "account_signing_pubkey": HybridSignature.PrivateKey().publicKey.rawRepresentation
                     .base64URLEncodedString(),
-                "device": ["pubkey": SecureRandom.bytes(count: 32).base64URLEncodedString(), "name": "phone"],
+                "device": [
+                    "pubkey": SecureRandom.bytes(count: 32).base64URLEncodedString(), "name": "phone",
+                    "inbox": RelaySubjectKey().subject.rawRepresentation.base64URLEncodedString(),
+                    "sealing_key": XWing.PrivateKey().publicKey.rawRepresentation.base64URLEncodedString(),
+                ],
                 "passkey": [
                     "challenge_id": try #require(challenge.body.jsonObject["challenge_id"] as? String),
                     "credential": try JSONSerialization.jsonObject(with: JSONEncoder().encode(credential)),

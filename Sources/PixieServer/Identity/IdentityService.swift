@@ -98,6 +98,16 @@ public struct IdentityService: Sendable {
                 ALTER TABLE recovery_grants ADD COLUMN scope TEXT NOT NULL DEFAULT 'add'
                     CHECK (scope IN ('add', 'replace_all'));
                 """),
+        // Issue 15: each device registers its relay inbox and its X-Wing sealing key, and the roster commitment
+        // (version 2) covers them. Devices enrolled before have neither; every account is marked owed to the
+        // log, so the start-up reconciliation logs its roster again under version 2.
+        Migration(
+            version: 3,
+            sql: """
+                ALTER TABLE devices ADD COLUMN inbox BLOB;
+                ALTER TABLE devices ADD COLUMN sealing_key BLOB;
+                UPDATE accounts SET kt_dirty = kt_dirty + 1;
+                """),
     ]
 
     let database: any SQLDatabase
@@ -251,9 +261,17 @@ public struct IdentityService: Sendable {
 
     // MARK: - Accounts
 
+    /// A device as it enrolls: its identity key (opaque here; the device SDK's hybrid signing key), a name for
+    /// people, the relay inbox its siblings send to (a self-certifying subject), and the X-Wing key they seal to.
     struct DeviceFields: Decodable {
         let pubkey: Base64URLBytes
         let name: String
+        let inbox: Base64URLBytes
+        let sealingKey: Base64URLBytes
+        enum CodingKeys: String, CodingKey {
+            case pubkey, name, inbox
+            case sealingKey = "sealing_key"
+        }
     }
 
     struct PasskeyRegistration: Decodable {
@@ -785,9 +803,21 @@ public struct IdentityService: Sendable {
         struct Device: Encodable {
             let deviceID: String
             let pubkey: Base64URLBytes
+            /// Null for a device enrolled before devices registered them.
+            let inbox: Base64URLBytes?
+            let sealingKey: Base64URLBytes?
             enum CodingKeys: String, CodingKey {
                 case deviceID = "device_id"
-                case pubkey
+                case pubkey, inbox
+                case sealingKey = "sealing_key"
+            }
+
+            func encode(to encoder: any Encoder) throws {
+                var container = encoder.container(keyedBy: CodingKeys.self)
+                try container.encode(deviceID, forKey: .deviceID)
+                try container.encode(pubkey, forKey: .pubkey)
+                try container.encode(inbox, forKey: .inbox)
+                try container.encode(sealingKey, forKey: .sealingKey)
             }
         }
         let devices: [Device]
@@ -804,11 +834,13 @@ public struct IdentityService: Sendable {
         try await requireLogged((session.accountID, dirty))
         let devices = try store(logger) {
             try database.query(
-                "SELECT device_id, pubkey FROM devices WHERE account_id = ? AND removed_at IS NULL "
+                "SELECT device_id, pubkey, inbox, sealing_key FROM devices WHERE account_id = ? AND removed_at IS NULL "
                     + "ORDER BY created_at, device_id", [.text(session.accountID)]
             ).map { row in
                 SiblingsResponse.Device(
-                    deviceID: try row.string("device_id"), pubkey: Base64URLBytes(try row.data("pubkey")))
+                    deviceID: try row.string("device_id"), pubkey: Base64URLBytes(try row.data("pubkey")),
+                    inbox: try row.optionalData("inbox").map(Base64URLBytes.init),
+                    sealingKey: try row.optionalData("sealing_key").map(Base64URLBytes.init))
             }
         }
         return try .json(SiblingsResponse(devices: devices))
@@ -854,6 +886,15 @@ public struct IdentityService: Sendable {
             throw HTTPError(
                 .badRequest, .invalidField, "device.name must be 1 to 64 characters without control characters")
         }
+        guard device.inbox.data.count == RelaySubject.byteCount else {
+            throw HTTPError(
+                .badRequest, .invalidField, "device.inbox must be the 32-byte relay subject this device listens on")
+        }
+        guard (try? XWing.PublicKey(rawRepresentation: device.sealingKey.data)) != nil else {
+            throw HTTPError(
+                .badRequest, .invalidField,
+                "device.sealing_key must be this device's X-Wing public key (1216 bytes), which its siblings seal to")
+        }
     }
 
     func enroll(
@@ -863,8 +904,12 @@ public struct IdentityService: Sendable {
         let now = clock.now().unixSeconds
         try insertUnique(
             transaction,
-            "INSERT INTO devices (device_id, account_id, pubkey, name, created_at) VALUES (?, ?, ?, ?, ?)",
-            [.text(deviceID), .text(accountID), .blob(device.pubkey.data), .text(device.name), .integer(now)],
+            "INSERT INTO devices (device_id, account_id, pubkey, name, inbox, sealing_key, created_at) "
+                + "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
+                .text(deviceID), .text(accountID), .blob(device.pubkey.data), .text(device.name),
+                .blob(device.inbox.data), .blob(device.sealingKey.data), .integer(now),
+            ],
             conflict: "this device pubkey is already enrolled; a device joins once")
         try insertUnique(
             transaction,

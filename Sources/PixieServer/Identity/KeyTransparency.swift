@@ -5,22 +5,6 @@ import SiblingsCrypto
 import Storage
 import Transparency
 
-/// The values identity-svc logs that a device recomputes to compare with what it was told.
-public enum KeyTransparencyCommitment {
-    /// SHA-256("pixie/kt/devices/v1" ‖ count ‖ for each pubkey in byte order: len (2, big-endian) ‖ pubkey),
-    /// count 4 bytes big-endian: the `devices/<kt_handle>` value, for the roster `GET /v1/sync/siblings`
-    /// returned.
-    public static func roster(_ pubkeys: [Data]) -> Data {
-        var input = Data("pixie/kt/devices/v1".utf8)
-        withUnsafeBytes(of: UInt32(pubkeys.count).bigEndian) { input.append(contentsOf: $0) }
-        for key in pubkeys.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
-            withUnsafeBytes(of: UInt16(key.count).bigEndian) { input.append(contentsOf: $0) }
-            input += key
-        }
-        return Data(SHA256.hash(data: input))
-    }
-}
-
 /// identity-svc's half of key transparency (000_e422bd9a7c930342.txt: the discovery answer "is checked
 /// against the transparency log before anything is sealed to it"): every key binding identity-svc serves is
 /// appended to the log (docs/transparency.md) before the request that changed it is answered, and the same
@@ -29,7 +13,8 @@ public enum KeyTransparencyCommitment {
 /// Labels (docs/pixie-protocol.md, "Key transparency"):
 /// - `discovery/<phone_id>`: discovery_inbox (32) ‖ discovery_xwing_pubkey (1216);
 /// - `account/<kt_handle>`: the account signing public key (1984);
-/// - `devices/<kt_handle>`: ``KeyTransparencyCommitment/roster(_:)`` of the account's device pubkeys.
+/// - `devices/<kt_handle>`: ``PixieWire/KeyTransparencyCommitment/roster(_:)`` of the account's devices (pubkey,
+///   inbox, sealing key).
 struct KeyTransparency: Sendable {
     let sequencer: Sequencer
     let database: any SQLDatabase
@@ -37,13 +22,11 @@ struct KeyTransparency: Sendable {
     /// One publish of an account at a time, so the last to run reads (and logs) the newest bindings.
     private let publishing = KeyedSerializer<String>()
 
-    static func discoveryLabel(phoneID: Data) -> Label {
-        // A base64url phone_id is 43 characters of [A-Za-z0-9_-]: always a valid label.
-        try! Label("discovery/" + phoneID.base64URLEncodedString())
-    }
-
-    static func accountLabel(ktHandle: String) -> Label { try! Label("account/" + ktHandle) }
-    static func devicesLabel(ktHandle: String) -> Label { try! Label("devices/" + ktHandle) }
+    // The labels are PixieWire's (a device computes the same ones); each is a valid transparency label, since a
+    // base64url phone_id and a kt_handle are [A-Za-z0-9_-] only.
+    static func discoveryLabel(phoneID: Data) -> Label { try! Label(KeyTransparencyLabel.discovery(phoneID: phoneID)) }
+    static func accountLabel(ktHandle: String) -> Label { try! Label(KeyTransparencyLabel.account(ktHandle: ktHandle)) }
+    static func devicesLabel(ktHandle: String) -> Label { try! Label(KeyTransparencyLabel.devices(ktHandle: ktHandle)) }
 
     /// The bindings of one account as the store has them now.
     func bindings(accountID: String) throws -> [(Label, Data)] {
@@ -54,16 +37,22 @@ struct KeyTransparency: Sendable {
                 [.text(accountID)])
         else { return [] }
         let handle = try account.string("kt_handle")
-        let pubkeys = try database.query(
-            "SELECT pubkey FROM devices WHERE account_id = ? AND removed_at IS NULL", [.text(accountID)]
-        ).map { try $0.data("pubkey") }
+        let devices = try database.query(
+            "SELECT pubkey, inbox, sealing_key FROM devices WHERE account_id = ? AND removed_at IS NULL",
+            [.text(accountID)]
+        ).map { row in
+            RosterDevice(
+                pubkey: try row.data("pubkey"),
+                inbox: try row.optionalData("inbox").flatMap { try? RelaySubject(rawRepresentation: $0) },
+                sealingKey: try row.optionalData("sealing_key"))
+        }
         return [
             (
                 Self.discoveryLabel(phoneID: try account.data("phone_id")),
                 try account.data("discovery_inbox") + account.data("discovery_xwing_pubkey")
             ),
             (Self.accountLabel(ktHandle: handle), try account.data("account_signing_pubkey")),
-            (Self.devicesLabel(ktHandle: handle), KeyTransparencyCommitment.roster(pubkeys)),
+            (Self.devicesLabel(ktHandle: handle), KeyTransparencyCommitment.roster(devices)),
         ]
     }
 

@@ -1,0 +1,55 @@
+import Foundation
+import SiblingsCrypto
+
+/// The key-transparency labels identity-svc logs under (docs/pixie-protocol.md, "Labels and values"); a device
+/// computes the same ones to look its bindings up.
+public enum KeyTransparencyLabel {
+    /// `discovery/<phone_id base64url>`: discovery_inbox (32) ‖ discovery_xwing_pubkey (1216).
+    public static func discovery(phoneID: Data) -> String { "discovery/" + phoneID.base64URLEncodedString() }
+    /// `account/<kt_handle>`: the account signing public key (1984).
+    public static func account(ktHandle: String) -> String { "account/" + ktHandle }
+    /// `devices/<kt_handle>`: ``KeyTransparencyCommitment/roster(_:)`` of the account's devices.
+    public static func devices(ktHandle: String) -> String { "devices/" + ktHandle }
+}
+
+/// One device of an account's roster as `GET /v1/sync/siblings` lists it and the log commits to it: the device's
+/// identity key, the relay inbox its siblings send to, and the X-Wing key they seal to. Devices enrolled before
+/// issue 15 have no inbox and no sealing key.
+public struct RosterDevice: Sendable, Equatable {
+    public var pubkey: Data
+    public var inbox: RelaySubject?
+    /// An X-Wing (X-Wing-MLKEM768-X25519) public key, 1216 bytes.
+    public var sealingKey: Data?
+
+    public init(pubkey: Data, inbox: RelaySubject?, sealingKey: Data?) {
+        self.pubkey = pubkey
+        self.inbox = inbox
+        self.sealingKey = sealingKey
+    }
+}
+
+/// The values identity-svc logs that a device recomputes to compare with what it was told.
+public enum KeyTransparencyCommitment {
+    /// The `devices/<kt_handle>` value (version 2, issue 15):
+    ///
+    ///     SHA-256("pixie/kt/devices/v2" ‖ count (4) ‖ for each device, in byte order of pubkey:
+    ///             pubkey length (2) ‖ pubkey ‖ inbox (32; zeros when none) ‖ sealing key length (2) ‖ sealing key)
+    ///
+    /// (integers big-endian), so the log commits to each sibling's addressing as well as its key: a roster the
+    /// server altered (a device added, dropped, or given another inbox or sealing key) does not match. Version 1
+    /// covered the pubkeys only; an account logged under it is logged again under version 2 when its server
+    /// first starts with this code (the migration marks every account for the start-up reconciliation).
+    public static func roster(_ devices: [RosterDevice]) -> Data {
+        var input = Data("pixie/kt/devices/v2".utf8)
+        withUnsafeBytes(of: UInt32(devices.count).bigEndian) { input.append(contentsOf: $0) }
+        for device in devices.sorted(by: { $0.pubkey.lexicographicallyPrecedes($1.pubkey) }) {
+            withUnsafeBytes(of: UInt16(device.pubkey.count).bigEndian) { input.append(contentsOf: $0) }
+            input += device.pubkey
+            input += device.inbox?.rawRepresentation ?? Data(count: RelaySubject.byteCount)
+            let sealing = device.sealingKey ?? Data()
+            withUnsafeBytes(of: UInt16(sealing.count).bigEndian) { input.append(contentsOf: $0) }
+            input += sealing
+        }
+        return Data(SHA256.hash(data: input))
+    }
+}
