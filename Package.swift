@@ -226,7 +226,10 @@ let package = Package(
         ),
         .testTarget(
             name: "PixieDeviceTests",
-            dependencies: ["PixieDevice", "PixieWire", "PrivacyPass", "Transparency", "Storage", "SiblingsCrypto"],
+            // No PixieServer: the device side builds and talks to the server (the binary) without it.
+            dependencies: [
+                "PixieDevice", "PixieWire", "PrivacyPass", "Transparency", "Storage", "SiblingsCrypto", "HTTPServer",
+            ],
             swiftSettings: strict
         ),
         .testTarget(
