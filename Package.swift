@@ -140,7 +140,8 @@ let package = Package(
         // Token-gated relay sends beside raw NATS pub/sub, 1 KiB frames, p50/p99 (scripts/bench-relay.sh).
         // The epoll load client of scripts/bench-connections.sh and the relay churn test.
         .executableTarget(
-            name: "connection-bench", dependencies: ["CEpoll", "CommandLineKit", "PixieWire"], swiftSettings: strict),
+            name: "connection-bench", dependencies: ["CEpoll", "CommandLineKit", "HTTPServer", "PixieWire"],
+            swiftSettings: strict),
         .executableTarget(
             name: "relay-bench",
             dependencies: ["HTTPServer", "PixieWire", "CNATS", "CommandLineKit", "PixieServer", "PrivacyPass"],

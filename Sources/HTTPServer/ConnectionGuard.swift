@@ -78,9 +78,13 @@ extension HTTPServer {
         if limit.rlim_cur < limit.rlim_max {
             var raised = limit
             raised.rlim_cur = limit.rlim_max
-            if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) == 0 { limit = raised }
+            if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) != 0 {
+                // An unlimited hard limit cannot be the soft one for descriptors (fs.nr_open caps it).
+                raised.rlim_cur = Swift.min(limit.rlim_max, 1 << 20)
+                _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised)
+            }
         }
-        return Int(clamping: limit.rlim_cur)
+        return openFileLimit()
     }
 
     /// The soft limit on open files now in force.

@@ -1,6 +1,7 @@
 import CommandLineKit
 import Foundation
 import Glibc
+import HTTPServer
 import PixieWire
 
 /// The protocol a connection speaks.
@@ -137,14 +138,13 @@ final class ConnectionLoop {
 
     /// Raises the descriptor limit and checks that `plan.connections` fit under it.
     init(plan: LoadPlan) throws {
-        let limit = raiseDescriptorLimit()
+        let limit = HTTPServer.raiseOpenFileLimit()
         guard plan.connections + 64 <= limit else {
             throw BenchError(
                 "\(plan.connections) connections need \(plan.connections + 64) file descriptors, but RLIMIT_NOFILE "
                     + "is \(limit) even with the soft limit raised to the hard one: raise the hard limit "
                     + "(ulimit -Hn as root, LimitNOFILE= for a service) or ask for fewer connections")
         }
-        try WebSocketWire.selfTest()
         let epoll = try Epoll()
         let stop = try StopSignal()
         self.plan = plan
@@ -337,7 +337,7 @@ final class ConnectionLoop {
         switch plan.wire {
         case .ws:
             let key = Data(random.bytes(16)).base64EncodedString()
-            slots[index].expectedAccept = WebSocketWire.acceptKey(for: key)
+            slots[index].expectedAccept = WebSocket.acceptKey(for: key)
             slots[index].phase = .upgrading
             let request =
                 "GET \(plan.path) HTTP/1.1\r\nHost: 127.0.0.1:\(plan.port)\r\nUpgrade: websocket\r\n"

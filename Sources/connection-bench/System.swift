@@ -117,24 +117,6 @@ final class StopSignal {
     }
 }
 
-/// Raises the soft RLIMIT_NOFILE to the hard limit; returns the soft limit then in force.
-func raiseDescriptorLimit() -> Int {
-    let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
-    var limit = rlimit()
-    guard getrlimit(resource, &limit) == 0 else { return 1024 }
-    if limit.rlim_cur < limit.rlim_max {
-        var raised = limit
-        raised.rlim_cur = limit.rlim_max
-        if setrlimit(resource, &raised) != 0 {
-            // An unlimited hard limit cannot be the soft one for descriptors (fs.nr_open caps it).
-            raised.rlim_cur = min(limit.rlim_max, 1 << 20)
-            _ = setrlimit(resource, &raised)
-        }
-        _ = getrlimit(resource, &limit)
-    }
-    return Int(clamping: limit.rlim_cur)
-}
-
 /// SplitMix64 seeded from the system generator: WebSocket keys, masks and subjects for a load client, fast.
 struct FastRandom: RandomNumberGenerator {
     private var state: UInt64
@@ -166,96 +148,8 @@ struct FastRandom: RandomNumberGenerator {
     }
 }
 
-/// SHA-1 (FIPS 180-4), only for `Sec-WebSocket-Accept` (RFC 6455, 4.2.2); never for anything secret.
-enum SHA1 {
-    static func hash(_ message: [UInt8]) -> [UInt8] {
-        var state: [UInt32] = [0x6745_2301, 0xEFCD_AB89, 0x98BA_DCFE, 0x1032_5476, 0xC3D2_E1F0]
-        var padded = message
-        padded.append(0x80)
-        while padded.count % 64 != 56 { padded.append(0) }
-        let bitCount = UInt64(message.count) &* 8
-        for shift in stride(from: 56, through: 0, by: -8) {
-            padded.append(UInt8(truncatingIfNeeded: bitCount >> shift))
-        }
-
-        var words = [UInt32](repeating: 0, count: 80)
-        for block in stride(from: 0, to: padded.count, by: 64) {
-            for index in 0..<16 {
-                var word: UInt32 = 0
-                for byte in padded[(block + index * 4)..<(block + index * 4 + 4)] { word = word << 8 | UInt32(byte) }
-                words[index] = word
-            }
-            for index in 16..<80 {
-                let mixed: UInt32 = words[index - 3] ^ words[index - 8] ^ words[index - 14] ^ words[index - 16]
-                words[index] = mixed << 1 | mixed >> 31
-            }
-            var a = state[0]
-            var b = state[1]
-            var c = state[2]
-            var d = state[3]
-            var e = state[4]
-            for index in 0..<80 {
-                let f: UInt32
-                let k: UInt32
-                switch index {
-                case 0..<20:
-                    f = (b & c) | (~b & d)
-                    k = 0x5A82_7999
-                case 20..<40:
-                    f = b ^ c ^ d
-                    k = 0x6ED9_EBA1
-                case 40..<60:
-                    f = (b & c) | (b & d) | (c & d)
-                    k = 0x8F1B_BCDC
-                default:
-                    f = b ^ c ^ d
-                    k = 0xCA62_C1D6
-                }
-                let rotated: UInt32 = a << 5 | a >> 27
-                let next: UInt32 = rotated &+ f &+ e &+ k &+ words[index]
-                e = d
-                d = c
-                c = b << 30 | b >> 2
-                b = a
-                a = next
-            }
-            state[0] = state[0] &+ a
-            state[1] = state[1] &+ b
-            state[2] = state[2] &+ c
-            state[3] = state[3] &+ d
-            state[4] = state[4] &+ e
-        }
-        var digest: [UInt8] = []
-        digest.reserveCapacity(20)
-        for word in state {
-            for shift in stride(from: 24, through: 0, by: -8) {
-                digest.append(UInt8(truncatingIfNeeded: word >> shift))
-            }
-        }
-        return digest
-    }
-}
-
 /// The client's side of the RFC 6455 opening handshake and frames.
 enum WebSocketWire {
-    /// RFC 6455's GUID, appended to the key before hashing (section 1.3).
-    static let guid = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-
-    /// `Sec-WebSocket-Accept` for `key`: base64(SHA-1(key + GUID)).
-    static func acceptKey(for key: String) -> String {
-        Data(SHA1.hash(Array((key + guid).utf8))).base64EncodedString()
-    }
-
-    /// Checks the SHA-1 above against RFC 6455's own example (section 1.3), so a mistake in it reads as one clear
-    /// error instead of every handshake failing.
-    static func selfTest() throws {
-        let accept = acceptKey(for: "dGhlIHNhbXBsZSBub25jZQ==")
-        guard accept == "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=" else {
-            throw BenchError(
-                "the built-in SHA-1 gives \(accept) for RFC 6455's example key, not s3pPLMBiTxaQ9kYGzzhZRbK+xOo=")
-        }
-    }
-
     /// One masked frame with FIN set, as a client sends it (RFC 6455, 5.2 and 5.3).
     static func maskedFrame(opcode: UInt8, payload: [UInt8], random: inout FastRandom) -> [UInt8] {
         var frame: [UInt8] = [0x80 | opcode]

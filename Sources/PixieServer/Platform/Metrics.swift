@@ -115,50 +115,40 @@ extension Metrics {
     /// The server's connections, limits and refusals, and the process's threads and open files, as gauges and
     /// counters read at each scrape.
     public func gauges(for server: HTTPServer) {
-        let gauges: [(String, String, String, @Sendable (HTTPServer.Statistics) -> Int)] = [
-            ("pixie_http_connections", "gauge", "HTTP connections open now", { $0.httpConnections }),
-            ("pixie_http_connection_limit", "gauge", "HTTP connections allowed at once", { $0.httpConnectionLimit }),
-            ("pixie_websockets", "gauge", "WebSockets open now", { $0.webSockets }),
-            ("pixie_websocket_limit", "gauge", "WebSockets allowed at once", { $0.webSocketLimit }),
-            (
-                "pixie_busiest_address_http_connections", "gauge", "most HTTP connections one address holds now",
-                { $0.busiestAddressHTTPConnections }
-            ),
-            (
-                "pixie_busiest_address_websockets", "gauge", "most WebSockets one client address holds now",
-                { $0.busiestAddressWebSockets }
-            ),
+        let readings: [(name: String, labels: [String: String], read: @Sendable (HTTPServer.Statistics) -> Int)] = [
+            ("pixie_http_connections", [:], { $0.httpConnections }),
+            ("pixie_http_connection_limit", [:], { $0.httpConnectionLimit }),
+            ("pixie_websockets", [:], { $0.webSockets }),
+            ("pixie_websocket_limit", [:], { $0.webSocketLimit }),
+            ("pixie_busiest_address_http_connections", [:], { $0.busiestAddressHTTPConnections }),
+            ("pixie_busiest_address_websockets", [:], { $0.busiestAddressWebSockets }),
+            ("pixie_http_connections_refused_per_address_total", [:], { $0.httpConnectionsRefusedPerAddress }),
+            ("pixie_websockets_refused_total", ["reason": "per_address"], { $0.webSocketsRefusedPerAddress }),
+            ("pixie_websockets_refused_total", ["reason": "limit"], { $0.webSocketsRefusedAtLimit }),
+            ("pixie_http_header_timeouts_total", [:], { $0.headerTimeouts }),
+            ("pixie_http_slow_bodies_total", [:], { $0.slowBodies }),
+            ("pixie_websockets_silent_total", [:], { $0.webSocketsSilent }),
+        ]
+        let help: [(String, String, String)] = [
+            ("pixie_http_connections", "gauge", "HTTP connections open now"),
+            ("pixie_http_connection_limit", "gauge", "HTTP connections allowed at once"),
+            ("pixie_websockets", "gauge", "WebSockets open now"),
+            ("pixie_websocket_limit", "gauge", "WebSockets allowed at once"),
+            ("pixie_busiest_address_http_connections", "gauge", "most HTTP connections one address holds now"),
+            ("pixie_busiest_address_websockets", "gauge", "most WebSockets one client address holds now"),
             (
                 "pixie_http_connections_refused_per_address_total", "counter",
-                "connections closed unanswered: their address held its share", { $0.httpConnectionsRefusedPerAddress }
+                "connections closed unanswered: their address held its share"
             ),
-            (
-                "pixie_websockets_refused_total{reason=\"per_address\"}", "counter", "WebSocket upgrades refused",
-                { $0.webSocketsRefusedPerAddress }
-            ),
-            ("pixie_websockets_refused_total{reason=\"limit\"}", "counter", "", { $0.webSocketsRefusedAtLimit }),
-            (
-                "pixie_http_header_timeouts_total", "counter", "connections closed for a request head not sent in time",
-                { $0.headerTimeouts }
-            ),
-            (
-                "pixie_http_slow_bodies_total", "counter", "connections closed for a body below the minimum rate",
-                { $0.slowBodies }
-            ),
-            (
-                "pixie_websockets_silent_total", "counter", "WebSockets closed for answering no ping",
-                { $0.webSocketsSilent }
-            ),
+            ("pixie_websockets_refused_total", "counter", "WebSocket upgrades refused"),
+            ("pixie_http_header_timeouts_total", "counter", "connections closed for a request head not sent in time"),
+            ("pixie_http_slow_bodies_total", "counter", "connections closed for a body below the minimum rate"),
+            ("pixie_websockets_silent_total", "counter", "WebSockets closed for answering no ping"),
         ]
-        for (full, type, help, read) in gauges {
-            let name = String(full.prefix { $0 != "{" })
-            var labels: [String: String] = [:]
-            if let open = full.firstIndex(of: "{") {
-                let pair = full[full.index(after: open)..<full.index(before: full.endIndex)].split(separator: "=")
-                labels[String(pair[0])] = String(pair[1].dropFirst().dropLast())
-            }
-            if !help.isEmpty { describe(name, type: type, help: help) }
-            gauge(name, labels: labels) { Double(read(server.statistics)) }
+        for (name, type, text) in help { describe(name, type: type, help: text) }
+        for metric in readings {
+            let read = metric.read
+            gauge(metric.name, labels: metric.labels) { Double(read(server.statistics)) }
         }
         describe("process_threads", type: "gauge", help: "threads of this process")
         gauge("process_threads") { Double(Self.processStatus("Threads:") ?? 0) }
