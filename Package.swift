@@ -87,9 +87,9 @@ let package = Package(
         .target(
             name: "HTTPServer", dependencies: ["CMicroHTTPD", "CEpoll", "SiblingsCrypto"], swiftSettings: strict),
 
-        // Pixie's wire types shared by server and device: PhoneOwnershipCert, base64url JSON bytes, E.164
-        // numbers (docs/pixie-protocol.md).
-        .target(name: "PixieWire", dependencies: ["SiblingsCrypto"], swiftSettings: strict),
+        // Pixie's wire types shared by server and device: PhoneOwnershipCert, SenderCert, relay frames, the trust
+        // bundle, the KT labels and roster commitment, and every JSON body under API/ (docs/pixie-protocol.md).
+        .target(name: "PixieWire", dependencies: ["SiblingsCrypto", "WebAuthn"], swiftSettings: strict),
 
         // Storage behind a protocol (SQLDatabase) for pixie-server's services: SQLite in WAL mode now (files under
         // SQLite/ are the backend), PostgreSQL later behind the same protocol.
@@ -201,7 +201,8 @@ let package = Package(
             dependencies: ["HTTPServer", "SiblingsCrypto", "SiblingsTestSupport"],
             swiftSettings: strict
         ),
-        .testTarget(name: "PixieWireTests", dependencies: ["PixieWire", "SiblingsCrypto"], swiftSettings: strict),
+        .testTarget(
+            name: "PixieWireTests", dependencies: ["PixieWire", "SiblingsCrypto", "WebAuthn"], swiftSettings: strict),
         .testTarget(name: "StorageTests", dependencies: ["Storage"], swiftSettings: strict),
         .testTarget(
             name: "TransparencyTests",
@@ -230,6 +231,7 @@ let package = Package(
             // No PixieServer: the device side builds and talks to the server (the binary) without it.
             dependencies: [
                 "PixieDevice", "PixieWire", "PrivacyPass", "Transparency", "Storage", "SiblingsCrypto", "HTTPServer",
+                "WebAuthn",
             ],
             swiftSettings: strict
         ),

@@ -101,7 +101,7 @@ public struct Application: Sendable {
                 logger.error("health check: the store does not answer", ["error": "\(error)"])
                 throw HTTPError(.serviceUnavailable, .storage, "the store does not answer")
             }
-            return try .json(["status": "ok"])
+            return try .json(HealthResponse(status: "ok"))
         }
         router.get("/metrics") { [metrics] _, _ in
             HTTPResponse(

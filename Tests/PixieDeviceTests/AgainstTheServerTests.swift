@@ -2,8 +2,10 @@ import Foundation
 import HTTPServer
 import PixieDevice
 import PixieWire
+import SiblingsCrypto
 import Testing
 import Transparency
+import WebAuthn
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -15,14 +17,7 @@ import Transparency
 /// checkpoint, the relay frames and subject proofs) comes from modules a device may link.
 @Suite("A device-side client against the real pixie-server, without linking PixieServer")
 struct AgainstTheServerTests {
-    static var binary: URL {
-        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(
-            "pixie-server")
-    }
-
-    struct Failure: Error, CustomStringConvertible {
-        let description: String
-    }
+    static var binary: URL { RunningServer.binary }
 
     /// Runs `pixie-server arguments` to completion; its standard output.
     static func run(_ arguments: [String]) throws -> String {
@@ -39,6 +34,113 @@ struct AgainstTheServerTests {
         return String(decoding: data, as: UTF8.self)
     }
 
+    @Test("a first device enrolls with PixieWire's types, and checks its discovery entry and roster against the log")
+    func aDeviceEnrollsWithTheWireTypes() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pixie-device-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let bundle = try JSONDecoder().decode(
+            TrustBundle.self, from: Data(try Self.run(["trust-bundle", "--data-dir", directory.path]).utf8))
+        var verifier = try TransparencyVerifier(trustBundle: bundle)
+        let server = try await RunningServer(dataDirectory: directory)
+        defer { server.stop() }
+        let client = WireClient(base: server.base)
+
+        // phone-verify-svc: the code comes from the development outbox, the cert verifies under the pinned key.
+        let number = "+14155550188"
+        let started: PhoneVerifyAPI.StartResponse = try await client.post(
+            "/v1/phone/verifications", PhoneVerifyAPI.StartRequest(phoneNumber: number), expect: 201)
+        #expect(started.codeLength == 6)
+        let code = try #require(try Self.lastCode(to: number, in: directory))
+        let checked: PhoneVerifyAPI.CheckResponse = try await client.post(
+            "/v1/phone/verifications/check",
+            PhoneVerifyAPI.CheckRequest(verificationID: started.verificationID, code: code))
+        let cert = try PhoneOwnershipCert.Verifier(pinnedKeys: [bundle.phoneVerifyKey]).verify(
+            checked.phoneCert.data, now: Date())
+        #expect(cert.phoneID == checked.phoneID.data)
+        // The same code again: the server's error body, decoded as PixieWire's.
+        let again = try await client.failure(
+            "/v1/phone/verifications/check",
+            PhoneVerifyAPI.CheckRequest(verificationID: started.verificationID, code: code))
+        #expect(again.status == 409)
+        #expect(again.body.error == "code_already_used")
+
+        // identity-svc: a passkey, then the account with this device's inbox and sealing key.
+        let challenge: IdentityAPI.ChallengeResponse = try await client.post(
+            "/v1/auth/passkey/challenge", IdentityAPI.ChallengeRequest(purpose: .register), expect: 201)
+        let authenticator = SoftwareAuthenticator()
+        let credential = authenticator.makeCredential(
+            rpID: challenge.rpID, origin: "https://\(challenge.rpID)", challenge: challenge.challenge.data,
+            userID: Data([1]))
+        let discoverySeed = SecureRandom.bytes(count: 32)
+        let discoveryKey = try XWing.PrivateKey(seedRepresentation: discoverySeed)
+        let discoveryInbox = try RelaySubjectKey(discoverySeed: discoverySeed).subject
+        let device = IdentityAPI.DeviceFields(
+            pubkey: Base64URLBytes(HybridSignature.PrivateKey().publicKey.rawRepresentation), name: "phone",
+            inbox: Base64URLBytes(RelaySubjectKey().subject.rawRepresentation),
+            sealingKey: Base64URLBytes(XWing.PrivateKey().publicKey.rawRepresentation))
+        let enrolled: IdentityAPI.EnrolledResponse = try await client.post(
+            "/v1/accounts",
+            IdentityAPI.CreateAccountRequest(
+                phoneCert: checked.phoneCert, discoveryInbox: Base64URLBytes(discoveryInbox.rawRepresentation),
+                discoveryXWingPubkey: Base64URLBytes(discoveryKey.publicKey.rawRepresentation),
+                accountSigningPubkey: Base64URLBytes(HybridSignature.PrivateKey().publicKey.rawRepresentation),
+                device: device,
+                passkey: IdentityAPI.PasskeyRegistration(challengeID: challenge.challengeID, credential: credential)),
+            expect: 201)
+        let ktHandle = try #require(enrolled.ktHandle)
+
+        // Discovery: exactly what was enrolled, and the same in the log.
+        let discovery: IdentityAPI.DiscoveryResponse = try await client.post(
+            "/v1/discovery/own", IdentityAPI.DiscoveryRequest(phoneCert: checked.phoneCert))
+        #expect(discovery.discoveryInbox.data == discoveryInbox.rawRepresentation)
+        let discoveryEntry = try await client.lookup(
+            KeyTransparencyLabel.discovery(phoneID: cert.phoneID), verifier: &verifier)
+        #expect(discoveryEntry?.value == discovery.discoveryInbox.data + discovery.discoveryXWingPubkey.data)
+
+        // The roster: the device finds itself, and the list it was given is the one the log commits to.
+        let siblings: IdentityAPI.SiblingsResponse = try await client.get(
+            "/v1/sync/siblings", token: enrolled.sessionToken)
+        #expect(siblings.devices.map(\.deviceID) == [enrolled.deviceID])
+        #expect(siblings.devices.first?.inbox == device.inbox)
+        #expect(siblings.devices.first?.sealingKey == device.sealingKey)
+        let rosterEntry = try await client.lookup(KeyTransparencyLabel.devices(ktHandle: ktHandle), verifier: &verifier)
+        #expect(rosterEntry?.value == KeyTransparencyCommitment.roster(try siblings.roster()))
+        var altered = siblings
+        altered.devices[0].sealingKey = Base64URLBytes(XWing.PrivateKey().publicKey.rawRepresentation)
+        #expect(rosterEntry?.value != KeyTransparencyCommitment.roster(try altered.roster()))
+
+        // A grant: add by default; replace_all without this device's passkey is refused in PixieWire's terms.
+        let grant: IdentityAPI.GrantResponse = try await client.post(
+            "/v1/auth/devices/grant", IdentityAPI.GrantRequest(), token: enrolled.sessionToken, expect: 201)
+        #expect(grant.kind == .token)
+        #expect(grant.scope == .add)
+        let bare = try await client.failure(
+            "/v1/auth/devices/grant", IdentityAPI.GrantRequest(scope: .replaceAll), token: enrolled.sessionToken)
+        #expect(bare.status == 403)
+        #expect(bare.body.error == "passkey_required")
+
+        // credential-svc: a sender cert for this device, and the OPRF keys the log holds.
+        let senderCert: CredentialAPI.SenderCertResponse = try await client.post(
+            "/v1/credentials/sender-cert", token: enrolled.sessionToken)
+        #expect(senderCert.expiresAt > Int64(Date().timeIntervalSince1970))
+        let keys: CredentialAPI.KeysResponse = try await client.get("/v1/tokens/keys")
+        #expect(!keys.keyList.data.isEmpty)
+        let health: HealthResponse = try await client.get("/healthz")
+        #expect(health.status == "ok")
+    }
+
+    /// The code of the last development SMS to `number` (`sms-outbox.jsonl` in the data directory).
+    static func lastCode(to number: String, in directory: URL) throws -> String? {
+        let outbox = try String(contentsOf: directory.appendingPathComponent("sms-outbox.jsonl"), encoding: .utf8)
+        let text = outbox.split(separator: "\n").compactMap { line -> String? in
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                object["to"] as? String == number
+            else { return nil }
+            return object["text"] as? String
+        }.last
+        return text?.split(separator: " ").map { String($0.filter(\.isNumber)) }.first { $0.count == 6 }
+    }
+
     @Test("the shipped checkpoint verifies the live log, and a proven subject goes through the relay")
     func aDeviceTalksToTheServer() async throws {
         guard FileManager.default.isExecutableFile(atPath: Self.binary.path) else {
@@ -51,36 +153,10 @@ struct AgainstTheServerTests {
             TrustBundle.self, from: Data(try Self.run(["trust-bundle", "--data-dir", directory.path]).utf8))
         var verifier = try TransparencyVerifier(trustBundle: bundle)
 
-        let process = Process()
-        process.executableURL = Self.binary
-        process.arguments = ["--data-dir", directory.path, "--port", "0", "--relay-tokens", "insecure-dev"]
-        let err = Pipe()
-        process.standardError = err
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        defer {
-            process.terminate()
-            process.waitUntilExit()
-        }
-        // The "listening" line names the port (a hang's limit of 120 s: the suite shares two cores).
-        let port = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int, any Error>) in
-            Thread.detachNewThread {
-                var text = ""
-                let deadline = Date().addingTimeInterval(120)
-                while Date() < deadline {
-                    let chunk = err.fileHandleForReading.availableData
-                    if chunk.isEmpty { break }
-                    text += String(decoding: chunk, as: UTF8.self)
-                    if let range = text.range(of: #""address":"http://127.0.0.1:"#),
-                        let port = Int(text[range.upperBound...].prefix { $0.isNumber })
-                    {
-                        return continuation.resume(returning: port)
-                    }
-                }
-                continuation.resume(throwing: Failure(description: "pixie-server did not start: \(text)"))
-            }
-        }
-        let base = URL(string: "http://127.0.0.1:\(port)")!
+        let server = try await RunningServer(dataDirectory: directory)
+        defer { server.stop() }
+        let port = server.port
+        let base = server.base
 
         // The log grew at start (the OPRF key list): its checkpoint must extend the shipped one.
         let (noteData, _) = try await URLSession.shared.data(from: base.appendingPathComponent("v1/kt/checkpoint"))
@@ -92,9 +168,8 @@ struct AgainstTheServerTests {
             url: base.appendingPathComponent("v1/kt/consistency"), resolvingAgainstBaseURL: false)!
         components.queryItems = [.init(name: "from", value: "\(from)"), .init(name: "to", value: "\(latest.size)")]
         let (proofData, _) = try await URLSession.shared.data(from: components.url!)
-        let proofText = try #require(
-            (try JSONSerialization.jsonObject(with: proofData) as? [String: Any])?["proof"] as? String)
-        let proof = try ConsistencyProof(encoded: try #require(Data(base64URLEncoded: proofText)))
+        let proof = try ConsistencyProof(
+            encoded: try JSONDecoder().decode(TransparencyAPI.ProofResponse.self, from: proofData).proof.data)
         #expect(try verifier.accept(checkpoint: note, consistencyProof: proof).size == latest.size)
 
         // The relay: a subject this device owns, proven over the connection's CHALLENGE, and a SEND to it.

@@ -41,7 +41,7 @@ struct Fixture {
     let clock = ManualClock()
     let dataDirectory = try! TemporaryDirectory()
     let sms = RecordingSMSSender()
-    let keys = ServiceKeys.generate()
+    let keys: ServiceKeys
     let database: SQLiteDatabase
     let application: Application
     var router: Router { application.router }
@@ -50,8 +50,10 @@ struct Fixture {
         services: [PixieConfiguration.Service] = PixieConfiguration.Service.allCases, pinned: Bool = true,
         tokens: (any TokenSpender)? = nil, random: any SecureRandomSource = SystemRandom(),
         configure: (inout PixieConfiguration) -> Void = { _ in },
-        faults: ((any SQLDatabase) -> FaultyDatabase)? = nil
+        faults: ((any SQLDatabase) -> FaultyDatabase)? = nil,
+        store: SQLiteDatabase? = nil, keys: ServiceKeys = .generate()
     ) throws {
+        self.keys = keys
         var configuration = PixieConfiguration()
         configuration.checkpointInterval = .milliseconds(1)
         configuration.dataDirectory = dataDirectory.url.path
@@ -63,7 +65,8 @@ struct Fixture {
         if pinned, !services.contains(.phoneVerify) {
             configuration.phoneVerifyKey = keys.phoneVerify.publicKey
         }
-        let store = try SQLiteDatabase.inMemory()
+        // `store` (with the `keys` it was made under) is an existing server's store, restarted.
+        let store = try store ?? SQLiteDatabase.inMemory()
         database = store
         // With `faults`, the application's statements go through a FaultyDatabase the test can switch.
         let served: any SQLDatabase = faults.map { $0(store) } ?? store

@@ -128,13 +128,7 @@ extension Fixture {
     /// The siblings list as a device reads it: each device's pubkey, inbox and sealing key.
     func siblingRoster(of device: TestDevice) async throws -> [RosterDevice] {
         let response = await get("/v1/sync/siblings", token: device.session)
-        return try ((response.json["devices"] as? [[String: Any]]) ?? []).map { entry in
-            func bytes(_ key: String) -> Data? { (entry[key] as? String).flatMap(Data.init(base64URLEncoded:)) }
-            return RosterDevice(
-                pubkey: try #require(bytes("pubkey")),
-                inbox: try bytes("inbox").map { try RelaySubject(rawRepresentation: $0) },
-                sealingKey: bytes("sealing_key"))
-        }
+        return try JSONDecoder().decode(IdentityAPI.SiblingsResponse.self, from: response.body).roster()
     }
 
     /// The body of `POST /v1/accounts` for `device`, with a ready `passkey` field and `cert` (none when nil).
@@ -403,7 +397,8 @@ struct IdentityServiceTests {
         #expect(borrowed.errorCode == "passkey_invalid")
         let unknown = await fixture.post("/v1/auth/devices/grant", object: ["scope": "all"], token: phone.session)
         #expect(unknown.status == .badRequest)
-        #expect(unknown.errorCode == "invalid_field")
+        #expect(unknown.errorCode == "invalid_json")
+        #expect(unknown.bodyText.contains(#"must be \"add\" or \"replace_all\""#), "\(unknown.bodyText)")
         let minted = await fixture.grant(from: phone, scope: "replace_all")
         #expect(minted.status == .created, "\(minted.bodyText)")
         #expect(minted.json["scope"] as? String == "replace_all")

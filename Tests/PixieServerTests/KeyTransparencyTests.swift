@@ -1,8 +1,10 @@
 import Foundation
 import HTTPServer
+import PixieDevice
 import PixieServer
 import PixieWire
 import SiblingsCrypto
+import Storage
 import Testing
 import Transparency
 
@@ -11,15 +13,12 @@ extension Fixture {
 
     /// identity-svc's answer to `POST /v1/kt/lookup` for `label`, unverified, as a device receives it.
     func lookupAnswer(_ label: String, since: UInt64?) async throws -> LookupAnswer {
-        var body: [String: Any] = ["label": label]
-        if let since { body["since"] = Int(since) }
-        let response = await post("/v1/kt/lookup", object: body)
-        guard response.status == .ok, let note = response.json["checkpoint"] as? String,
-            let lookup = (response.json["lookup"] as? String).flatMap(Data.init(base64URLEncoded:))
-        else { throw FixtureError("lookup failed: \(response.status) \(response.bodyText)") }
-        let consistency = try (response.json["consistency"] as? String).flatMap(Data.init(base64URLEncoded:))
-            .map { try ConsistencyProof(encoded: $0) }
-        return LookupAnswer(checkpoint: note, consistencyProof: consistency, lookup: try LookupProof(encoded: lookup))
+        let body = try JSONEncoder().encode(TransparencyAPI.LookupRequest(label: label, since: since))
+        let response = await post("/v1/kt/lookup", String(decoding: body, as: UTF8.self))
+        guard response.status == .ok else {
+            throw FixtureError("lookup failed: \(response.status) \(response.bodyText)")
+        }
+        return try LookupAnswer(try JSONDecoder().decode(TransparencyAPI.LookupResponse.self, from: response.body))
     }
 
     /// `POST /v1/kt/lookup` for `label`, checked by `verifier` as a device would.
@@ -183,6 +182,35 @@ struct KeyTransparencyTests {
                 ]))
         // Nothing left to repair.
         #expect(try await fixture.application.reconcileTransparency() == 0)
+    }
+
+    /// Migration 3 (issue 15) added each device's inbox and sealing key and version 2 of the roster commitment;
+    /// an account from before it must be logged again under version 2 when the upgraded server starts.
+    @Test("an account from before device addressing is logged again at the first start after the upgrade")
+    func anAccountFromBeforeDeviceAddressingIsLoggedAgain() async throws {
+        let store = try SQLiteDatabase.inMemory()
+        let keys = ServiceKeys.generate()
+        let before = try Fixture(store: store, keys: keys)
+        var phone = TestDevice(name: "phone")
+        let handle = try #require(try await before.createAccount(&phone).json["kt_handle"] as? String)
+        // Back to the store as the server before migration 3 left it: no addressing columns, nothing owed to
+        // the log, migration 3 not recorded.
+        try store.execute("ALTER TABLE devices DROP COLUMN inbox", [])
+        try store.execute("ALTER TABLE devices DROP COLUMN sealing_key", [])
+        try store.execute("UPDATE accounts SET kt_dirty = 0", [])
+        try store.execute("DELETE FROM schema_migrations WHERE component = 'identity' AND version = 3", [])
+        var verifier = TransparencyVerifier(logKey: before.logKey)
+        let old = try #require(try await before.verifiedLookup("devices/" + handle, &verifier))
+
+        // The upgraded server: the migration marks the account, the start-up reconciliation logs it.
+        let after = try Fixture(store: store, keys: keys)
+        #expect(try await after.application.reconcileTransparency() == 1)
+        let relogged = try #require(try await after.verifiedLookup("devices/" + handle, &verifier))
+        #expect(relogged.version == old.version + 1)
+        let legacy = RosterDevice(pubkey: phone.pubkey, inbox: nil, sealingKey: nil)
+        #expect(relogged.value == KeyTransparencyCommitment.roster([legacy]))
+        #expect(try await after.siblingRoster(of: phone) == [legacy])
+        #expect(try await after.application.reconcileTransparency() == 0)
     }
 
     @Test("the siblings list, inboxes and sealing keys included, matches the logged roster; an altered one does not")

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPServer
+import PixieWire
 import SiblingsCrypto
 import Storage
 import Synchronization
@@ -144,19 +145,6 @@ public struct BlobService: Sendable {
         case privateToken(Data)
     }
 
-    struct UploadResponse: Encodable {
-        let blobID: String
-        let sizeBytes: Int64
-        let sha256: String
-        let expiresAt: Int64
-        enum CodingKeys: String, CodingKey {
-            case blobID = "blob_id"
-            case sizeBytes = "size_bytes"
-            case sha256
-            case expiresAt = "expires_at"
-        }
-    }
-
     func upload(_ request: HTTPRequest) async throws -> HTTPResponse {
         let credential: Credential =
             configuration.allowAnonymousUploads && request.headers["Authorization"] == nil
@@ -211,7 +199,7 @@ public struct BlobService: Sendable {
         metrics.increment("pixie_blob_uploads_total", labels: ["result": "stored"])
         metrics.increment("pixie_blob_uploaded_bytes_total", by: Double(stored.size))
         return try .json(
-            UploadResponse(
+            BlobAPI.UploadResponse(
                 blobID: stored.id, sizeBytes: stored.size, sha256: stored.sha256.base64URLEncodedString(),
                 expiresAt: stored.expiresAt), status: .created)
     }

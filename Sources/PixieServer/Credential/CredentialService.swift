@@ -98,15 +98,6 @@ public struct CredentialService: Sendable {
     /// Logs the served OPRF key list (label `oprf-keys`) unless the log holds it already; run at start-up.
     public func publishKeyList(to log: Sequencer) async throws { try await tokens.publishKeyList(to: log) }
 
-    struct SenderCertResponse: Encodable {
-        let senderCert: Base64URLBytes
-        let expiresAt: Int64
-        enum CodingKeys: String, CodingKey {
-            case senderCert = "sender_cert"
-            case expiresAt = "expires_at"
-        }
-    }
-
     func senderCert(_ request: HTTPRequest) throws -> HTTPResponse {
         let session = try sessions.authenticate(request)
         let deviceKey = try store(logger) {
@@ -122,7 +113,7 @@ public struct CredentialService: Sendable {
             signedBy: keys.senderCert)
         metrics.increment("pixie_credential_sender_certs_total")
         return try .json(
-            SenderCertResponse(
+            CredentialAPI.SenderCertResponse(
                 senderCert: Base64URLBytes(cert.rawRepresentation), expiresAt: cert.expiresAt.unixSeconds))
     }
 }

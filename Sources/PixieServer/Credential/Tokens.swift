@@ -79,38 +79,17 @@ struct TokenIssuance: Sendable {
         logger.info("published the OPRF key list", ["token_key_id": issuer.tokenKeyID.base64URLEncodedString()])
     }
 
-    struct KeysResponse: Encodable {
-        let keyList: Base64URLBytes
-        let tokenKeyID: Base64URLBytes
-        enum CodingKeys: String, CodingKey {
-            case keyList = "key_list"
-            case tokenKeyID = "token_key_id"
-        }
-    }
-
     func keys() throws -> HTTPResponse {
-        try .json(KeysResponse(keyList: Base64URLBytes(keyList.encoded), tokenKeyID: Base64URLBytes(issuer.tokenKeyID)))
-    }
-
-    struct ChallengeRequest: Decodable {
-        let phoneCert: Base64URLBytes
-        let tokenRequest: Base64URLBytes
-        enum CodingKeys: String, CodingKey {
-            case phoneCert = "phone_cert"
-            case tokenRequest = "token_request"
-        }
-    }
-
-    struct TokenResponse: Encodable {
-        let tokenResponse: Base64URLBytes
-        enum CodingKeys: String, CodingKey { case tokenResponse = "token_response" }
+        try .json(
+            CredentialAPI.KeysResponse(
+                keyList: Base64URLBytes(keyList.encoded), tokenKeyID: Base64URLBytes(issuer.tokenKeyID)))
     }
 
     /// POST /v1/approval-tokens/challenge: the pre-session mint. Without the pinned phone-verify key it cannot
     /// check the cert, so the caller's self-claimed phone_id would become the whole authorization, and that
     /// value budgets the anti-abuse bucket: refusing is the only safe reading of "I cannot verify this".
     func challenge(_ request: HTTPRequest) throws -> HTTPResponse {
-        let body = try request.decode(as: ChallengeRequest.self)
+        let body = try request.decode(as: CredentialAPI.ApprovalTokenRequest.self)
         guard let certificates else {
             throw HTTPError(
                 .serviceUnavailable, .phoneVerifyKeyNotPinned,
@@ -135,15 +114,10 @@ struct TokenIssuance: Sendable {
         return try respond(body.tokenRequest.data, kind: "approval")
     }
 
-    struct SessionRequest: Decodable {
-        let tokenRequest: Base64URLBytes
-        enum CodingKeys: String, CodingKey { case tokenRequest = "token_request" }
-    }
-
     /// POST /v1/tokens: an enrolled device's refill, budgeted per account.
     func sessionTokens(_ request: HTTPRequest) throws -> HTTPResponse {
         let session = try sessions.authenticate(request)
-        let body = try request.decode(as: SessionRequest.self)
+        let body = try request.decode(as: CredentialAPI.SessionTokenRequest.self)
         let count = try Self.batchSize(body.tokenRequest.data)
         guard (1...Configuration.sessionBatchLimit).contains(count) else {
             throw HTTPError(
@@ -168,7 +142,7 @@ struct TokenIssuance: Sendable {
             let response = try issuer.respond(to: request)
             metrics.increment(
                 "pixie_credential_tokens_minted_total", by: Double(try Self.batchSize(request)), labels: ["kind": kind])
-            return try .json(TokenResponse(tokenResponse: Base64URLBytes(response)))
+            return try .json(CredentialAPI.TokenResponse(tokenResponse: Base64URLBytes(response)))
         } catch let error as PrivacyPassError {
             throw HTTPError(.badRequest, .invalidField, "token_request: \(error.reason)")
         }

@@ -190,29 +190,8 @@ public struct IdentityService: Sendable {
 
     // MARK: - Passkey challenges
 
-    struct ChallengeRequest: Decodable {
-        let purpose: String
-    }
-
-    struct ChallengeResponse: Encodable {
-        let challengeID: String
-        let challenge: Base64URLBytes
-        let rpID: String
-        let expiresAt: Int64
-        enum CodingKeys: String, CodingKey {
-            case challengeID = "challenge_id"
-            case challenge
-            case rpID = "rp_id"
-            case expiresAt = "expires_at"
-        }
-    }
-
     func passkeyChallenge(_ request: HTTPRequest) throws -> HTTPResponse {
-        let body = try request.decode(as: ChallengeRequest.self)
-        guard ["register", "login", "replace_all"].contains(body.purpose) else {
-            throw HTTPError(
-                .badRequest, .badRequest, "purpose must be \"register\", \"login\" or \"replace_all\"")
-        }
+        let body = try request.decode(as: IdentityAPI.ChallengeRequest.self)
         try clientLimiter.admit(request)
         let challengeID = random.bytes(count: 16).base64URLEncodedString()
         let challenge = random.bytes(count: 32)
@@ -223,10 +202,10 @@ public struct IdentityService: Sendable {
                 "DELETE FROM webauthn_challenges WHERE expires_at <= ?", [.integer(clock.now().unixSeconds)])
             return try database.execute(
                 "INSERT INTO webauthn_challenges (challenge_id, challenge, purpose, expires_at) VALUES (?, ?, ?, ?)",
-                [.text(challengeID), .blob(challenge), .text(body.purpose), .integer(expiresAt)])
+                [.text(challengeID), .blob(challenge), .text(body.purpose.rawValue), .integer(expiresAt)])
         }
         return try .json(
-            ChallengeResponse(
+            IdentityAPI.ChallengeResponse(
                 challengeID: challengeID, challenge: Base64URLBytes(challenge), rpID: configuration.relyingPartyID,
                 expiresAt: expiresAt), status: .created)
     }
@@ -234,7 +213,7 @@ public struct IdentityService: Sendable {
     /// Takes the challenge `id` for `purpose` out of the store and returns its bytes. The removal is committed
     /// on its own, before the caller's transaction, so a challenge is used up by the first request that names
     /// it, whatever the outcome: a refusal that rolls the caller's transaction back does not bring it back.
-    func consumeChallenge(_ id: String, purpose: String) throws -> Data {
+    func consumeChallenge(_ id: String, purpose: IdentityAPI.PasskeyPurpose) throws -> Data {
         let taken = try store(logger) {
             try database.transaction { transaction -> (challenge: Data, purpose: String, expiresAt: Int64)? in
                 guard
@@ -250,7 +229,7 @@ public struct IdentityService: Sendable {
             throw HTTPError(
                 .badRequest, .challengeInvalid, "the passkey challenge is unknown or already used; ask for a new one")
         }
-        guard taken.purpose == purpose else {
+        guard taken.purpose == purpose.rawValue else {
             throw HTTPError(.badRequest, .challengeInvalid, "the passkey challenge was made for another purpose")
         }
         guard taken.expiresAt > clock.now().unixSeconds else {
@@ -261,63 +240,8 @@ public struct IdentityService: Sendable {
 
     // MARK: - Accounts
 
-    /// A device as it enrolls: its identity key (opaque here; the device SDK's hybrid signing key), a name for
-    /// people, the relay inbox its siblings send to (a self-certifying subject), and the X-Wing key they seal to.
-    struct DeviceFields: Decodable {
-        let pubkey: Base64URLBytes
-        let name: String
-        let inbox: Base64URLBytes
-        let sealingKey: Base64URLBytes
-        enum CodingKeys: String, CodingKey {
-            case pubkey, name, inbox
-            case sealingKey = "sealing_key"
-        }
-    }
-
-    struct PasskeyRegistration: Decodable {
-        let challengeID: String
-        let credential: RegistrationResponseJSON
-        enum CodingKeys: String, CodingKey {
-            case challengeID = "challenge_id"
-            case credential
-        }
-    }
-
-    struct CreateAccountRequest: Decodable {
-        let phoneCert: Base64URLBytes
-        let discoveryInbox: Base64URLBytes
-        let discoveryXWingPubkey: Base64URLBytes
-        let accountSigningPubkey: Base64URLBytes
-        let device: DeviceFields
-        let passkey: PasskeyRegistration
-        enum CodingKeys: String, CodingKey {
-            case phoneCert = "phone_cert"
-            case discoveryInbox = "discovery_inbox"
-            case discoveryXWingPubkey = "discovery_xwing_pubkey"
-            case accountSigningPubkey = "account_signing_pubkey"
-            case device, passkey
-        }
-    }
-
-    struct EnrolledResponse: Encodable {
-        let accountID: String
-        let deviceID: String
-        let sessionToken: String
-        let sessionExpiresAt: Int64
-        /// The account's label in the transparency log; the device keeps it (the approval carries it to
-        /// new devices).
-        var ktHandle: String?
-        enum CodingKeys: String, CodingKey {
-            case ktHandle = "kt_handle"
-            case accountID = "account_id"
-            case deviceID = "device_id"
-            case sessionToken = "session_token"
-            case sessionExpiresAt = "session_expires_at"
-        }
-    }
-
     func createAccount(_ request: HTTPRequest) async throws -> HTTPResponse {
-        let body = try request.decode(as: CreateAccountRequest.self)
+        let body = try request.decode(as: IdentityAPI.CreateAccountRequest.self)
         try clientLimiter.admit(request)
         let cert = try verify(body.phoneCert)
         guard body.discoveryInbox.data.count == 32 else {
@@ -338,7 +262,7 @@ public struct IdentityService: Sendable {
         let ktHandle = random.bytes(count: 16).base64URLEncodedString()
         let deviceID = random.bytes(count: 16).base64URLEncodedString()
         let now = clock.now().unixSeconds
-        let challenge = try consumeChallenge(body.passkey.challengeID, purpose: "register")
+        let challenge = try consumeChallenge(body.passkey.challengeID, purpose: .register)
         var response = try store(logger) {
             try database.transaction { transaction in
                 let credential = try verifyRegistration(body.passkey.credential, challenge: challenge)
@@ -371,7 +295,7 @@ public struct IdentityService: Sendable {
                     in: transaction)
                 let (token, expiresAt) = try sessions.create(
                     accountID: accountID, deviceID: deviceID, in: transaction)
-                return EnrolledResponse(
+                return IdentityAPI.EnrolledResponse(
                     accountID: accountID, deviceID: deviceID, sessionToken: token,
                     sessionExpiresAt: expiresAt.unixSeconds)
             }
@@ -406,24 +330,9 @@ public struct IdentityService: Sendable {
 
     // MARK: - Discovery
 
-    struct DiscoveryRequest: Decodable {
-        let phoneCert: Base64URLBytes
-        enum CodingKeys: String, CodingKey { case phoneCert = "phone_cert" }
-    }
-
-    /// Exactly the two fields the seed names; never an account id, never a device pubkey.
-    struct DiscoveryResponse: Encodable {
-        let discoveryInbox: Base64URLBytes
-        let discoveryXWingPubkey: Base64URLBytes
-        enum CodingKeys: String, CodingKey {
-            case discoveryInbox = "discovery_inbox"
-            case discoveryXWingPubkey = "discovery_xwing_pubkey"
-        }
-    }
-
     /// lookup_own_discovery: the cert's phone_id is the only lookup key; no parameter can point elsewhere.
     func lookupOwnDiscovery(_ request: HTTPRequest) async throws -> HTTPResponse {
-        let body = try request.decode(as: DiscoveryRequest.self)
+        let body = try request.decode(as: IdentityAPI.DiscoveryRequest.self)
         let cert = try verify(body.phoneCert)
         // The cert's number alone names the account: nothing else in the body is read.
         let row = try store(logger) {
@@ -441,35 +350,13 @@ public struct IdentityService: Sendable {
         event("discovery_lookup")
         return try .json(
             try store(logger) {
-                DiscoveryResponse(
+                IdentityAPI.DiscoveryResponse(
                     discoveryInbox: Base64URLBytes(try row.data("discovery_inbox")),
                     discoveryXWingPubkey: Base64URLBytes(try row.data("discovery_xwing_pubkey")))
             })
     }
 
     // MARK: - Grants
-
-    struct GrantRequest: Decodable {
-        /// "token" (the default: 32 random bytes for the sign-in approval) or "code" (six digits a person types).
-        let kind: String?
-        /// "add" (the default: the new device joins beside the others) or "replace_all" (it may be redeemed with
-        /// revoke_others, removing every other device).
-        let scope: String?
-        /// For "replace_all": an assertion of this device's own passkey over a challenge with purpose
-        /// "replace_all", so a stolen session token alone cannot mint one.
-        let passkey: LoginRequest?
-    }
-
-    struct GrantResponse: Encodable {
-        let grant: String
-        let kind: String
-        let scope: String
-        let expiresAt: Int64
-        enum CodingKeys: String, CodingKey {
-            case grant, kind, scope
-            case expiresAt = "expires_at"
-        }
-    }
 
     /// POST /v1/auth/devices/grant: a row in recovery_grants with a three-minute expiry, single use, minted
     /// by an enrolled device for its own account, with its scope: `add` (the default, and what the sign-in
@@ -479,23 +366,17 @@ public struct IdentityService: Sendable {
         let session = try sessions.authenticate(request)
         let body =
             request.body.isEmpty
-            ? GrantRequest(kind: nil, scope: nil, passkey: nil) : try request.decode(as: GrantRequest.self)
-        let kind = body.kind ?? "token"
-        guard kind == "token" || kind == "code" else {
-            throw HTTPError(.badRequest, .invalidField, "kind must be \"token\" or \"code\"")
-        }
-        let scope = body.scope ?? "add"
-        guard scope == "add" || scope == "replace_all" else {
-            throw HTTPError(.badRequest, .invalidField, "scope must be \"add\" or \"replace_all\"")
-        }
-        if scope == "replace_all" {
+            ? IdentityAPI.GrantRequest() : try request.decode(as: IdentityAPI.GrantRequest.self)
+        let kind = body.kind ?? .token
+        let scope = body.scope ?? .add
+        if scope == .replaceAll {
             guard let passkey = body.passkey else {
                 throw HTTPError(
                     .forbidden, .passkeyRequired,
                     "a replace_all grant removes every other device: send passkey, an assertion of this device's "
                         + "passkey over a challenge with purpose \"replace_all\"")
             }
-            let challenge = try consumeChallenge(passkey.challengeID, purpose: "replace_all")
+            let challenge = try consumeChallenge(passkey.challengeID, purpose: .replaceAll)
             _ = try store(logger) {
                 try database.transaction { transaction in
                     try verifyAssertion(passkey.credential, challenge: challenge, of: session.deviceID, in: transaction)
@@ -510,7 +391,7 @@ public struct IdentityService: Sendable {
                 // row is dead), and one still live makes this mint draw again. Tokens never collide.
                 for _ in 0..<16 {
                     let grant =
-                        kind == "token"
+                        kind == .token
                         ? random.bytes(count: 32).base64URLEncodedString() : PhoneVerifyService.randomCode(random)
                     let hash = Self.grantHash(grant, kind: kind, accountID: session.accountID)
                     if let existing = try transaction.queryOne(
@@ -526,8 +407,8 @@ public struct IdentityService: Sendable {
                             + "(grant_hash, account_id, issued_by, kind, scope, created_at, expires_at) "
                             + "VALUES (?, ?, ?, ?, ?, ?, ?)",
                         [
-                            .blob(hash), .text(session.accountID), .text(session.deviceID), .text(kind),
-                            .text(scope), .integer(now), .integer(expiresAt),
+                            .blob(hash), .text(session.accountID), .text(session.deviceID), .text(kind.rawValue),
+                            .text(scope.rawValue), .integer(now), .integer(expiresAt),
                         ])
                     return grant
                 }
@@ -539,8 +420,9 @@ public struct IdentityService: Sendable {
                 .serviceUnavailable, .rateLimited,
                 "too many codes are live for this account; try again in a few minutes")
         }
-        event(scope == "replace_all" ? "grant_minted_replace_all" : "grant_minted")
-        return try .json(GrantResponse(grant: grant, kind: kind, scope: scope, expiresAt: expiresAt), status: .created)
+        event(scope == .replaceAll ? "grant_minted_replace_all" : "grant_minted")
+        return try .json(
+            IdentityAPI.GrantResponse(grant: grant, kind: kind, scope: scope, expiresAt: expiresAt), status: .created)
     }
 
     /// A token grant is found by its hash alone; a code grant only within the account of the cert that comes
@@ -549,32 +431,18 @@ public struct IdentityService: Sendable {
     static let tooManyCodeAttempts = HTTPError(
         .tooManyRequests, .tooManyAttempts, "too many wrong codes; approve again")
 
-    static func grantHash(_ grant: String, kind: String, accountID: String) -> Data {
-        let input = kind == "token" ? "pixie/grant/token/v1\0" + grant : "pixie/grant/code/v1\0\(accountID)\0\(grant)"
+    static func grantHash(_ grant: String, kind: IdentityAPI.GrantKind, accountID: String) -> Data {
+        let input = kind == .token ? "pixie/grant/token/v1\0" + grant : "pixie/grant/code/v1\0\(accountID)\0\(grant)"
         return Data(SHA256.hash(data: Data(input.utf8)))
     }
 
     // MARK: - Register with grant
 
-    struct RegisterRequest: Decodable {
-        let grant: String?
-        let code: String?
-        let phoneCert: Base64URLBytes?
-        let device: DeviceFields
-        let passkey: PasskeyRegistration
-        let revokeOthers: Bool
-        enum CodingKeys: String, CodingKey {
-            case grant, code, device, passkey
-            case phoneCert = "phone_cert"
-            case revokeOthers = "revoke_others"
-        }
-    }
-
     /// The register-with-grant passkey enrollment: a grant (or a six-digit code with the number's cert)
     /// and a passkey registration enroll a new device in the grant's account; `revoke_others` (false on the
     /// sign-in path) removes every other device and ends their sessions.
     func registerWithGrant(_ request: HTTPRequest) async throws -> HTTPResponse {
-        let body = try request.decode(as: RegisterRequest.self)
+        let body = try request.decode(as: IdentityAPI.RegisterRequest.self)
         try clientLimiter.admit(request)
         try validate(body.device)
         let lookup: (hash: Data, accountID: String?)
@@ -583,7 +451,7 @@ public struct IdentityService: Sendable {
             guard let bytes = Data(base64URLEncoded: grant), bytes.count == 32 else {
                 throw HTTPError(.badRequest, .invalidField, "grant is the 32-byte token the approving device sent")
             }
-            lookup = (Self.grantHash(grant, kind: "token", accountID: ""), nil)
+            lookup = (Self.grantHash(grant, kind: .token, accountID: ""), nil)
         case (nil, let code?, let certBytes?):
             guard code.count == 6, code.allSatisfy({ $0.isASCII && $0.isNumber }) else {
                 throw HTTPError(.badRequest, .invalidCode, "code is the six digits the approving device shows")
@@ -596,15 +464,15 @@ public struct IdentityService: Sendable {
             else {
                 throw HTTPError(.notFound, .noAccount, "no account is registered for this number")
             }
-            lookup = (Self.grantHash(code, kind: "code", accountID: accountID), accountID)
+            lookup = (Self.grantHash(code, kind: .code, accountID: accountID), accountID)
         default:
             throw HTTPError(
                 .badRequest, .invalidField, "send either grant, or code together with phone_cert (and not both)")
         }
         let deviceID = random.bytes(count: 16).base64URLEncodedString()
         let now = clock.now().unixSeconds
-        let challenge = try consumeChallenge(body.passkey.challengeID, purpose: "register")
-        let outcome: Result<EnrolledResponse, HTTPError> = try store(logger) {
+        let challenge = try consumeChallenge(body.passkey.challengeID, purpose: .register)
+        let outcome: Result<IdentityAPI.EnrolledResponse, HTTPError> = try store(logger) {
             try database.transaction { transaction in
                 guard
                     let grant = try transaction.queryOne(
@@ -642,7 +510,7 @@ public struct IdentityService: Sendable {
                 }
                 // The redeemer does not choose the scope: the minting device did. Refused before anything is
                 // spent, so the same grant still adds the device without revoke_others.
-                if body.revokeOthers, try grant.string("scope") != "replace_all" {
+                if body.revokeOthers, try grant.string("scope") != IdentityAPI.GrantScope.replaceAll.rawValue {
                     return .failure(
                         HTTPError(
                             .forbidden, .grantScope,
@@ -676,7 +544,7 @@ public struct IdentityService: Sendable {
                 let (token, expiresAt) = try sessions.create(
                     accountID: accountID, deviceID: deviceID, in: transaction)
                 return .success(
-                    EnrolledResponse(
+                    IdentityAPI.EnrolledResponse(
                         accountID: accountID, deviceID: deviceID, sessionToken: token,
                         sessionExpiresAt: expiresAt.unixSeconds))
             }
@@ -709,26 +577,17 @@ public struct IdentityService: Sendable {
 
     // MARK: - Passkey sign-in
 
-    struct LoginRequest: Decodable {
-        let challengeID: String
-        let credential: AuthenticationResponseJSON
-        enum CodingKeys: String, CodingKey {
-            case challengeID = "challenge_id"
-            case credential
-        }
-    }
-
     func passkeyLogin(_ request: HTTPRequest) throws -> HTTPResponse {
-        let body = try request.decode(as: LoginRequest.self)
+        let body = try request.decode(as: IdentityAPI.PasskeyAssertion.self)
         try clientLimiter.admit(request)
-        let challenge = try consumeChallenge(body.challengeID, purpose: "login")
+        let challenge = try consumeChallenge(body.challengeID, purpose: .login)
         let response = try store(logger) {
             try database.transaction { transaction in
                 let (accountID, deviceID) = try verifyAssertion(
                     body.credential, challenge: challenge, of: nil, in: transaction)
                 let (token, expiresAt) = try sessions.create(
                     accountID: accountID, deviceID: deviceID, in: transaction)
-                return EnrolledResponse(
+                return IdentityAPI.EnrolledResponse(
                     accountID: accountID, deviceID: deviceID, sessionToken: token,
                     sessionExpiresAt: expiresAt.unixSeconds)
             }
@@ -799,30 +658,6 @@ public struct IdentityService: Sendable {
 
     // MARK: - Siblings
 
-    struct SiblingsResponse: Encodable {
-        struct Device: Encodable {
-            let deviceID: String
-            let pubkey: Base64URLBytes
-            /// Null for a device enrolled before devices registered them.
-            let inbox: Base64URLBytes?
-            let sealingKey: Base64URLBytes?
-            enum CodingKeys: String, CodingKey {
-                case deviceID = "device_id"
-                case pubkey, inbox
-                case sealingKey = "sealing_key"
-            }
-
-            func encode(to encoder: any Encoder) throws {
-                var container = encoder.container(keyedBy: CodingKeys.self)
-                try container.encode(deviceID, forKey: .deviceID)
-                try container.encode(pubkey, forKey: .pubkey)
-                try container.encode(inbox, forKey: .inbox)
-                try container.encode(sealingKey, forKey: .sealingKey)
-            }
-        }
-        let devices: [Device]
-    }
-
     /// GET /v1/sync/siblings: the roster of the session's account (the caller included; the device filters
     /// its own pubkey out). The account comes from the session only.
     func siblings(_ request: HTTPRequest) async throws -> HTTPResponse {
@@ -837,13 +672,13 @@ public struct IdentityService: Sendable {
                 "SELECT device_id, pubkey, inbox, sealing_key FROM devices WHERE account_id = ? AND removed_at IS NULL "
                     + "ORDER BY created_at, device_id", [.text(session.accountID)]
             ).map { row in
-                SiblingsResponse.Device(
+                IdentityAPI.SiblingsResponse.Device(
                     deviceID: try row.string("device_id"), pubkey: Base64URLBytes(try row.data("pubkey")),
                     inbox: try row.optionalData("inbox").map(Base64URLBytes.init),
                     sealingKey: try row.optionalData("sealing_key").map(Base64URLBytes.init))
             }
         }
-        return try .json(SiblingsResponse(devices: devices))
+        return try .json(IdentityAPI.SiblingsResponse(devices: devices))
     }
 
     // MARK: - Pieces
@@ -877,7 +712,7 @@ public struct IdentityService: Sendable {
         }
     }
 
-    func validate(_ device: DeviceFields) throws(HTTPError) {
+    func validate(_ device: IdentityAPI.DeviceFields) throws(HTTPError) {
         guard (32...4096).contains(device.pubkey.data.count) else {
             throw HTTPError(.badRequest, .invalidField, "device.pubkey must be 32 to 4096 bytes")
         }
@@ -898,7 +733,7 @@ public struct IdentityService: Sendable {
     }
 
     func enroll(
-        device: DeviceFields, deviceID: String, accountID: String, credential: RegisteredCredential,
+        device: IdentityAPI.DeviceFields, deviceID: String, accountID: String, credential: RegisteredCredential,
         in transaction: any SQLTransaction
     ) throws {
         let now = clock.now().unixSeconds

@@ -126,18 +126,15 @@ struct KeyTransparency: Sendable {
             status: .ok, headers: ["Content-Type": "text/plain; charset=utf-8"], body: Data(note.utf8))
     }
 
-    struct SizesResponse: Encodable { let sizes: [UInt64] }
-
     /// The sizes of the checkpoints after `?after=N` (default 0), at most `?limit=` (default and cap 1000).
     func checkpointSizes(_ request: HTTPRequest) async throws -> HTTPResponse {
         let after = try Self.number(request, "after") ?? 0
         let limit = Int(min(try Self.number(request, "limit") ?? 1000, 1000))
         guard limit > 0 else { throw HTTPError(.badRequest, .badRequest, "limit must be 1 to 1000") }
         return try .json(
-            SizesResponse(sizes: try await proving { try await sequencer.checkpointSizes(after: after, limit: limit) }))
+            TransparencyAPI.SizesResponse(
+                sizes: try await proving { try await sequencer.checkpointSizes(after: after, limit: limit) }))
     }
-
-    struct ProofResponse: Encodable { let proof: Base64URLBytes }
 
     /// The consistency proof between `?from=` and `?to=` (RFC 9162 §2.1.4, encoded as docs/pixie-protocol.md, "Proofs", says).
     func consistency(_ request: HTTPRequest) async throws -> HTTPResponse {
@@ -145,10 +142,8 @@ struct KeyTransparency: Sendable {
             throw HTTPError(.badRequest, .badRequest, "send ?from=<size>&to=<size>")
         }
         let proof = try await proving { try await sequencer.consistencyProof(from: from, to: to) }
-        return try .json(ProofResponse(proof: Base64URLBytes(proof.encoded)))
+        return try .json(TransparencyAPI.ProofResponse(proof: Base64URLBytes(proof.encoded)))
     }
-
-    struct EntriesResponse: Encodable { let entries: [Base64URLBytes] }
 
     /// The encoded entries `?start=` ..< `?end=` (at most 10,000), for auditors.
     func entries(_ request: HTTPRequest) async throws -> HTTPResponse {
@@ -158,24 +153,13 @@ struct KeyTransparency: Sendable {
             throw HTTPError(.badRequest, .badRequest, "send ?start=<index>&end=<index> with start ≤ end")
         }
         let entries = try await proving { try await sequencer.entries(start..<end) }
-        return try .json(EntriesResponse(entries: entries.map { Base64URLBytes($0.encoded) }))
-    }
-
-    struct LookupRequest: Decodable {
-        let label: String
-        let since: UInt64?
-    }
-
-    struct LookupResponse: Encodable {
-        let checkpoint: String
-        let consistency: Base64URLBytes?
-        let lookup: Base64URLBytes
+        return try .json(TransparencyAPI.EntriesResponse(entries: entries.map { Base64URLBytes($0.encoded) }))
     }
 
     /// A label's lookup proof at the latest checkpoint, with the consistency proof from the size the device
     /// pinned (`since`): everything ``Transparency/TransparencyVerifier`` needs in one answer.
     func lookup(_ request: HTTPRequest) async throws -> HTTPResponse {
-        let body = try request.decode(as: LookupRequest.self)
+        let body = try request.decode(as: TransparencyAPI.LookupRequest.self)
         let label: Label
         do {
             label = try Label(body.label)
@@ -184,7 +168,7 @@ struct KeyTransparency: Sendable {
         }
         let answer = try await proving { try await sequencer.answer(for: label, since: body.since) }
         return try .json(
-            LookupResponse(
+            TransparencyAPI.LookupResponse(
                 checkpoint: answer.checkpoint, consistency: answer.consistencyProof.map { Base64URLBytes($0.encoded) },
                 lookup: Base64URLBytes(answer.lookup.encoded)))
     }

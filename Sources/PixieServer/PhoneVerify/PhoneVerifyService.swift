@@ -105,26 +105,8 @@ public struct PhoneVerifyService: Sendable {
 
     // MARK: - Start
 
-    struct StartRequest: Decodable {
-        let phoneNumber: String
-        enum CodingKeys: String, CodingKey { case phoneNumber = "phone_number" }
-    }
-
-    struct StartResponse: Encodable {
-        let verificationID: String
-        let expiresAt: Int64
-        let codeLength: Int
-        let attemptsAllowed: Int
-        enum CodingKeys: String, CodingKey {
-            case verificationID = "verification_id"
-            case expiresAt = "expires_at"
-            case codeLength = "code_length"
-            case attemptsAllowed = "attempts_allowed"
-        }
-    }
-
     func start(_ request: HTTPRequest) async throws -> HTTPResponse {
-        let body = try request.decode(as: StartRequest.self)
+        let body = try request.decode(as: PhoneVerifyAPI.StartRequest.self)
         let number: PhoneNumber
         do {
             number = try PhoneNumber(body.phoneNumber)
@@ -177,33 +159,13 @@ public struct PhoneVerifyService: Sendable {
         }
         metrics.increment("pixie_phone_codes_sent_total")
         return try .json(
-            StartResponse(
+            PhoneVerifyAPI.StartResponse(
                 verificationID: verificationID, expiresAt: now.unixSeconds + Int64(configuration.codeLifetime),
                 codeLength: Self.codeLength, attemptsAllowed: configuration.attemptsAllowed),
             status: .created)
     }
 
     // MARK: - Check
-
-    struct CheckRequest: Decodable {
-        let verificationID: String
-        let code: String
-        enum CodingKeys: String, CodingKey {
-            case verificationID = "verification_id"
-            case code
-        }
-    }
-
-    struct CheckResponse: Encodable {
-        let phoneCert: Base64URLBytes
-        let phoneID: Base64URLBytes
-        let expiresAt: Int64
-        enum CodingKeys: String, CodingKey {
-            case phoneCert = "phone_cert"
-            case phoneID = "phone_id"
-            case expiresAt = "expires_at"
-        }
-    }
 
     private enum CheckOutcome {
         case notFound, used, expired, locked
@@ -212,7 +174,7 @@ public struct PhoneVerifyService: Sendable {
     }
 
     func check(_ request: HTTPRequest) async throws -> HTTPResponse {
-        let body = try request.decode(as: CheckRequest.self)
+        let body = try request.decode(as: PhoneVerifyAPI.CheckRequest.self)
         guard body.code.count == Self.codeLength, body.code.allSatisfy({ $0.isASCII && $0.isNumber }) else {
             throw HTTPError(.badRequest, .invalidCode, "the code is \(Self.codeLength) digits, 0 to 9")
         }
@@ -265,7 +227,7 @@ public struct PhoneVerifyService: Sendable {
                 phoneID: phoneID, issuedAt: now, expiresAt: expiresAt, signedBy: keys.phoneVerify)
             metrics.increment("pixie_phone_certs_minted_total")
             return try .json(
-                CheckResponse(
+                PhoneVerifyAPI.CheckResponse(
                     phoneCert: Base64URLBytes(cert.rawRepresentation), phoneID: Base64URLBytes(phoneID),
                     expiresAt: cert.expiresAt.unixSeconds))
         }

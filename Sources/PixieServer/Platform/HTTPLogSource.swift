@@ -43,8 +43,7 @@ public struct HTTPLogSource: LogSource {
     }
 
     public func checkpointSizes(after size: UInt64, limit: Int) async throws -> [UInt64] {
-        struct Sizes: Decodable { let sizes: [UInt64] }
-        return try await json(Sizes.self, "/v1/kt/checkpoints?after=\(size)&limit=\(limit)").sizes
+        try await json(TransparencyAPI.SizesResponse.self, "/v1/kt/checkpoints?after=\(size)&limit=\(limit)").sizes
     }
 
     public func checkpoint(size: UInt64) async throws -> Checkpoint {
@@ -53,14 +52,14 @@ public struct HTTPLogSource: LogSource {
     }
 
     public func entries(_ range: Range<UInt64>) async throws -> [Entry] {
-        struct Entries: Decodable { let entries: [Base64URLBytes] }
         let path = "/v1/kt/entries?start=\(range.lowerBound)&end=\(range.upperBound)"
-        return try await json(Entries.self, path).entries.map { try Entry(encoded: $0.data) }
+        return try await json(TransparencyAPI.EntriesResponse.self, path).entries.map { try Entry(encoded: $0.data) }
     }
 
     public func consistencyProof(from oldSize: UInt64, to newSize: UInt64) async throws -> ConsistencyProof {
-        struct Proof: Decodable { let proof: Base64URLBytes }
-        let proof = try await json(Proof.self, "/v1/kt/consistency?from=\(oldSize)&to=\(newSize)").proof
+        let proof = try await json(
+            TransparencyAPI.ProofResponse.self, "/v1/kt/consistency?from=\(oldSize)&to=\(newSize)"
+        ).proof
         return try ConsistencyProof(encoded: proof.data)
     }
 
