@@ -9,14 +9,20 @@
 #include <arpa/inet.h>
 #include <microhttpd.h>
 
+/// MHD_OPTION_URI_LOG_CALLBACK's callback: called with the request line's URI, before the headers are read, on
+/// the connection's thread; what it returns becomes the request's `con_cls`.
+typedef void *(*CMicroHTTPD_URILogCallback)(void *cls, const char *uri, struct MHD_Connection *connection);
+
 /// `MHD_start_daemon` is variadic (options as a NULL-terminated list), which Swift cannot call.
 /// This fixed wrapper listens on 127.0.0.1:`port` only (0 lets the kernel choose), with a limit on
-/// open connections, an idle timeout in seconds, an accept policy, and completion and connection callbacks,
-/// all given `cls`. Returns NULL on failure.
+/// open connections, an idle timeout in seconds, an accept policy, completion and connection callbacks, an
+/// error logger (given first, so that option errors reach it too; it only sees messages when `flags` has
+/// MHD_USE_ERROR_LOG) and a URI log callback, all given `cls`. Returns NULL on failure.
 static inline struct MHD_Daemon *CMicroHTTPD_start_loopback(
     unsigned int flags, uint16_t port, unsigned int connection_limit, unsigned int timeout_seconds,
     MHD_AcceptPolicyCallback accept_policy, MHD_AccessHandlerCallback handler,
-    MHD_RequestCompletedCallback completed, MHD_NotifyConnectionCallback notify, void *cls) {
+    MHD_RequestCompletedCallback completed, MHD_NotifyConnectionCallback notify, MHD_LogCallback logger,
+    CMicroHTTPD_URILogCallback uri_log, void *cls) {
     struct sockaddr_in address;
     memset(&address, 0, sizeof(address));
     address.sin_family = AF_INET;
@@ -24,11 +30,13 @@ static inline struct MHD_Daemon *CMicroHTTPD_start_loopback(
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     return MHD_start_daemon(
         flags, port, accept_policy, cls, handler, cls,
+        MHD_OPTION_EXTERNAL_LOGGER, logger, cls,
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&address,
         MHD_OPTION_CONNECTION_LIMIT, connection_limit,
         MHD_OPTION_CONNECTION_TIMEOUT, timeout_seconds,
         MHD_OPTION_NOTIFY_COMPLETED, completed, cls,
         MHD_OPTION_NOTIFY_CONNECTION, notify, cls,
+        MHD_OPTION_URI_LOG_CALLBACK, uri_log, cls,
         MHD_OPTION_END);
 }
 

@@ -33,14 +33,17 @@ final class Daemon {
         // and block while a streamed body's consumer or producer is slow. Upgrades carry WebSockets. The
         // inter-thread channel lets `drain` stop the listener while connections finish (MHD_quiesce_daemon).
         // poll(2), not select(2): select cannot watch a descriptor past 1023, and libmicrohttpd would refuse it.
+        // Its error log goes to MalformedContentLength's logger, which answers the one refusal it garbles.
         let flags = UInt32(
             MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_THREAD_PER_CONNECTION.rawValue
-                | MHD_ALLOW_UPGRADE.rawValue | MHD_USE_ITC.rawValue | MHD_USE_POLL.rawValue)
+                | MHD_ALLOW_UPGRADE.rawValue | MHD_USE_ITC.rawValue | MHD_USE_POLL.rawValue
+                | MHD_USE_ERROR_LOG.rawValue)
         errno = 0
         guard
             let handle = CMicroHTTPD_start_loopback(
                 flags, configuration.port, UInt32(connections.httpConnectionLimit), connectionTimeout, acceptPolicy,
-                accessHandler, requestCompleted, notifyConnection, cls)
+                accessHandler, requestCompleted, notifyConnection, MalformedContentLength.logger,
+                MalformedContentLength.uriLog, cls)
         else {
             let detail = errno == 0 ? "" : " (\(String(cString: strerror(errno))))"
             throw HTTPError(
