@@ -154,7 +154,7 @@ public enum RelayClientFrame: Sendable, Equatable {
     /// Parses one frame strictly: exact lengths, a known type and wake class, tokens of 1-512 bytes (push
     /// tokens 0-512). Throws ``RelayFrameError`` carrying the request id when it could be read.
     public init(decoding bytes: some DataProtocol) throws(RelayFrameError) {
-        var reader = FrameReader(Data(bytes))
+        var reader = WireReader(Data(bytes))
         guard let type = reader.byte(), let id = reader.uint32() else {
             throw RelayFrameError(
                 .malformed, requestID: 0, "a relay frame starts with a type byte and a 4-byte request id")
@@ -255,7 +255,7 @@ public enum RelayServerFrame: Sendable, Equatable {
 
     /// Parses one relay frame strictly (a device's side).
     public init(decoding bytes: some DataProtocol) throws(RelayFrameError) {
-        var reader = FrameReader(Data(bytes))
+        var reader = WireReader(Data(bytes))
         func malformed(_ what: String) -> RelayFrameError { RelayFrameError(.malformed, requestID: 0, what) }
         guard let type = reader.byte() else { throw malformed("an empty relay frame") }
         switch type {
@@ -300,58 +300,4 @@ public struct RelayFrameError: Error, Sendable, Equatable, CustomStringConvertib
     }
 
     public var description: String { "RelayFrameError.\(code): \(reason)" }
-}
-
-/// Reads big-endian fields from a frame, returning nil past the end.
-private struct FrameReader {
-    let data: Data
-    var offset: Int
-
-    init(_ data: Data) {
-        self.data = data
-        self.offset = data.startIndex
-    }
-
-    var isAtEnd: Bool { offset == data.endIndex }
-    var remaining: Int { data.endIndex - offset }
-
-    mutating func byte() -> UInt8? {
-        guard offset < data.endIndex else { return nil }
-        defer { offset += 1 }
-        return data[offset]
-    }
-
-    mutating func bytes(_ count: Int) -> Data? {
-        guard remaining >= count else { return nil }
-        defer { offset += count }
-        return data.subdata(in: offset..<(offset + count))
-    }
-
-    mutating func uint16() -> UInt16? {
-        guard let b = bytes(2) else { return nil }
-        return UInt16(b[b.startIndex]) << 8 | UInt16(b[b.startIndex + 1])
-    }
-
-    mutating func uint32() -> UInt32? {
-        guard let b = bytes(4) else { return nil }
-        return b.reduce(0) { $0 << 8 | UInt32($1) }
-    }
-
-    mutating func rest() -> Data {
-        defer { offset = data.endIndex }
-        return data.subdata(in: offset..<data.endIndex)
-    }
-}
-
-extension Data {
-    fileprivate mutating func appendUInt16(_ value: UInt16) {
-        append(UInt8(value >> 8))
-        append(UInt8(value & 0xff))
-    }
-
-    fileprivate mutating func appendUInt32(_ value: UInt32) {
-        append(contentsOf: [
-            UInt8(value >> 24), UInt8(value >> 16 & 0xff), UInt8(value >> 8 & 0xff), UInt8(value & 0xff),
-        ])
-    }
 }

@@ -1,0 +1,47 @@
+import Foundation
+
+/// What a sealed payload is, the first byte inside every DiscoveryBox, sign-in reply and sealed-sender envelope
+/// (docs/pixie-protocol.md, "Payload types"). The sender puts the matching ``WakeClass`` on the relay's SEND, so
+/// the relay learns how urgent a frame is and nothing of what it says.
+public enum PayloadType: UInt8, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+    /// A new device asks to join (in a ``DiscoveryBox``): ``SignInRequest``.
+    case signInRequest = 0x01
+    /// A sibling saw the request and asks its person: ``SignInAck``.
+    case signInAck = 0x02
+    /// The person's answer: ``SignInApproval``.
+    case signInApproval = 0x03
+    /// A new device asks a sibling for its store.
+    case syncRequest = 0x10
+    /// A sibling's answer: where the sealed snapshot is.
+    case syncOffer = 0x11
+    /// The new device says whether the snapshot was absorbed.
+    case syncAck = 0x12
+    /// A row-level change between siblings (the digest loop).
+    case syncDelta = 0x13
+
+    /// SyncRequest is the only Sync type: the one frame worth waking a sleeping sibling for, since a new device
+    /// waits on it. Everything else, sign-in frames included, reaches live connections only (the seed: "If no
+    /// sibling is online, nothing answers").
+    public var wakeClass: WakeClass { self == .syncRequest ? .sync : .silent }
+
+    public var description: String {
+        switch self {
+        case .signInRequest: "signin_request"
+        case .signInAck: "signin_ack"
+        case .signInApproval: "signin_approval"
+        case .syncRequest: "sync_request"
+        case .syncOffer: "sync_offer"
+        case .syncAck: "sync_ack"
+        case .syncDelta: "sync_delta"
+        }
+    }
+
+    static func decode(_ byte: UInt8?, in what: String) throws(PixieWireError) -> PayloadType {
+        guard let byte else { throw PixieWireError(.malformed, "\(what) ends before its payload type") }
+        guard let type = PayloadType(rawValue: byte) else {
+            throw PixieWireError(
+                .malformed, "\(what) carries payload type 0x\(String(byte, radix: 16)), which is unknown")
+        }
+        return type
+    }
+}

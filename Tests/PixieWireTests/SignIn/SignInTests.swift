@@ -1,0 +1,128 @@
+import Foundation
+import PixieWire
+import SiblingsCrypto
+import Testing
+
+@Suite("Sign-in messages: DiscoveryBox, the reply channel, request, ack and approval")
+struct SignInTests {
+    let discovery = XWing.PrivateKey()
+    let cert = SecureRandom.bytes(count: PhoneOwnershipCert.byteCount)
+
+    func request() throws -> SignInRequest {
+        SignInRequest(
+            deviceModel: "Pixel 9", replySubject: RelaySubjectKey().subject, sealingKey: XWing.PrivateKey().publicKey,
+            timestamp: Date(timeIntervalSince1970: 1_800_000_000))
+    }
+
+    @Test("a box opens under the discovery key only, and both ends hold the same reply channel")
+    func discoveryBox() throws {
+        let request = try request()
+        let box = DiscoveryBox(phoneCert: cert, type: .signInRequest, payload: try request.encoded)
+        let (sealed, requester) = try box.sealed(to: discovery.publicKey)
+        #expect(sealed.count == 1 + 1120 + PhoneOwnershipCert.byteCount + 1 + (try request.encoded).count + 16)
+        let (opened, sibling) = try DiscoveryBox.open(sealed, with: discovery)
+        #expect(opened == box)
+        #expect(try SignInRequest(decoding: opened.payload) == request)
+        #expect(sibling.checkCode == requester.checkCode)
+        #expect(sibling.checkCode.count == 8 && sibling.checkCode.allSatisfy(\.isNumber))
+
+        // Another account's discovery key, a flipped byte anywhere, a cut box: nothing opens.
+        #expect(throws: PixieWireError.self) { try DiscoveryBox.open(sealed, with: XWing.PrivateKey()) }
+        for index in [0, 1, 600, 1121, sealed.count - 1] {
+            var altered = sealed
+            altered[index] ^= 0x01
+            #expect(throws: PixieWireError.self) { try DiscoveryBox.open(altered, with: discovery) }
+        }
+        #expect(throws: PixieWireError.self) { try DiscoveryBox.open(sealed.prefix(1200), with: discovery) }
+        // A second request to the same key has its own channel.
+        let (_, other) = try box.sealed(to: discovery.publicKey)
+        #expect(throws: PixieWireError.self) { try other.open(try requester.seal(.signInAck, Data())) }
+        #expect(throws: PixieWireError.self) {
+            try DiscoveryBox(phoneCert: Data(cert.prefix(10)), type: .signInRequest, payload: Data()).sealed(
+                to: discovery.publicKey)
+        }
+    }
+
+    @Test("only the request's own channel opens a reply: not a forgery sealed to the requester's key")
+    func replies() throws {
+        let requesterKey = XWing.PrivateKey()
+        let (sealed, requester) = try DiscoveryBox(phoneCert: cert, type: .signInRequest, payload: Data([1]))
+            .sealed(to: discovery.publicKey)
+        let (_, sibling) = try DiscoveryBox.open(sealed, with: discovery)
+
+        let approval = SignInApproval.approved(
+            .init(
+                grant: SecureRandom.bytes(count: 32).base64URLEncodedString(),
+                accountSeed: SecureRandom.bytes(count: 32),
+                ktHandle: "k1", discoverySeed: SecureRandom.bytes(count: 32)))
+        let reply = try sibling.seal(.signInApproval, try approval.encoded)
+        let (type, payload) = try requester.open(reply)
+        #expect(type == .signInApproval)
+        #expect(try SignInApproval(decoding: payload) == approval)
+        // The filler is fresh each time: two seals of the same reply differ from the first byte after the version.
+        let again = try sibling.seal(.signInApproval, try approval.encoded)
+        #expect(again.count == reply.count && again.dropFirst().prefix(1120) != reply.dropFirst().prefix(1120))
+
+        // A hostile relay knows the reply subject, and here even the requester's public key: it seals a well-formed
+        // HPKE message to that key, in the reply's layout. It does not open.
+        var forger = try HPKE.Sender(
+            recipientKey: requesterKey.publicKey, ciphersuite: .XWingMLKEM768X25519_SHA256_AES_GCM_256,
+            info: Data("pixie/discovery-box/v1".utf8))
+        let header = Data([1]) + forger.encapsulatedKey
+        let forged = header + (try forger.seal(Data([PayloadType.signInApproval.rawValue]) + (try approval.encoded)))
+        #expect(throws: PixieWireError.self) { try requester.open(forged) }
+        // A reply for another request, and an altered one, do not open either.
+        let (otherBox, _) = try DiscoveryBox(phoneCert: cert, type: .signInRequest, payload: Data([2])).sealed(
+            to: discovery.publicKey)
+        let otherSibling = try DiscoveryBox.open(otherBox, with: discovery).replies
+        #expect(throws: PixieWireError.self) { try requester.open(try otherSibling.seal(.signInApproval, Data([0]))) }
+        var altered = reply
+        altered[1130] ^= 1
+        #expect(throws: PixieWireError.self) { try requester.open(altered) }
+    }
+
+    @Test("the check code is typed with or without separators, and a wrong one does not match")
+    func checkCode() throws {
+        let (_, channel) = try DiscoveryBox(phoneCert: cert, type: .signInRequest, payload: Data()).sealed(
+            to: discovery.publicKey)
+        let code = channel.checkCode
+        #expect(channel.matches(checkCode: code))
+        #expect(channel.matches(checkCode: code.prefix(4) + " " + code.dropFirst(4)))
+        #expect(channel.matches(checkCode: code.prefix(4) + "-" + code.dropFirst(4)))
+        let wrong = String(code.dropLast()) + (code.last == "0" ? "1" : "0")
+        #expect(!channel.matches(checkCode: wrong))
+        #expect(!channel.matches(checkCode: String(code.dropLast())))
+        #expect(!channel.matches(checkCode: ""))
+    }
+
+    @Test("requests, acks and approvals decode what they encode, and refuse anything else")
+    func messages() throws {
+        let request = try request()
+        #expect(try SignInRequest(decoding: request.encoded) == request)
+        let encoded = try request.encoded
+        #expect(throws: PixieWireError.self) { try SignInRequest(decoding: encoded.dropLast()) }
+        #expect(throws: PixieWireError.self) { try SignInRequest(decoding: encoded + Data([0])) }
+        var long = request
+        long.deviceModel = String(repeating: "x", count: 65)
+        #expect(throws: PixieWireError.self) { try long.encoded }
+
+        let ack = SignInAck(deviceFamily: "iPhone")
+        #expect(try SignInAck(decoding: ack.encoded) == ack)
+        #expect(throws: PixieWireError.self) { try SignInAck(decoding: Data([0, 0])) }
+
+        #expect(try SignInApproval.rejected.encoded == Data([0]))
+        #expect(try SignInApproval(decoding: Data([0])) == .rejected)
+        #expect(throws: PixieWireError.self) { try SignInApproval(decoding: Data([0, 1])) }
+        #expect(throws: PixieWireError.self) { try SignInApproval(decoding: Data([2])) }
+        let short = SignInApproval.approved(
+            .init(grant: "g", accountSeed: Data(count: 31), ktHandle: "k", discoverySeed: Data(count: 32)))
+        #expect(throws: PixieWireError.self) { try short.encoded }
+    }
+
+    @Test("SyncRequest is the only payload type that wakes a device")
+    func wakeClasses() {
+        #expect(PayloadType.allCases.filter { $0.wakeClass == .sync } == [.syncRequest])
+        #expect(PayloadType.signInRequest.wakeClass == .silent)
+        #expect(PayloadType.signInApproval.wakeClass == .silent)
+    }
+}
