@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "CommandLineKit", targets: ["CommandLineKit"]),
         .library(name: "Sempere", targets: ["Sempere"]),
         .library(name: "HTTPServer", targets: ["HTTPServer"]),
+        .library(name: "WebSockets", targets: ["WebSockets"]),
         .library(name: "PixieWire", targets: ["PixieWire"]),
         .library(name: "Storage", targets: ["Storage"]),
         .library(name: "WebAuthn", targets: ["WebAuthn"]),
@@ -82,10 +83,14 @@ let package = Package(
         .target(name: "Sempere", dependencies: ["Age", "SiblingsCrypto", "CQREncode"], swiftSettings: strict),
 
         // The HTTP platform under pixie-server (../shared/ARCHITECTURE.md): requests, responses, a router with
-        // middleware, an in-memory test client, and a libmicrohttpd server on 127.0.0.1, with streamed bodies and
-        // WebSockets (SiblingsCrypto only for the handshake's SHA-1).
+        // middleware, an in-memory test client, and a libmicrohttpd server on 127.0.0.1, with streamed bodies; its
+        // upgraded connections go to WebSockets.
         .target(
-            name: "HTTPServer", dependencies: ["CMicroHTTPD", "CEpoll", "SiblingsCrypto"], swiftSettings: strict),
+            name: "HTTPServer", dependencies: ["CMicroHTTPD", "WebSockets", "SiblingsCrypto"], swiftSettings: strict),
+
+        // WebSockets (RFC 6455) on our own epoll event loops, server and client side, without libmicrohttpd: the
+        // server hands upgraded sockets to it, and a device's relay session connects with its client.
+        .target(name: "WebSockets", dependencies: ["CEpoll", "SiblingsCrypto"], swiftSettings: strict),
 
         // Pixie's wire types shared by server and device: PhoneOwnershipCert, SenderCert, relay frames, the trust
         // bundle, the KT labels and roster commitment, and every JSON body under API/ (docs/pixie-protocol.md).
@@ -118,7 +123,8 @@ let package = Package(
         .target(
             name: "PixieServer",
             dependencies: [
-                "HTTPServer", "Storage", "WebAuthn", "PixieWire", "SiblingsCrypto", "Transparency", "PrivacyPass",
+                "HTTPServer", "WebSockets", "Storage", "WebAuthn", "PixieWire", "SiblingsCrypto", "Transparency",
+                "PrivacyPass",
             ],
             swiftSettings: strict),
 
@@ -140,11 +146,14 @@ let package = Package(
         // Token-gated relay sends beside raw NATS pub/sub, 1 KiB frames, p50/p99 (scripts/bench-relay.sh).
         // The epoll load client of scripts/bench-connections.sh and the relay churn test.
         .executableTarget(
-            name: "connection-bench", dependencies: ["CEpoll", "CommandLineKit", "HTTPServer", "PixieWire"],
+            name: "connection-bench",
+            dependencies: ["CEpoll", "CommandLineKit", "HTTPServer", "WebSockets", "PixieWire"],
             swiftSettings: strict),
         .executableTarget(
             name: "relay-bench",
-            dependencies: ["HTTPServer", "PixieWire", "CNATS", "CommandLineKit", "PixieServer", "PrivacyPass"],
+            dependencies: [
+                "HTTPServer", "WebSockets", "PixieWire", "CNATS", "CommandLineKit", "PixieServer", "PrivacyPass",
+            ],
             swiftSettings: strict),
 
         // The Sempere command-line program (README.md, "Sempere from the terminal").
@@ -198,7 +207,7 @@ let package = Package(
         ),
         .testTarget(
             name: "HTTPServerTests",
-            dependencies: ["HTTPServer", "SiblingsCrypto", "SiblingsTestSupport"],
+            dependencies: ["HTTPServer", "WebSockets", "SiblingsCrypto", "SiblingsTestSupport"],
             swiftSettings: strict
         ),
         .testTarget(
@@ -212,7 +221,8 @@ let package = Package(
         .testTarget(
             name: "PixieServerTests",
             dependencies: [
-                "PixieServer", "PixieWire", "HTTPServer", "Storage", "WebAuthn", "SiblingsCrypto", "CommandLineKit",
+                "PixieServer", "PixieWire", "HTTPServer", "WebSockets", "Storage", "WebAuthn", "SiblingsCrypto",
+                "CommandLineKit",
                 "Transparency", "PrivacyPass", "PixieDevice", "SiblingsTestSupport",
             ],
             swiftSettings: strict),
@@ -228,9 +238,10 @@ let package = Package(
         ),
         .testTarget(
             name: "PixieDeviceTests",
-            // No PixieServer: the device side builds and talks to the server (the binary) without it.
+            // No PixieServer and no HTTPServer (libmicrohttpd): the device side builds and talks to the server (the
+            // binary) without them.
             dependencies: [
-                "PixieDevice", "PixieWire", "PrivacyPass", "Transparency", "Storage", "SiblingsCrypto", "HTTPServer",
+                "PixieDevice", "PixieWire", "PrivacyPass", "Transparency", "Storage", "SiblingsCrypto", "WebSockets",
                 "WebAuthn",
             ],
             swiftSettings: strict

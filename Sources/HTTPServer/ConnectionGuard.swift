@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Synchronization
+import WebSockets
 
 #if canImport(Glibc)
     import Glibc

@@ -1,6 +1,7 @@
 internal import CMicroHTTPD
 import Foundation
 import Synchronization
+import WebSockets
 
 /// Owns one `MHD_Daemon*`: started in `init`, stopped in `deinit`.
 final class Daemon {

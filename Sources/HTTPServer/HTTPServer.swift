@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import WebSockets
 
 /// A running HTTP/1.1 server on 127.0.0.1 (libmicrohttpd) that hands each complete request to a responder.
 ///

@@ -1,3 +1,5 @@
+import WebSockets
+
 /// What a route handler learns beyond the request: the values of its `:name` path segments.
 public struct RequestContext: Sendable {
     /// The path parameters by name: for the route `/v1/devices/:id` and the path `/v1/devices/42`, `["id": "42"]`.
@@ -102,7 +104,7 @@ public struct Router: HTTPResponder {
         handler: @escaping @Sendable (HTTPRequest, WebSocket) async throws -> Void
     ) {
         on(.get, pattern) { request, _ in
-            try WebSocket.upgrade(request, maximumMessageSize: maximumMessageSize, run: .handler(handler))
+            try WebSocketHandshake.upgrade(request, maximumMessageSize: maximumMessageSize, run: .handler(handler))
         }
     }
 
@@ -114,7 +116,7 @@ public struct Router: HTTPResponder {
         consumer: @escaping @Sendable (HTTPRequest, WebSocket) -> any WebSocketConsumer
     ) {
         on(.get, pattern) { request, _ in
-            try WebSocket.upgrade(request, maximumMessageSize: maximumMessageSize, run: .consumer(consumer))
+            try WebSocketHandshake.upgrade(request, maximumMessageSize: maximumMessageSize, run: .consumer(consumer))
         }
     }
 

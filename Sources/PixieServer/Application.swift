@@ -5,6 +5,7 @@ import SiblingsCrypto
 import Storage
 import Synchronization
 import Transparency
+import WebSockets
 
 /// The `pixie-server` process: the configured services on one router, one store and one HTTP listener,
 /// plus `/healthz` and `/metrics`.

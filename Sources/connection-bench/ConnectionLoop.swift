@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import HTTPServer
 import PixieWire
+import WebSockets
 
 /// The protocol a connection speaks.
 enum Wire: String, ExpressibleByArgument {

@@ -1,5 +1,6 @@
 import CommandLineKit
 import Foundation
+import WebSockets
 
 /// `connection-bench`: the load client for many connections from one process and one thread (epoll, non-blocking
 /// sockets, a small slot per connection), so the client costs little beside the server it loads.

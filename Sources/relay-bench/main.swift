@@ -6,6 +6,7 @@ import PixieServer
 import PixieWire
 import PrivacyPass
 import Synchronization
+import WebSockets
 
 /// `relay-bench`: token-gated relay sends between two connected clients beside raw NATS pub/sub, the same
 /// driver for both: one publisher, one subscriber, 1 KiB messages, at most `--window` in flight, each

@@ -2,6 +2,7 @@ import Foundation
 import HTTPServer
 import SiblingsTestSupport
 import Testing
+import WebSockets
 
 #if canImport(Glibc)
     import Glibc

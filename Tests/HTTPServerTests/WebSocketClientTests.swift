@@ -2,6 +2,7 @@ import Foundation
 import HTTPServer
 import SiblingsTestSupport
 import Testing
+import WebSockets
 
 /// Interop with the Python `websockets` package (Tests/Reference/websocket_interop.py in the project's
 /// venv; see ``ReferenceOracle/python()``). Without the venv these tests fail saying how to install it.

@@ -3,6 +3,7 @@ import HTTPServer
 import SiblingsTestSupport
 import Synchronization
 import Testing
+import WebSockets
 
 #if canImport(Glibc)
     import Glibc

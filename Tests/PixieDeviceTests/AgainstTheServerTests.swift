@@ -1,11 +1,11 @@
 import Foundation
-import HTTPServer
 import PixieDevice
 import PixieWire
 import SiblingsCrypto
 import Testing
 import Transparency
 import WebAuthn
+import WebSockets
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking

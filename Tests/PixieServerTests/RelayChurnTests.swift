@@ -1,6 +1,7 @@
 import Foundation
 import SiblingsTestSupport
 import Testing
+import WebSockets
 
 #if canImport(Glibc)
     import Glibc

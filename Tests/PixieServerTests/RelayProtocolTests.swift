@@ -6,6 +6,7 @@ import PrivacyPass
 import SiblingsTestSupport
 import Storage
 import Testing
+import WebSockets
 
 @Suite("Relay: malformed frames, limits, and an outside client")
 struct RelayProtocolTests {

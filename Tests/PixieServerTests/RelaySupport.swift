@@ -4,6 +4,7 @@ import PixieServer
 import PixieWire
 import Storage
 import Synchronization
+import WebSockets
 
 #if canImport(Glibc)
     import Glibc

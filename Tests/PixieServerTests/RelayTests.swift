@@ -4,6 +4,7 @@ import PixieServer
 import PixieWire
 import SiblingsCrypto
 import Testing
+import WebSockets
 
 @Suite("Relay: subscribe, send, deliver over a real HTTPServer")
 struct RelayTests {

@@ -2,6 +2,7 @@ import Foundation
 import SiblingsTestSupport
 import Synchronization
 import Testing
+import WebSockets
 
 #if canImport(Glibc)
     import Glibc

@@ -3,6 +3,7 @@ import HTTPServer
 import PixieWire
 import SiblingsCrypto
 import Synchronization
+import WebSockets
 
 /// relay-svc: devices connect over WebSocket at `GET /v1/relay`, subscribe 32-byte subjects and send frames
 /// to subjects; the relay forwards each frame to the connections holding its subject and keeps nothing

@@ -62,21 +62,6 @@ public struct WebSocketError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// What the server runs on a connection once it is upgraded (carried by the 101 response).
-struct WebSocketUpgrade: Sendable {
-    /// What takes the connection's messages.
-    enum Run: Sendable {
-        /// A task that calls ``WebSocket/receive()``; the socket closes when it returns.
-        case handler(@Sendable (HTTPRequest, WebSocket) async throws -> Void)
-        /// A ``WebSocketConsumer`` called on the socket's event-loop thread.
-        case consumer(@Sendable (HTTPRequest, WebSocket) -> any WebSocketConsumer)
-    }
-
-    let request: HTTPRequest
-    let maximumMessageSize: Int
-    let run: Run
-}
-
 /// One WebSocket connection (RFC 6455), on the server (from ``Router/webSocket(_:maximumMessageSize:handler:)``)
 /// or the client side (``WebSocketClient/connect(port:path:headers:maximumMessageSize:handshakeTimeout:)``).
 ///
@@ -95,7 +80,7 @@ struct WebSocketUpgrade: Sendable {
 public final class WebSocket: AsyncSequence, Sendable {
     public typealias Element = WebSocketMessage
 
-    enum Role: Sendable {
+    package enum Role: Sendable {
         case server
         case client
     }
@@ -118,7 +103,7 @@ public final class WebSocket: AsyncSequence, Sendable {
         var doneWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
-    let role: Role
+    package let role: Role
     /// The longest message accepted, in bytes; longer ones close the connection with 1009.
     public let maximumMessageSize: Int
     private let fd: Int32
@@ -143,7 +128,7 @@ public final class WebSocket: AsyncSequence, Sendable {
     /// `initialBytes` were read from the socket before this. The socket must be non-blocking. With `keepalive`,
     /// a peer that sends no frame for its interval gets a ping, and one that answers nothing in its timeout is
     /// closed.
-    init(
+    package init(
         role: Role, fd: Int32, maximumMessageSize: Int, initialBytes: Data = Data(),
         keepalive: WebSocketKeepalive? = nil, release: @escaping @Sendable (_ silent: Bool) -> Void
     ) {
@@ -157,7 +142,7 @@ public final class WebSocket: AsyncSequence, Sendable {
     }
 
     /// Hands the socket to its event loop; with a `consumer`, it takes the messages instead of ``receive()``.
-    func start(consumer: (any WebSocketConsumer)? = nil) {
+    package func start(consumer: (any WebSocketConsumer)? = nil) {
         if consumer != nil { consumed.store(true, ordering: .relaxed) }
         loop.execute { self.attach(consumer: consumer) }
     }
@@ -258,38 +243,6 @@ public final class WebSocket: AsyncSequence, Sendable {
     /// `Sec-WebSocket-Accept` for `key`: base64(SHA-1(key + GUID)) (RFC 6455, section 4.2.2).
     public static func acceptKey(for key: String) -> String {
         Data(Insecure.SHA1.hash(data: Data((key + guid).utf8)).rawRepresentation).base64EncodedString()
-    }
-
-    /// The 101 answer to a valid upgrade request, or the 426/400 that says what is wrong with it.
-    static func upgrade(
-        _ request: HTTPRequest, maximumMessageSize: Int, run: WebSocketUpgrade.Run
-    ) throws(HTTPError) -> HTTPResponse {
-        let connection = request.headers.values(for: "Connection")
-            .flatMap { $0.split(separator: ",") }
-            .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
-        guard request.headers["Upgrade"]?.lowercased() == "websocket", connection.contains("upgrade") else {
-            throw HTTPError(
-                .upgradeRequired, .upgradeRequired,
-                "\(request.path) is a WebSocket endpoint; send GET with Upgrade: websocket and Connection: Upgrade",
-                headers: ["Upgrade": "websocket", "Sec-WebSocket-Version": "13"])
-        }
-        guard request.headers["Sec-WebSocket-Version"]?.trimmingCharacters(in: .whitespaces) == "13" else {
-            throw HTTPError(
-                .upgradeRequired, .upgradeRequired,
-                "only WebSocket version 13 (RFC 6455) is supported; send Sec-WebSocket-Version: 13",
-                headers: ["Sec-WebSocket-Version": "13"])
-        }
-        guard let key = request.headers["Sec-WebSocket-Key"]?.trimmingCharacters(in: .whitespaces),
-            let nonce = Data(base64Encoded: key), nonce.count == 16
-        else {
-            throw HTTPError(
-                .badRequest, .badRequest, "Sec-WebSocket-Key must be 16 random bytes in base64 (RFC 6455, 4.1)")
-        }
-        var response = HTTPResponse(
-            status: .switchingProtocols,
-            headers: ["Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Accept": acceptKey(for: key)])
-        response.webSocket = WebSocketUpgrade(request: request, maximumMessageSize: maximumMessageSize, run: run)
-        return response
     }
 
     // MARK: Frames
@@ -406,7 +359,7 @@ public final class WebSocket: AsyncSequence, Sendable {
     }
 
     /// Sends 1001 (going away) and shuts the socket down without waiting for the answer (server shutdown).
-    func goAway() {
+    package func goAway() {
         sendClose(code: .goingAway, reason: "the server is shutting down")
         shutdownNow()
     }
@@ -419,7 +372,7 @@ public final class WebSocket: AsyncSequence, Sendable {
     }
 
     /// Shuts the socket down at once: the reader sees the end and releases the connection.
-    func shutdownNow() {
+    package func shutdownNow() {
         transport.withLock { transport in
             if transport.open { _ = Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
         }
@@ -438,7 +391,7 @@ public final class WebSocket: AsyncSequence, Sendable {
     }
 
     /// Blocks until the reader has released the socket, or `deadline`; `false` on timeout. One caller only.
-    func waitUntilClosed(deadline: DispatchTime) -> Bool {
+    package func waitUntilClosed(deadline: DispatchTime) -> Bool {
         guard finished.wait(timeout: deadline) == .success else { return false }
         finished.signal()
         return true

@@ -15,7 +15,8 @@ public enum WebSocketClient {
     /// ``WebSocketError`` saying what failed: the connection, or a server that answered other than 101 (its
     /// status and body are in the reason).
     public static func connect(
-        port: UInt16, path: String = "/", headers: HTTPHeaders = HTTPHeaders(), maximumMessageSize: Int = 1 << 20,
+        port: UInt16, path: String = "/", headers: [(name: String, value: String)] = [],
+        maximumMessageSize: Int = 1 << 20,
         handshakeTimeout: Duration = .seconds(10)
     ) async throws -> WebSocket {
         try await connect(
@@ -26,7 +27,8 @@ public enum WebSocketClient {
     /// Connects as ``connect(port:path:headers:maximumMessageSize:handshakeTimeout:)`` does; the messages go
     /// to the ``WebSocketConsumer`` that `consumer` makes for the open socket, on its event-loop thread.
     public static func connect(
-        port: UInt16, path: String = "/", headers: HTTPHeaders = HTTPHeaders(), maximumMessageSize: Int = 1 << 20,
+        port: UInt16, path: String = "/", headers: [(name: String, value: String)] = [],
+        maximumMessageSize: Int = 1 << 20,
         handshakeTimeout: Duration = .seconds(10), consumer: @escaping @Sendable (WebSocket) -> any WebSocketConsumer
     ) async throws -> WebSocket {
         try await connect(
@@ -35,7 +37,8 @@ public enum WebSocketClient {
     }
 
     private static func connect(
-        port: UInt16, path: String, headers: HTTPHeaders, maximumMessageSize: Int, handshakeTimeout: Duration,
+        port: UInt16, path: String, headers: [(name: String, value: String)], maximumMessageSize: Int,
+        handshakeTimeout: Duration,
         make: (@Sendable (WebSocket) -> any WebSocketConsumer)?
     ) async throws -> WebSocket {
         if let reason = EventLoop.unavailable { throw WebSocketError(reason) }
@@ -56,7 +59,8 @@ public enum WebSocketClient {
     }
 
     private static func handshake(
-        port: UInt16, path: String, headers: HTTPHeaders, maximumMessageSize: Int, handshakeTimeout: Duration,
+        port: UInt16, path: String, headers: [(name: String, value: String)], maximumMessageSize: Int,
+        handshakeTimeout: Duration,
         make: (@Sendable (WebSocket) -> any WebSocketConsumer)?
     ) throws -> WebSocket {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -105,19 +109,20 @@ public enum WebSocketClient {
         }
         let lines = String(decoding: head, as: UTF8.self).components(separatedBy: "\r\n")
         let status = lines[0].split(separator: " ").dropFirst().first.flatMap { Int($0) }
-        var fields = HTTPHeaders()
+        // Field names compare case-insensitively (RFC 9110, 5.1); the last of a repeated field wins here.
+        var fields: [String: String] = [:]
         for line in lines.dropFirst() {
             guard let colon = line.firstIndex(of: ":") else { continue }
-            fields.add(String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+            fields[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
         }
         guard status == 101 else {
-            let length = fields["Content-Length"].flatMap { Int($0) } ?? 0
+            let length = fields["content-length"].flatMap { Int($0) } ?? 0
             let body = length > 0 && length < 64 << 10 ? reader.read(length) ?? [] : []
             throw WebSocketError(
                 "the server answered \(lines[0]) instead of 101 Switching Protocols: "
                     + String(decoding: body, as: UTF8.self))
         }
-        guard fields["Sec-WebSocket-Accept"] == WebSocket.acceptKey(for: key) else {
+        guard fields["sec-websocket-accept"] == WebSocket.acceptKey(for: key) else {
             throw WebSocketError(
                 "the server's Sec-WebSocket-Accept does not match the key sent; it is no WebSocket server")
         }

@@ -24,7 +24,7 @@ protocol EventLoopChannel: AnyObject {
 /// thread). Readiness is level-triggered. Timers are coarse: one pass over every channel when the earliest
 /// deadline is due, never closer together than the smallest `timerSlack` a channel asked for (at most a
 /// second), so ten thousand idle connections with a minute between pings cost one short scan a second.
-final class EventLoop: @unchecked Sendable {
+package final class EventLoop: @unchecked Sendable {
     // @unchecked: `channels`, `nextTag`, `timerDue`, `lastPass`, `slack` and `readBuffer` are touched on the
     // loop's thread only; other threads reach the loop through `inbox` (a Mutex) and the eventfd.
 
@@ -39,7 +39,7 @@ final class EventLoop: @unchecked Sendable {
     }()
 
     /// Why the loops could not be started, or nil when they run.
-    static var unavailable: String? {
+    package static var unavailable: String? {
         all.isEmpty
             ? "could not create the WebSocket event loops (epoll_create1 or eventfd failed); raise the open-file "
                 + "limit (ulimit -n)" : nil
