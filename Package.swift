@@ -116,7 +116,8 @@ let package = Package(
         // The Pixie device SDK (ARCHITECTURE.md, PixieDevice): so far the checks a device runs on what the servers
         // serve before it relies on it, starting with the token mint's verifier for the logged OPRF key list.
         .target(
-            name: "PixieDevice", dependencies: ["PixieWire", "PrivacyPass", "Transparency"], swiftSettings: strict),
+            name: "PixieDevice", dependencies: ["PixieWire", "PrivacyPass", "Transparency", "WebSockets"],
+            swiftSettings: strict),
 
         // pixie-server's services on the HTTP platform: phone-verify-svc and identity-svc, configuration, keys,
         // logs and metrics (docs/pixie-protocol.md, docs/operations.md).

@@ -141,7 +141,7 @@ private func readBigEndian(_ bytes: ArraySlice<UInt8>) -> UInt64 {
 /// 000_e422bd9a7c930342.txt: "The token mint takes a verifier for the served OPRF key list", and the call site
 /// that passed nothing is "the worst possible place to skip it": a pre-session mint on a new device has no
 /// earlier state to contradict a server that hands it a key of its own. The Pixie device SDK's
-/// `LoggedKeyListVerifier` is the implementation that checks the log; tests may supply others.
+/// PixieDevice's `LoggedBindings` is the implementation that checks the log; tests may supply others.
 public protocol KeyListVerifier: Sendable {
     /// The key list logged under ``KeyList/logLabel``, once it is proven current in the log and equal, byte for
     /// byte, to `served` (what credential-svc handed out). Throws when it cannot prove that: no proof, a proof

@@ -101,11 +101,13 @@ public struct TokenClient: Sendable {
     public let tokenKeyID: Data
     let client: VOPRF.Client
 
-    /// A client for the issuer key `publicKey`, which must be in `keyList` and valid at `now`. `keyList` must be
-    /// one already checked against the transparency log (label ``KeyList/logLabel``); a device that has only
-    /// what credential-svc served uses ``init(tokenKeyID:servedKeyList:verifier:now:)``, which checks it. Throws
-    /// ``PrivacyPassError/Code/keyNotInList`` otherwise: a key outside the logged list could be one made for
-    /// this client alone, which would link its tokens.
+    /// A client for the issuer key `publicKey`, which must be in `keyList` and valid at `now`, with `keyList`
+    /// taken on trust (`@_spi(Testing)`, for tests and benchmarks that hold the issuer themselves). A device uses
+    /// ``init(tokenKeyID:servedKeyList:verifier:now:)``, which checks the served list against the transparency
+    /// log first: a pre-session mint is "the one moment with no prior state to contradict the server"
+    /// (000_e422bd9a7c930342.txt), and a key outside the logged list could be one made for this client alone,
+    /// which would link its tokens. Throws ``PrivacyPassError/Code/keyNotInList`` for a key not in `keyList`.
+    @_spi(Testing)
     public init(publicKey: VOPRF.PublicKey, keyList: KeyList, now: Date = Date()) throws {
         guard let entry = keyList.entry(for: publicKey) else {
             throw PrivacyPassError(

@@ -4,10 +4,11 @@ import Foundation
     import Glibc
 #endif
 
-/// A WebSocket client (RFC 6455) over a plain TCP socket to 127.0.0.1: the relay's devices and the tests
+/// A WebSocket client (RFC 6455) over a plain TCP socket (`ws://`, no TLS): a device's relay session and the tests
 /// use it. Frames it sends are masked with a fresh random key each; frames it receives must not be.
 public enum WebSocketClient {
-    /// Connects to `ws://127.0.0.1:port/path`, performs the opening handshake (checking the server's
+    /// Connects to `ws://host:port/path` (`host` a name or an IPv4 or IPv6 address; each address it resolves to is
+    /// tried in turn), performs the opening handshake (checking the server's
     /// `Sec-WebSocket-Accept`), and returns the open socket, with the same message API as the server's.
     ///
     /// `headers` are added to the upgrade request (an `Authorization`, say). The server must answer the
@@ -15,29 +16,29 @@ public enum WebSocketClient {
     /// ``WebSocketError`` saying what failed: the connection, or a server that answered other than 101 (its
     /// status and body are in the reason).
     public static func connect(
-        port: UInt16, path: String = "/", headers: [(name: String, value: String)] = [],
+        host: String = "127.0.0.1", port: UInt16, path: String = "/", headers: [(name: String, value: String)] = [],
         maximumMessageSize: Int = 1 << 20,
         handshakeTimeout: Duration = .seconds(10)
     ) async throws -> WebSocket {
         try await connect(
-            port: port, path: path, headers: headers, maximumMessageSize: maximumMessageSize,
+            host: host, port: port, path: path, headers: headers, maximumMessageSize: maximumMessageSize,
             handshakeTimeout: handshakeTimeout, make: nil)
     }
 
     /// Connects as ``connect(port:path:headers:maximumMessageSize:handshakeTimeout:)`` does; the messages go
     /// to the ``WebSocketConsumer`` that `consumer` makes for the open socket, on its event-loop thread.
     public static func connect(
-        port: UInt16, path: String = "/", headers: [(name: String, value: String)] = [],
+        host: String = "127.0.0.1", port: UInt16, path: String = "/", headers: [(name: String, value: String)] = [],
         maximumMessageSize: Int = 1 << 20,
         handshakeTimeout: Duration = .seconds(10), consumer: @escaping @Sendable (WebSocket) -> any WebSocketConsumer
     ) async throws -> WebSocket {
         try await connect(
-            port: port, path: path, headers: headers, maximumMessageSize: maximumMessageSize,
+            host: host, port: port, path: path, headers: headers, maximumMessageSize: maximumMessageSize,
             handshakeTimeout: handshakeTimeout, make: consumer)
     }
 
     private static func connect(
-        port: UInt16, path: String, headers: [(name: String, value: String)], maximumMessageSize: Int,
+        host: String, port: UInt16, path: String, headers: [(name: String, value: String)], maximumMessageSize: Int,
         handshakeTimeout: Duration,
         make: (@Sendable (WebSocket) -> any WebSocketConsumer)?
     ) async throws -> WebSocket {
@@ -51,7 +52,8 @@ public enum WebSocketClient {
                 continuation.resume(
                     with: Result {
                         try handshake(
-                            port: port, path: path, headers: headers, maximumMessageSize: maximumMessageSize,
+                            host: host, port: port, path: path, headers: headers,
+                            maximumMessageSize: maximumMessageSize,
                             handshakeTimeout: handshakeTimeout, make: make)
                     })
             }
@@ -59,33 +61,19 @@ public enum WebSocketClient {
     }
 
     private static func handshake(
-        port: UInt16, path: String, headers: [(name: String, value: String)], maximumMessageSize: Int,
+        host: String, port: UInt16, path: String, headers: [(name: String, value: String)], maximumMessageSize: Int,
         handshakeTimeout: Duration,
         make: (@Sendable (WebSocket) -> any WebSocketConsumer)?
     ) throws -> WebSocket {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw WebSocketError("could not create a socket (errno \(errno))") }
+        let fd = try connectSocket(host: host, port: port)
         var handedOver = false
         defer { if !handedOver { close(fd) } }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard connected == 0 else {
-            throw WebSocketError(
-                "could not connect to 127.0.0.1:\(port) (errno \(errno)); is the server running on that port?")
-        }
         // The handshake must answer in time; afterwards reads wait as long as the connection lives.
         setReceiveTimeout(fd, handshakeTimeout)
 
         var generator = SystemRandomNumberGenerator()
         let key = Data((0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }).base64EncodedString()
-        var request = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\n"
+        var request = "GET \(path) HTTP/1.1\r\nHost: \(hostHeader(host)):\(port)\r\nUpgrade: websocket\r\n"
         request += "Connection: Upgrade\r\nSec-WebSocket-Key: \(key)\r\nSec-WebSocket-Version: 13\r\n"
         for (name, value) in headers { request += "\(name): \(value)\r\n" }
         request += "\r\n"
@@ -139,6 +127,40 @@ public enum WebSocketClient {
         socket.start(consumer: make?(socket))
         return socket
     }
+
+    /// A connected TCP socket to `host`:`port`, trying each address `getaddrinfo(3)` gives; throws naming what
+    /// failed.
+    private static func connectSocket(host: String, port: UInt16) throws -> Int32 {
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var list: UnsafeMutablePointer<addrinfo>?
+        let resolved = getaddrinfo(host, String(port), &hints, &list)
+        guard resolved == 0, let first = list else {
+            throw WebSocketError(
+                "could not resolve \(host) (\(String(cString: gai_strerror(resolved)))); check the server's address")
+        }
+        defer { freeaddrinfo(first) }
+        var lastError: Int32 = 0
+        var next: UnsafeMutablePointer<addrinfo>? = first
+        while let address = next {
+            next = address.pointee.ai_next
+            let fd = socket(address.pointee.ai_family, address.pointee.ai_socktype, address.pointee.ai_protocol)
+            guard fd >= 0 else {
+                lastError = errno
+                continue
+            }
+            if Glibc.connect(fd, address.pointee.ai_addr, address.pointee.ai_addrlen) == 0 { return fd }
+            lastError = errno
+            close(fd)
+        }
+        throw WebSocketError(
+            "could not connect to \(host):\(port) (\(String(cString: strerror(lastError)))); is the server running "
+                + "there?")
+    }
+
+    /// `host` as the Host header writes it: an IPv6 address in brackets.
+    private static func hostHeader(_ host: String) -> String { host.contains(":") ? "[\(host)]" : host }
 
     /// `SO_RCVTIMEO`: reads give up after `duration` (`.zero`: they wait as long as the connection lives).
     private static func setReceiveTimeout(_ fd: Int32, _ duration: Duration) {

@@ -1,6 +1,6 @@
 import Foundation
 import PixieServer
-import PrivacyPass
+@_spi(Testing) import PrivacyPass
 import Storage
 
 /// Rate-limit tokens (issue 8): the VOPRF ristretto255-SHA512 on libsodium. Token mints per second for a batch

@@ -4,7 +4,7 @@ import Foundation
 import HTTPServer
 import PixieServer
 import PixieWire
-import PrivacyPass
+@_spi(Testing) import PrivacyPass
 import Synchronization
 import WebSockets
 

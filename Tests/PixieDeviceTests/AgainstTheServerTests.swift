@@ -34,39 +34,35 @@ struct AgainstTheServerTests {
         return String(decoding: data, as: UTF8.self)
     }
 
-    @Test("a first device enrolls with PixieWire's types, and checks its discovery entry and roster against the log")
+    @Test("a first device enrolls through PixieClient, and checks its discovery entry and roster against the log")
     func aDeviceEnrollsWithTheWireTypes() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pixie-device-\(UUID())")
         defer { try? FileManager.default.removeItem(at: directory) }
         let bundle = try JSONDecoder().decode(
             TrustBundle.self, from: Data(try Self.run(["trust-bundle", "--data-dir", directory.path]).utf8))
-        var verifier = try TransparencyVerifier(trustBundle: bundle)
         let server = try await RunningServer(dataDirectory: directory)
         defer { server.stop() }
-        let client = WireClient(base: server.base)
+        let client = PixieClient(baseURL: server.base)
+        let bindings = LoggedBindings(verifier: try TransparencyVerifier(trustBundle: bundle), client: client)
 
         // phone-verify-svc: the code comes from the development outbox, the cert verifies under the pinned key.
         let number = "+14155550188"
-        let started: PhoneVerifyAPI.StartResponse = try await client.post(
-            "/v1/phone/verifications", PhoneVerifyAPI.StartRequest(phoneNumber: number), expect: 201)
+        let started = try await client.startPhoneVerification(number)
         #expect(started.codeLength == 6)
         let code = try #require(try Self.lastCode(to: number, in: directory))
-        let checked: PhoneVerifyAPI.CheckResponse = try await client.post(
-            "/v1/phone/verifications/check",
-            PhoneVerifyAPI.CheckRequest(verificationID: started.verificationID, code: code))
+        let checked = try await client.checkPhoneVerification(id: started.verificationID, code: code)
         let cert = try PhoneOwnershipCert.Verifier(pinnedKeys: [bundle.phoneVerifyKey]).verify(
             checked.phoneCert.data, now: Date())
         #expect(cert.phoneID == checked.phoneID.data)
-        // The same code again: the server's error body, decoded as PixieWire's.
-        let again = try await client.failure(
-            "/v1/phone/verifications/check",
-            PhoneVerifyAPI.CheckRequest(verificationID: started.verificationID, code: code))
-        #expect(again.status == 409)
-        #expect(again.body.error == "code_already_used")
+        // The same code again: the server's refusal, decoded as PixieWire's error body.
+        let again = try await #require(throws: PixieClientError.self) {
+            try await client.checkPhoneVerification(id: started.verificationID, code: code)
+        }
+        #expect(again.code == "code_already_used")
+        guard case .refused(409, _) = again else { throw Failure(description: "\(again)") }
 
         // identity-svc: a passkey, then the account with this device's inbox and sealing key.
-        let challenge: IdentityAPI.ChallengeResponse = try await client.post(
-            "/v1/auth/passkey/challenge", IdentityAPI.ChallengeRequest(purpose: .register), expect: 201)
+        let challenge = try await client.passkeyChallenge(.register)
         let authenticator = SoftwareAuthenticator()
         let credential = authenticator.makeCredential(
             rpID: challenge.rpID, origin: "https://\(challenge.rpID)", challenge: challenge.challenge.data,
@@ -78,55 +74,59 @@ struct AgainstTheServerTests {
             pubkey: Base64URLBytes(HybridSignature.PrivateKey().publicKey.rawRepresentation), name: "phone",
             inbox: Base64URLBytes(RelaySubjectKey().subject.rawRepresentation),
             sealingKey: Base64URLBytes(XWing.PrivateKey().publicKey.rawRepresentation))
-        let enrolled: IdentityAPI.EnrolledResponse = try await client.post(
-            "/v1/accounts",
+        let enrolled = try await client.createAccount(
             IdentityAPI.CreateAccountRequest(
                 phoneCert: checked.phoneCert, discoveryInbox: Base64URLBytes(discoveryInbox.rawRepresentation),
                 discoveryXWingPubkey: Base64URLBytes(discoveryKey.publicKey.rawRepresentation),
                 accountSigningPubkey: Base64URLBytes(HybridSignature.PrivateKey().publicKey.rawRepresentation),
                 device: device,
-                passkey: IdentityAPI.PasskeyRegistration(challengeID: challenge.challengeID, credential: credential)),
-            expect: 201)
+                passkey: IdentityAPI.PasskeyRegistration(challengeID: challenge.challengeID, credential: credential)))
         let ktHandle = try #require(enrolled.ktHandle)
 
         // Discovery: exactly what was enrolled, and the same in the log.
-        let discovery: IdentityAPI.DiscoveryResponse = try await client.post(
-            "/v1/discovery/own", IdentityAPI.DiscoveryRequest(phoneCert: checked.phoneCert))
+        let discovery = try await client.lookupOwnDiscovery(phoneCert: checked.phoneCert.data)
         #expect(discovery.discoveryInbox.data == discoveryInbox.rawRepresentation)
-        let discoveryEntry = try await client.lookup(
-            KeyTransparencyLabel.discovery(phoneID: cert.phoneID), verifier: &verifier)
-        #expect(discoveryEntry?.value == discovery.discoveryInbox.data + discovery.discoveryXWingPubkey.data)
+        let verifiedKey = try await bindings.verifiedDiscovery(discovery, phoneID: cert.phoneID)
+        #expect(verifiedKey == discoveryKey.publicKey)
+        // A substituted discovery key (a hostile identity-svc) fails closed.
+        var substituted = discovery
+        substituted.discoveryXWingPubkey = Base64URLBytes(XWing.PrivateKey().publicKey.rawRepresentation)
+        await #expect(throws: LoggedBindingsError.differs("the discovery inbox and key")) {
+            try await bindings.verifiedDiscovery(substituted, phoneID: cert.phoneID)
+        }
 
         // The roster: the device finds itself, and the list it was given is the one the log commits to.
-        let siblings: IdentityAPI.SiblingsResponse = try await client.get(
-            "/v1/sync/siblings", token: enrolled.sessionToken)
+        let siblings = try await client.siblings(session: enrolled.sessionToken)
         #expect(siblings.devices.map(\.deviceID) == [enrolled.deviceID])
         #expect(siblings.devices.first?.inbox == device.inbox)
-        #expect(siblings.devices.first?.sealingKey == device.sealingKey)
-        let rosterEntry = try await client.lookup(KeyTransparencyLabel.devices(ktHandle: ktHandle), verifier: &verifier)
-        #expect(rosterEntry?.value == KeyTransparencyCommitment.roster(try siblings.roster()))
+        #expect(try await bindings.verifiedRoster(siblings, ktHandle: ktHandle).count == 1)
         var altered = siblings
         altered.devices[0].sealingKey = Base64URLBytes(XWing.PrivateKey().publicKey.rawRepresentation)
-        #expect(rosterEntry?.value != KeyTransparencyCommitment.roster(try altered.roster()))
+        await #expect(throws: LoggedBindingsError.self) {
+            try await bindings.verifiedRoster(altered, ktHandle: ktHandle)
+        }
 
         // A grant: add by default; replace_all without this device's passkey is refused in PixieWire's terms.
-        let grant: IdentityAPI.GrantResponse = try await client.post(
-            "/v1/auth/devices/grant", IdentityAPI.GrantRequest(), token: enrolled.sessionToken, expect: 201)
+        let grant = try await client.mintGrant(session: enrolled.sessionToken)
         #expect(grant.kind == .token)
         #expect(grant.scope == .add)
-        let bare = try await client.failure(
-            "/v1/auth/devices/grant", IdentityAPI.GrantRequest(scope: .replaceAll), token: enrolled.sessionToken)
-        #expect(bare.status == 403)
-        #expect(bare.body.error == "passkey_required")
+        let bare = try await #require(throws: PixieClientError.self) {
+            try await client.mintGrant(.init(scope: .replaceAll), session: enrolled.sessionToken)
+        }
+        #expect(bare.code == "passkey_required")
 
-        // credential-svc: a sender cert for this device, and the OPRF keys the log holds.
-        let senderCert: CredentialAPI.SenderCertResponse = try await client.post(
-            "/v1/credentials/sender-cert", token: enrolled.sessionToken)
+        // credential-svc: a sender cert for this device, and tokens minted against the logged key list.
+        let senderCert = try await client.senderCert(session: enrolled.sessionToken)
         #expect(senderCert.expiresAt > Int64(Date().timeIntervalSince1970))
-        let keys: CredentialAPI.KeysResponse = try await client.get("/v1/tokens/keys")
-        #expect(!keys.keyList.data.isEmpty)
-        let health: HealthResponse = try await client.get("/healthz")
-        #expect(health.status == "ok")
+        let wallet = TokenWallet(client: client, keyListVerifier: bindings, payer: .session(enrolled.sessionToken))
+        _ = try await wallet.take()
+        #expect(await wallet.count == TokenWallet.sessionBatchSize - 1)
+        // Signing out ends the session.
+        try await client.revokeSession(enrolled.sessionToken)
+        let out = try await #require(throws: PixieClientError.self) {
+            try await client.siblings(session: enrolled.sessionToken)
+        }
+        #expect(out.code == "unauthorized")
     }
 
     /// The code of the last development SMS to `number` (`sms-outbox.jsonl` in the data directory).
@@ -153,7 +153,7 @@ struct AgainstTheServerTests {
             TrustBundle.self, from: Data(try Self.run(["trust-bundle", "--data-dir", directory.path]).utf8))
         var verifier = try TransparencyVerifier(trustBundle: bundle)
 
-        let server = try await RunningServer(dataDirectory: directory)
+        let server = try await RunningServer(dataDirectory: directory, relayTokens: "insecure-dev")
         defer { server.stop() }
         let port = server.port
         let base = server.base

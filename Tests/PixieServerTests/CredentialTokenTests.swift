@@ -3,15 +3,15 @@ import HTTPServer
 import PixieDevice
 import PixieServer
 import PixieWire
-import PrivacyPass
+@_spi(Testing) import PrivacyPass
 import SiblingsCrypto
 import Testing
 import Transparency
 
 extension Fixture {
     /// The device's verifier for the served key list, over this fixture's `POST /v1/kt/lookup`.
-    func keyListVerifier() -> LoggedKeyListVerifier {
-        LoggedKeyListVerifier(verifier: TransparencyVerifier(logKey: logKey)) { label, since in
+    func keyListVerifier() -> LoggedBindings {
+        LoggedBindings(verifier: TransparencyVerifier(logKey: logKey)) { label, since in
             try await lookupAnswer(label.rawValue, since: since)
         }
     }

@@ -2,7 +2,7 @@ import Foundation
 import HTTPServer
 import PixieServer
 import PixieWire
-import PrivacyPass
+@_spi(Testing) import PrivacyPass
 import SiblingsTestSupport
 import Storage
 import Testing

@@ -1,5 +1,5 @@
 import Foundation
-import PrivacyPass
+@_spi(Testing) import PrivacyPass
 import SiblingsCrypto
 import Testing
 

@@ -25,8 +25,8 @@ private struct Log {
     /// A device's verifier over this log; `answer` may rewrite what the server sends.
     func verifier(
         _ answer: @escaping @Sendable (LookupAnswer) -> LookupAnswer? = { $0 }
-    ) -> LoggedKeyListVerifier {
-        LoggedKeyListVerifier(verifier: TransparencyVerifier(logKey: logKey)) { [sequencer] label, since in
+    ) -> LoggedBindings {
+        LoggedBindings(verifier: TransparencyVerifier(logKey: logKey)) { [sequencer] label, since in
             answer(try await sequencer.answer(for: label, since: since))
         }
     }
@@ -52,8 +52,8 @@ private func expectCode<E: Equatable>(
     }
 }
 
-@Suite("LoggedKeyListVerifier: the token mint checks the served key list against the log")
-struct LoggedKeyListVerifierTests {
+@Suite("LoggedBindings: the token mint checks the served key list against the log")
+struct LoggedBindingsTests {
     @Test func theLoggedSharedKeyMintsTokensThatVerify() async throws {
         let log = try Log()
         let issuer = TokenIssuer(privateKey: VOPRF.PrivateKey())

@@ -1,0 +1,99 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// One HTTP exchange with pixie-server, as the device SDK makes it: the seam where an app (or a test) puts its
+/// own network. ``URLSessionTransport`` is the one for real servers.
+public protocol HTTPTransport: Sendable {
+    /// Sends `request` and returns the answer, whatever its status; throws only when no answer came.
+    func send(_ request: TransportRequest) async throws -> TransportResponse
+}
+
+public struct TransportRequest: Sendable, Equatable {
+    public var method: String
+    /// The path and query, `/v1/kt/consistency?from=1&to=2`.
+    public var target: String
+    public var headers: [String: String]
+    public var body: Data?
+
+    public init(method: String, target: String, headers: [String: String] = [:], body: Data? = nil) {
+        self.method = method
+        self.target = target
+        self.headers = headers
+        self.body = body
+    }
+}
+
+public struct TransportResponse: Sendable, Equatable {
+    public var status: Int
+    /// Field names lowercased.
+    public var headers: [String: String]
+    public var body: Data
+
+    public init(status: Int, headers: [String: String] = [:], body: Data = Data()) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+}
+
+/// HTTP through Foundation's URLSession, to the server at `baseURL` (`https://pixie.example`, or
+/// `http://127.0.0.1:8080` for a local one).
+public struct URLSessionTransport: HTTPTransport {
+    public let baseURL: URL
+    private let session: URLSession
+    private let timeout: TimeInterval
+
+    /// `timeout`: how long one exchange may take before it fails with a message that says so.
+    public init(baseURL: URL, timeout: TimeInterval = 30) {
+        self.baseURL = baseURL
+        self.timeout = timeout
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = timeout
+        configuration.timeoutIntervalForResource = timeout
+        session = URLSession(configuration: configuration)
+    }
+
+    public func send(_ request: TransportRequest) async throws -> TransportResponse {
+        guard let url = URL(string: request.target, relativeTo: baseURL) else {
+            throw PixieClientError.unreachable("\(request.target) is not a path on \(baseURL.absoluteString)")
+        }
+        var urlRequest = URLRequest(url: url)
+        urlRequest.httpMethod = request.method
+        urlRequest.httpBody = request.body
+        for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
+        do {
+            let (data, response) = try await session.data(for: urlRequest)
+            guard let http = response as? HTTPURLResponse else {
+                throw PixieClientError.unreachable("\(baseURL.absoluteString) did not answer with HTTP")
+            }
+            var headers: [String: String] = [:]
+            for (name, value) in http.allHeaderFields {
+                if let name = name as? String, let value = value as? String { headers[name.lowercased()] = value }
+            }
+            return TransportResponse(status: http.statusCode, headers: headers, body: data)
+        } catch let error as PixieClientError {
+            throw error
+        } catch let error as URLError {
+            throw PixieClientError.unreachable(Self.explain(error, baseURL: baseURL, timeout: timeout))
+        } catch {
+            throw PixieClientError.unreachable("the request to \(baseURL.absoluteString) failed (\(type(of: error)))")
+        }
+    }
+
+    static func explain(_ error: URLError, baseURL: URL, timeout: TimeInterval) -> String {
+        let server = baseURL.absoluteString
+        switch error.code {
+        case .cannotConnectToHost, .networkConnectionLost:
+            return "nothing answers at \(server); is pixie-server running there?"
+        case .cannotFindHost, .dnsLookupFailed: return "\(baseURL.host ?? server) does not resolve; check the address"
+        case .timedOut: return "\(server) did not answer within \(Int(timeout)) s; try again, or check the server"
+        case .notConnectedToInternet: return "this device is offline; connect and try again"
+        case .secureConnectionFailed, .serverCertificateUntrusted, .serverCertificateHasBadDate:
+            return "the TLS connection to \(server) failed: its certificate is not trusted here"
+        default: return "the request to \(server) failed (URL error \(error.code.rawValue)); try again"
+        }
+    }
+}

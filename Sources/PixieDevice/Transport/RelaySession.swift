@@ -1,0 +1,160 @@
+import Foundation
+import PixieWire
+import Synchronization
+import WebSockets
+
+/// One device's connection to the relay (docs/pixie-protocol.md, "Relay"): it proves the subjects it listens on
+/// over the connection's CHALLENGE, sends token-paid frames to any subject, and hands out what is delivered.
+///
+/// The relay forwards to live connections only (nothing is stored), so a device that must be reachable keeps a
+/// session open. Each request waits for the relay's OK or ERROR; a relay that closes the connection fails every
+/// request in flight and ends ``deliveries``.
+public final class RelaySession: Sendable {
+    /// A frame the relay delivered on a subject this session subscribed.
+    public struct Delivery: Sendable, Equatable {
+        public let subject: RelaySubject
+        public let wake: WakeClass
+        public let payload: Data
+    }
+
+    private let socket: WebSocket
+    private let challenge: Data
+    private let state = Mutex(State())
+    /// Every delivery, in order, until the connection ends.
+    public let deliveries: AsyncStream<Delivery>
+    private let deliveriesContinuation: AsyncStream<Delivery>.Continuation
+
+    private struct State {
+        var nextRequestID: UInt32 = 1
+        var waiting: [UInt32: CheckedContinuation<Void, any Error>] = [:]
+        var ended: RelaySessionError?
+    }
+
+    private init(socket: WebSocket, challenge: Data) {
+        self.socket = socket
+        self.challenge = challenge
+        (deliveries, deliveriesContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1024))
+    }
+
+    /// Connects to the relay of the server at `baseURL` (`http://host:port`: the relay is `ws://host:port/v1/relay`)
+    /// and reads its CHALLENGE.
+    public static func connect(to baseURL: URL) async throws -> RelaySession {
+        guard baseURL.scheme == "http", let host = baseURL.host else {
+            throw RelaySessionError.unsupported(
+                "the relay session speaks plain ws:// to an http:// server; \(baseURL.absoluteString) needs TLS, which "
+                    + "this build's WebSocket client does not have yet")
+        }
+        let socket: WebSocket
+        do {
+            socket = try await WebSocketClient.connect(
+                host: host, port: UInt16(baseURL.port ?? 80), path: "/v1/relay")
+        } catch let error as WebSocketError {
+            throw RelaySessionError.closed("could not open the relay: \(error.reason)")
+        }
+        guard case .binary(let first)? = try? await socket.receive(),
+            case .challenge(let nonce)? = try? RelayServerFrame(decoding: first)
+        else {
+            await socket.close()
+            throw RelaySessionError.closed("the relay did not begin with a CHALLENGE frame; is this a pixie relay?")
+        }
+        let session = RelaySession(socket: socket, challenge: nonce)
+        // receive() awaits the event loop's queue, so the reader holds no thread while it waits.
+        Task { await session.read() }
+        return session
+    }
+
+    /// Listens on `key`'s subject (and registers `pushToken` for it, when given).
+    public func subscribe(_ key: RelaySubjectKey, pushToken: Data = Data()) async throws {
+        let id = nextID()
+        try await request(id, try key.subscribe(requestID: id, challenge: challenge, pushToken: pushToken))
+    }
+
+    /// Sends `payload` to `subject`, paid with `token`; returns once the relay took it (not once anyone read it).
+    public func send(_ payload: Data, to subject: RelaySubject, wake: WakeClass, token: Data) async throws {
+        let id = nextID()
+        try await request(id, .send(requestID: id, subject: subject, wake: wake, token: token, payload: payload))
+    }
+
+    public func close() async {
+        await socket.close()
+    }
+
+    private func nextID() -> UInt32 {
+        state.withLock { state in
+            defer { state.nextRequestID &+= 1 }
+            return state.nextRequestID
+        }
+    }
+
+    private func request(_ id: UInt32, _ frame: RelayClientFrame) async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let ended = state.withLock { state -> RelaySessionError? in
+                if let ended = state.ended { return ended }
+                state.waiting[id] = continuation
+                return nil
+            }
+            if let ended { return continuation.resume(throwing: ended) }
+            Task {
+                do {
+                    try await socket.send(binary: frame.encoded())
+                } catch {
+                    finish(id, with: .failure(RelaySessionError.closed("the relay connection dropped")))
+                }
+            }
+        }
+    }
+
+    private func finish(_ id: UInt32, with result: Result<Void, any Error>) {
+        state.withLock { $0.waiting.removeValue(forKey: id) }?.resume(with: result)
+    }
+
+    private func read() async {
+        var reason = "the relay closed the connection"
+        do {
+            while let message = try await socket.receive() {
+                guard case .binary(let bytes) = message, let frame = try? RelayServerFrame(decoding: bytes) else {
+                    reason = "the relay sent a frame that is not the protocol"
+                    break
+                }
+                switch frame {
+                case .deliver(let subject, let wake, let payload):
+                    deliveriesContinuation.yield(Delivery(subject: subject, wake: wake, payload: payload))
+                case .ok(let id):
+                    finish(id, with: .success(()))
+                case .error(let id, let code, let text):
+                    finish(id, with: .failure(RelaySessionError.refused(code, text)))
+                case .challenge:
+                    continue
+                }
+            }
+        } catch let error as WebSocketError {
+            reason = "the relay connection ended: \(error.reason)"
+        } catch {
+            reason = "the relay connection ended"
+        }
+        let waiting = state.withLock { state in
+            state.ended = .closed(reason)
+            defer { state.waiting = [:] }
+            return state.waiting
+        }
+        for continuation in waiting.values { continuation.resume(throwing: RelaySessionError.closed(reason)) }
+        deliveriesContinuation.finish()
+        await socket.close()
+    }
+}
+
+public enum RelaySessionError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The relay answered a request with ERROR.
+    case refused(RelayErrorCode, String)
+    /// The connection is gone (or never came up).
+    case closed(String)
+    /// Something this build cannot do.
+    case unsupported(String)
+
+    public var description: String {
+        switch self {
+        case .refused(let code, let reason): "the relay refused (\(code)): \(reason)"
+        case .closed(let reason), .unsupported(let reason): reason
+        }
+    }
+}

@@ -1,0 +1,131 @@
+import Foundation
+import PixieWire
+import PrivacyPass
+import SiblingsCrypto
+import Transparency
+
+/// Everything a device takes from a server only once the key-transparency log proves it
+/// (000_e422bd9a7c930342.txt: "What comes back is an unproven database read, so it is checked against the
+/// transparency log ... before anything is sealed to it"): the account's discovery inbox and key, its signing key,
+/// its roster, and the OPRF key list the token mint uses (the verifier SignInApprovalRequester's mint takes, since a
+/// per-user key would tag a new device "from birth").
+///
+/// Each check asks identity-svc for a label's lookup proof (`POST /v1/kt/lookup`), verifies it with the device's
+/// ``TransparencyVerifier`` (the pinned checkpoint, a consistency proof from it, the label's latest value) and
+/// compares the logged value with what the server served. Every check fails closed: no proof, a proof that fails,
+/// a label never logged, or a value that differs, all throw, and the caller does not proceed. The pinned checkpoint
+/// only moves forward through a proven consistency; keep ``state`` across launches.
+public actor LoggedBindings: KeyListVerifier {
+    /// Fetches identity-svc's answer for `label`, with a consistency proof from the checkpoint of size `since` when
+    /// the device has one pinned; nil when the server gave no answer.
+    public typealias Lookup = @Sendable (_ label: Label, _ since: UInt64?) async throws -> LookupAnswer?
+
+    private var verifier: TransparencyVerifier
+    private let lookup: Lookup
+
+    /// `verifier` carries the device's pinned checkpoint: from the trust bundle on a new device
+    /// (``TransparencyVerifier/init(trustBundle:)``), from ``state`` afterwards.
+    public init(verifier: TransparencyVerifier, lookup: @escaping Lookup) {
+        self.verifier = verifier
+        self.lookup = lookup
+    }
+
+    /// Lookups through `client`.
+    public init(verifier: TransparencyVerifier, client: PixieClient) {
+        self.init(verifier: verifier) { label, since in
+            try LookupAnswer(try await client.lookup(label: label.description, since: since))
+        }
+    }
+
+    /// The pinned checkpoint, for the device to keep (``TransparencyVerifier/init(logKey:state:)``).
+    public var state: Data { verifier.state }
+
+    /// `label`'s latest logged value, proven; nil when the log proves the label was never written.
+    public func loggedValue(_ label: String) async throws -> Data? {
+        let label = try Label(label)
+        // A check that ran while this one waited for the network may have moved the pin; the consistency proof
+        // asked for is then from the wrong size, so ask again from the new one.
+        for _ in 0..<3 {
+            let since = verifier.pinned?.size
+            let answer = try await lookup(label, since)
+            guard verifier.pinned?.size == since else { continue }
+            return try verifier.verify(label: label, answer: answer)?.value
+        }
+        throw TransparencyError(
+            .missingProof, "the proof for \(label) kept arriving for an older checkpoint; try again")
+    }
+
+    /// Checks identity-svc's discovery answer for the number `phoneID` against `discovery/<phone_id>`, and
+    /// returns the discovery key to seal to.
+    public func verifiedDiscovery(
+        _ answer: IdentityAPI.DiscoveryResponse, phoneID: Data
+    ) async throws
+        -> XWing.PublicKey
+    {
+        let served = answer.discoveryInbox.data + answer.discoveryXWingPubkey.data
+        guard let logged = try await loggedValue(KeyTransparencyLabel.discovery(phoneID: phoneID)) else {
+            throw LoggedBindingsError.notLogged("this number's discovery inbox")
+        }
+        guard safeCompare(logged, served) else { throw LoggedBindingsError.differs("the discovery inbox and key") }
+        return try XWing.PublicKey(rawRepresentation: answer.discoveryXWingPubkey.data)
+    }
+
+    /// The account signing public key logged under `account/<kt_handle>`.
+    public func accountSigningKey(ktHandle: String) async throws -> HybridSignature.PublicKey {
+        guard let logged = try await loggedValue(KeyTransparencyLabel.account(ktHandle: ktHandle)) else {
+            throw LoggedBindingsError.notLogged("the account signing key of \(ktHandle)")
+        }
+        return try HybridSignature.PublicKey(rawRepresentation: logged)
+    }
+
+    /// The roster `siblings` lists, once it is the one `devices/<kt_handle>` commits to.
+    public func verifiedRoster(
+        _ siblings: IdentityAPI.SiblingsResponse, ktHandle: String
+    ) async throws
+        -> [RosterDevice]
+    {
+        let roster = try siblings.roster()
+        guard let logged = try await loggedValue(KeyTransparencyLabel.devices(ktHandle: ktHandle)) else {
+            throw LoggedBindingsError.notLogged("the account's roster")
+        }
+        guard safeCompare(logged, KeyTransparencyCommitment.roster(roster)) else {
+            throw LoggedBindingsError.differs("the list of the account's devices")
+        }
+        return roster
+    }
+
+    public func loggedKeyList(matching served: Data) async throws -> KeyList {
+        guard let logged = try await loggedValue(KeyList.logLabel) else {
+            throw PrivacyPassError(
+                .keyNotInList,
+                "the transparency log proves it holds no OPRF key list, so the served one cannot be checked; "
+                    + "refuse to mint, and report the server")
+        }
+        guard logged == served else {
+            throw PrivacyPassError(
+                .keyNotInList,
+                "the OPRF key list credential-svc served is not the one in the transparency log; it may be a key "
+                    + "made for this device alone: refuse to mint, and report it")
+        }
+        return try KeyList(encoded: logged)
+    }
+}
+
+/// A binding the server served that the log does not back.
+public enum LoggedBindingsError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The log proves it never held the binding.
+    case notLogged(String)
+    /// The log holds another value than the server served.
+    case differs(String)
+
+    public var description: String {
+        switch self {
+        case .notLogged(let what):
+            "the transparency log proves it holds no record of \(what), so the server's answer cannot be trusted; "
+                + "nothing was sealed or sent"
+        case .differs(let what):
+            "the server served \(what) differently from what the transparency log holds: it may be substituting "
+                + "keys, so nothing was sealed or sent; report the server"
+        }
+    }
+}
