@@ -22,13 +22,15 @@ final class RunningServer: Sendable {
     var base: URL { URL(string: "http://127.0.0.1:\(port)")! }
 
     /// `relayTokens`: `credential` (the default: every SEND spends a real rate-limit token) or `insecure-dev`.
-    init(dataDirectory: URL, relayTokens: String = "credential") async throws {
+    /// `environment`: extra `PIXIE_<SETTING>` variables (`PIXIE_GRANT_LIFETIME`).
+    init(dataDirectory: URL, relayTokens: String = "credential", environment: [String: String] = [:]) async throws {
         guard FileManager.default.isExecutableFile(atPath: Self.binary.path) else {
             throw Failure(description: "pixie-server is not built at \(Self.binary.path): swift build --build-tests")
         }
         let process = Process()
         process.executableURL = Self.binary
         process.arguments = ["--data-dir", dataDirectory.path, "--port", "0", "--relay-tokens", relayTokens]
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         let err = Pipe()
         process.standardError = err
         process.standardOutput = FileHandle.nullDevice

@@ -123,6 +123,8 @@ public enum SignInError: Error, Sendable, Equatable, CustomStringConvertible {
     case seedDoesNotMatchTheLog
     /// The sibling rejected the request.
     case rejected
+    /// No sibling answered within the wait.
+    case noAnswer(waited: Duration)
 
     public var description: String {
         switch self {
@@ -131,7 +133,11 @@ public enum SignInError: Error, Sendable, Equatable, CustomStringConvertible {
         case .seedDoesNotMatchTheLog:
             "the approval's account key is not the one the transparency log holds for this account, so it was "
                 + "refused; do not approve again from that device, and check the account's devices"
-        case .rejected: "the sign-in was rejected on the other device"
+        case .rejected: "the sign-in was rejected on the other device; this device did not join"
+        case .noAnswer(let waited):
+            "no device of this account answered within \(waited.components.seconds) s, so this device did not join: "
+                + "open Pixie on a device already signed in (sign-in requests wake nobody, so it must be online), "
+                + "then try again"
         }
     }
 }

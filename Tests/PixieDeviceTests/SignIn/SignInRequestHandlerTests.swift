@@ -89,6 +89,14 @@ struct SignInRequestHandlerTests {
         #expect(try prompt.rejection().count == 1 + 1120 + 12 + 1 + 1 + 16)
     }
 
+    @Test("the default re-send schedule fits five whole attempts in the number's hourly budget of 40 tokens")
+    func resendSchedule() {
+        let schedule = SignInApprovalRequester.Configuration(deviceModel: "x").sendSchedule
+        #expect(schedule == [0, 5, 15, 35, 75, 115, 155].map { Duration.seconds($0) })
+        let mints = (schedule.count + TokenWallet.approvalBatchSize - 1) / TokenWallet.approvalBatchSize
+        #expect(5 * mints * TokenWallet.approvalBatchSize <= 40)
+    }
+
     @Test("rung 1: a box sealed to another account's discovery key is dropped")
     func rung1() throws {
         var sibling = handler()

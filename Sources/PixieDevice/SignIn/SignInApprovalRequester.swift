@@ -1,0 +1,148 @@
+import Foundation
+import PixieWire
+import SiblingsCrypto
+import Synchronization
+
+/// SignInApprovalRequester (000_e422bd9a7c930342.txt): the new device's "May I join?", from the cached phone cert
+/// to an account seed it has checked against the log.
+///
+/// 1. `POST /v1/discovery/own` with the cert; the answer is verified against the transparency log before
+///    anything is sealed to it, and the sign-in does not proceed if the log cannot prove it.
+/// 2. Tokens from the pre-session mint, whose served key list the log must also prove (``TokenWallet``).
+/// 3. The SignInRequest is sealed in a DiscoveryBox to the discovery key; its reply subject is subscribed first.
+/// 4. The request is sent to the discovery inbox, and sent again on a schedule until a sibling acknowledges it:
+///    the relay keeps nothing, so a sibling that comes online later only sees a re-send.
+/// 5. An approval's seed must derive the account signing key the log holds under its KT handle; only then is
+///    it returned, the seed adopted before the grant is surfaced.
+///
+/// "If no sibling is online, nothing answers": the wait ends after ``Configuration/maximumWait`` with
+/// ``SignInError/noAnswer(waited:)``, and a rejection with ``SignInError/rejected``. In neither case does the
+/// device join, in any form. Cancelling the task stops the wait.
+public struct SignInApprovalRequester: Sendable {
+    public struct Configuration: Sendable {
+        /// For people on the sibling: "Pixel 9", "Linux laptop".
+        public var deviceModel: String
+        /// The first re-send comes this long after the request; each later one waits twice as long as the one
+        /// before, up to ``longestResendInterval``.
+        public var resendInterval: Duration = .seconds(5)
+        public var longestResendInterval: Duration = .seconds(40)
+        /// How long to wait for an answer, the grant's own lifetime by default.
+        public var maximumWait: Duration = .seconds(180)
+
+        /// The defaults send the request 7 times in 3 minutes (at 0, 5, 15, 35, 75, 115 and 155 s): two
+        /// pre-session mints of 4 tokens, so the number's hourly budget of 40 covers five whole attempts.
+        public init(deviceModel: String) { self.deviceModel = deviceModel }
+
+        /// The send times, from the request, that fit in ``maximumWait``.
+        public var sendSchedule: [Duration] {
+            var times: [Duration] = [.zero]
+            var interval = resendInterval
+            var next = interval
+            while interval > Duration.zero, next < maximumWait {
+                times.append(next)
+                interval = min(interval * 2, longestResendInterval)
+                next += interval
+            }
+            return times
+        }
+    }
+
+    /// What the new device shows while it waits.
+    public enum Event: Sendable, Equatable {
+        /// The request went out: show the check code, which the person types on the sibling before Approve.
+        case waiting(checkCode: String)
+        /// A sibling has it: "Approve on your <family>".
+        case acknowledged(deviceFamily: String)
+    }
+
+    /// An approval whose seed the log backs.
+    public struct Approval: Sendable {
+        /// The `add` grant, for register-with-grant with revoke_others false.
+        public let grant: String
+        public let ktHandle: String
+        /// The account signing key, derived from the approval's seed and equal to the logged one.
+        public let accountKey: HybridSignature.PrivateKey
+        public let accountSeed: Data
+        public let discoverySeed: Data
+    }
+
+    private let client: PixieClient
+    private let bindings: LoggedBindings
+    private let relay: RelaySession
+    private let phoneCert: Data
+    private let phoneID: Data
+    private let sealingKey: XWing.PublicKey
+    private let configuration: Configuration
+
+    /// `phoneCert` is this device's verified PhoneOwnershipCert (its number's `phoneID`), `sealingKey` its X-Wing
+    /// public key, `relay` a session it keeps open.
+    public init(
+        client: PixieClient, bindings: LoggedBindings, relay: RelaySession, phoneCert: Data, phoneID: Data,
+        sealingKey: XWing.PublicKey, configuration: Configuration
+    ) {
+        self.client = client
+        self.bindings = bindings
+        self.relay = relay
+        self.phoneCert = phoneCert
+        self.phoneID = phoneID
+        self.sealingKey = sealingKey
+        self.configuration = configuration
+    }
+
+    /// Asks, waits, and returns the verified approval.
+    public func requestApproval(events: @escaping @Sendable (Event) -> Void = { _ in }) async throws -> Approval {
+        let discovery = try await client.lookupOwnDiscovery(phoneCert: phoneCert)
+        let discoveryKey = try await bindings.verifiedDiscovery(discovery, phoneID: phoneID)
+        let inbox = try RelaySubject(rawRepresentation: discovery.discoveryInbox.data)
+        let wallet = TokenWallet(client: client, keyListVerifier: bindings, payer: .phoneCert(phoneCert))
+        let attempt = try SignInAttempt(
+            deviceModel: configuration.deviceModel, phoneCert: phoneCert, sealingKey: sealingKey,
+            discoveryKey: discoveryKey, now: Date())
+        try await relay.subscribe(attempt.replySubjectKey)
+        let acknowledged = AcknowledgedFlag()
+        let approved = try await withThrowingTaskGroup(of: SignInApproval.Approved?.self) { group in
+            group.addTask {
+                for await delivery in relay.deliveries where delivery.subject == attempt.replySubjectKey.subject {
+                    // Anything not sealed on this request's channel (a forgery) is dropped, and the wait goes on.
+                    switch try? attempt.read(delivery.payload) {
+                    case .acknowledged(let family)?:
+                        acknowledged.set()
+                        events(.acknowledged(deviceFamily: family))
+                    case .approved(let approved)?: return approved
+                    case .rejected?: throw SignInError.rejected
+                    case nil: continue
+                    }
+                }
+                throw RelaySessionError.closed("the relay connection ended while waiting for a sibling")
+            }
+            group.addTask {
+                let start = ContinuousClock.now
+                for (index, time) in configuration.sendSchedule.enumerated() {
+                    try await Task.sleep(until: start + time)
+                    if index > 0, acknowledged.isSet { break }
+                    try await relay.send(
+                        attempt.box, to: inbox, wake: PayloadType.signInRequest.wakeClass,
+                        token: try await wallet.take())
+                    if index == 0 { events(.waiting(checkCode: attempt.checkCode)) }
+                }
+                try await Task.sleep(until: start + configuration.maximumWait)
+                throw SignInError.noAnswer(waited: configuration.maximumWait)
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let approved = first else { throw SignInError.rejected }
+            return approved
+        }
+        let logged = try await bindings.accountSigningKey(ktHandle: approved.ktHandle)
+        let accountKey = try SignInAttempt.accountKey(from: approved, loggedAccountKey: logged.rawRepresentation)
+        return Approval(
+            grant: approved.grant, ktHandle: approved.ktHandle, accountKey: accountKey,
+            accountSeed: approved.accountSeed, discoverySeed: approved.discoverySeed)
+    }
+}
+
+/// Set once a sibling acknowledged the request: the re-sends stop.
+private final class AcknowledgedFlag: Sendable {
+    private let flag = Mutex(false)
+    func set() { flag.withLock { $0 = true } }
+    var isSet: Bool { flag.withLock { $0 } }
+}
