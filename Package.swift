@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "Age", targets: ["Age"]),
         .library(name: "CommandLineKit", targets: ["CommandLineKit"]),
         .library(name: "Sempere", targets: ["Sempere"]),
+        .library(name: "PrivateFiles", targets: ["PrivateFiles"]),
         .library(name: "HTTPServer", targets: ["HTTPServer"]),
         .library(name: "WebSockets", targets: ["WebSockets"]),
         .library(name: "PixieWire", targets: ["PixieWire"]),
@@ -23,6 +24,7 @@ let package = Package(
         .executable(name: "bench", targets: ["bench"]),
         .executable(name: "age-swift", targets: ["age-swift"]),
         .executable(name: "sempere", targets: ["sempere"]),
+        .executable(name: "pixie", targets: ["pixie"]),
         .executable(name: "pixie-server", targets: ["pixie-server"]),
         .executable(name: "relay-bench", targets: ["relay-bench"]),
         .executable(name: "connection-bench", targets: ["connection-bench"]),
@@ -78,9 +80,15 @@ let package = Package(
         // age v1 file encryption (C2SP age spec) on the crypto core; docs/age.md.
         .target(name: "Age", dependencies: ["SiblingsCrypto"], swiftSettings: strict),
 
+        // Files only this user can read (0700 directories, 0600 files replaced atomically): Sempere's key store
+        // and a Pixie device's home.
+        .target(name: "PrivateFiles", swiftSettings: strict),
+
         // Sempere: the notes vault (docs/sempere-format.md): the vault model, KeyStore and DeviceKeys, join
         // words, the join QR code.
-        .target(name: "Sempere", dependencies: ["Age", "SiblingsCrypto", "CQREncode"], swiftSettings: strict),
+        .target(
+            name: "Sempere", dependencies: ["Age", "SiblingsCrypto", "CQREncode", "PrivateFiles"], swiftSettings: strict
+        ),
 
         // The HTTP platform under pixie-server (../shared/ARCHITECTURE.md): requests, responses, a router with
         // middleware, an in-memory test client, and a libmicrohttpd server on 127.0.0.1, with streamed bodies; its
@@ -116,7 +124,8 @@ let package = Package(
         // The Pixie device SDK (ARCHITECTURE.md, PixieDevice): so far the checks a device runs on what the servers
         // serve before it relies on it, starting with the token mint's verifier for the logged OPRF key list.
         .target(
-            name: "PixieDevice", dependencies: ["PixieWire", "PrivacyPass", "Transparency", "WebSockets"],
+            name: "PixieDevice",
+            dependencies: ["PixieWire", "PrivacyPass", "Transparency", "WebSockets", "PrivateFiles", "WebAuthn"],
             swiftSettings: strict),
 
         // pixie-server's services on the HTTP platform: phone-verify-svc and identity-svc, configuration, keys,
@@ -159,6 +168,10 @@ let package = Package(
 
         // The Sempere command-line program (README.md, "Sempere from the terminal").
         .executableTarget(name: "sempere", dependencies: ["Sempere", "CommandLineKit"], swiftSettings: strict),
+
+        // pixie: one Pixie device, its state in --home.
+        .executableTarget(
+            name: "pixie", dependencies: ["PixieDevice", "PixieWire", "CommandLineKit"], swiftSettings: strict),
 
         // The Age module on files, to time beside the age CLI (scripts/bench-age.sh); a benchmark entry point.
         .executableTarget(name: "age-swift", dependencies: ["Age"], swiftSettings: strict),
@@ -214,6 +227,7 @@ let package = Package(
         .testTarget(
             name: "PixieWireTests", dependencies: ["PixieWire", "SiblingsCrypto", "WebAuthn"], swiftSettings: strict),
         .testTarget(name: "StorageTests", dependencies: ["Storage"], swiftSettings: strict),
+        .testTarget(name: "PrivateFilesTests", dependencies: ["PrivateFiles"], swiftSettings: strict),
         .testTarget(
             name: "TransparencyTests",
             dependencies: ["Transparency", "Storage", "SiblingsCrypto"],

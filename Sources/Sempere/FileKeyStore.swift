@@ -1,5 +1,6 @@
 import Age
 import Foundation
+import PrivateFiles
 import SiblingsCrypto
 
 #if canImport(Glibc)
@@ -134,90 +135,31 @@ public struct FileKeyStore: KeyStore {
 
     /// Creates `directory` and any missing parents with mode 0700; existing ones are left as they are.
     static func createDirectory(_ directory: URL) throws {
-        var missing: [String] = []
-        var path = directory.standardizedFileURL.path
-        var info = stat()
-        while lstat(path, &info) != 0 {
-            guard errno == ENOENT else {
-                throw SempereError(.io, "cannot look at \(path): \(String(cString: strerror(errno)))")
-            }
-            missing.append(path)
-            path = (path as NSString).deletingLastPathComponent
-        }
-        for path in missing.reversed() where mkdir(path, 0o700) != 0 && errno != EEXIST {
-            throw SempereError(
-                .io,
-                "cannot create the key directory \(path): \(String(cString: strerror(errno))); "
-                    + "check that its parent is yours and writable")
+        do {
+            try PrivateFiles.createDirectory(directory, noun: "the key directory")
+        } catch {
+            throw SempereError(error)
         }
     }
 
     /// Refuses a directory that is a symbolic link, not a directory, someone else's, or open to others.
     private func checkDirectory() throws {
-        let path = directory.path
-        var info = stat()
-        guard lstat(path, &info) == 0 else {
-            throw SempereError(.io, "cannot look at the key directory \(path): \(String(cString: strerror(errno)))")
-        }
-        guard info.st_mode & S_IFMT == S_IFDIR else {
-            throw SempereError(
-                .insecureKeyStore,
-                "the key directory \(path) is not a directory (it is a symbolic link or a file): "
-                    + "move it away, so that a private directory can be made there")
-        }
-        guard info.st_uid == geteuid() else {
-            throw SempereError(
-                .insecureKeyStore,
-                "the key directory \(path) belongs to user id \(info.st_uid), not to you (\(geteuid())): "
-                    + "use a directory of your own (set XDG_CONFIG_HOME), or have its owner give it to you")
-        }
-        guard info.st_mode & 0o077 == 0 else {
-            throw SempereError(
-                .insecureKeyStore,
-                "the key directory \(path) is open to other users (mode \(String(info.st_mode & 0o777, radix: 8))): "
-                    + "run `chmod 700 \(path)`; if others could read it, treat its keys as exposed")
+        do {
+            try PrivateFiles.checkDirectory(
+                directory, noun: "the key directory",
+                remedy: "use a directory of your own (set XDG_CONFIG_HOME), or have its owner give it to you")
+        } catch {
+            throw SempereError(error)
         }
     }
 
     /// The file's contents, or nil if it does not exist; refuses a file that is a link, someone else's,
     /// or readable by others.
     private func read(_ url: URL) throws -> Data? {
-        let descriptor = open(url.path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-        guard descriptor >= 0 else {
-            if errno == ENOENT { return nil }
-            if errno == ELOOP {
-                throw SempereError(
-                    .insecureKeyStore,
-                    "\(url.path) is a symbolic link: a key file must be a plain file; remove the link")
-            }
-            throw SempereError(.io, "cannot open \(url.path): \(String(cString: strerror(errno)))")
-        }
-        defer { close(descriptor) }
-        var info = stat()
-        guard fstat(descriptor, &info) == 0 else {
-            throw SempereError(.io, "cannot look at \(url.path): \(String(cString: strerror(errno)))")
-        }
-        guard info.st_mode & S_IFMT == S_IFREG, info.st_uid == geteuid() else {
-            throw SempereError(
-                .insecureKeyStore,
-                "\(url.path) is not a plain file of yours: a key file must be; move it away and restore the key")
-        }
-        guard info.st_mode & 0o077 == 0 else {
-            throw SempereError(
-                .insecureKeyStore,
-                "\(url.path) is open to other users (mode \(String(info.st_mode & 0o777, radix: 8))): "
-                    + "run `chmod 600 \(url.path)`; if others could read it, treat the key as exposed")
-        }
-        var data = Data()
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
-            if count == 0 { return data }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw SempereError(.io, "cannot read \(url.path): \(String(cString: strerror(errno)))")
-            }
-            data.append(contentsOf: buffer[..<count])
+        do {
+            return try PrivateFiles.read(url, noun: "a key file")
+        } catch {
+            throw SempereError(error)
         }
     }
 
@@ -227,8 +169,10 @@ public struct FileKeyStore: KeyStore {
     }
 
     private func remove(_ url: URL) throws {
-        guard unlink(url.path) == 0 || errno == ENOENT else {
-            throw SempereError(.io, "cannot remove \(url.path): \(String(cString: strerror(errno)))")
+        do {
+            try PrivateFiles.remove(url)
+        } catch {
+            throw SempereError(error)
         }
     }
 

@@ -1,0 +1,222 @@
+import Foundation
+import PixieWire
+import SiblingsCrypto
+import Transparency
+import WebAuthn
+
+/// Setting a device up, as the seed's OnboardingFlow walks it, for the authorization half: a first device creates
+/// the account; a new one asks a sibling ("May I join?") and joins with its approval. State is kept in a
+/// ``DeviceHome``. Every binding the server serves is checked against the transparency log first.
+///
+/// The state half (absorbing a sibling's store, with the 30-second grace before "continue anyway") is not built
+/// yet: a device that joins starts empty.
+public struct OnboardingFlow: Sendable {
+    /// The person's SMS code for `number` (typed, or read from a development outbox).
+    public typealias CodeSource = @Sendable (_ number: String, _ codeLength: Int) async throws -> String
+
+    public let home: DeviceHome
+
+    public init(home: DeviceHome) { self.home = home }
+
+    /// The first device of a new account (`pixie init`): verifies the number, makes the account signing seed, the
+    /// discovery key and inbox, enrolls this device and its passkey, and checks all three bindings in the log.
+    public func createAccount(
+        server: URL, trustBundle: TrustBundle, name: String, phoneNumber: String, code: CodeSource
+    ) async throws -> DeviceState {
+        try refuseIfMember()
+        let client = PixieClient(baseURL: server)
+        var state = try await fresh(
+            server: server, trustBundle: trustBundle, name: name, phoneNumber: phoneNumber, client: client, code: code)
+        let accountKey = HybridSignature.PrivateKey()
+        let discoverySeed = SecureRandom.bytes(count: 32)
+        let discoveryKey = try XWing.PrivateKey(seedRepresentation: discoverySeed)
+        let discoveryInbox = try RelaySubjectKey(discoverySeed: discoverySeed).subject
+        let enrolled = try await client.createAccount(
+            IdentityAPI.CreateAccountRequest(
+                phoneCert: state.phoneCert, discoveryInbox: Base64URLBytes(discoveryInbox.rawRepresentation),
+                discoveryXWingPubkey: Base64URLBytes(discoveryKey.publicKey.rawRepresentation),
+                accountSigningPubkey: Base64URLBytes(accountKey.publicKey.rawRepresentation),
+                device: try state.deviceFields, passkey: try await passkey(client, &state)))
+        guard let ktHandle = enrolled.ktHandle else {
+            throw PixieClientError.unexpected("account creation answered without a kt_handle")
+        }
+        state.membership = DeviceState.Membership(
+            accountID: enrolled.accountID, deviceID: enrolled.deviceID, ktHandle: ktHandle,
+            sessionToken: enrolled.sessionToken, sessionExpiresAt: enrolled.sessionExpiresAt,
+            accountSeed: Base64URLBytes(accountKey.seedRepresentation), discoverySeed: Base64URLBytes(discoverySeed))
+        try home.save(state)
+        // What the server now serves about the account must be what the log holds.
+        let bindings = try bindings(state, client)
+        let discovery = try await client.lookupOwnDiscovery(phoneCert: state.phoneCert.data)
+        guard try await bindings.verifiedDiscovery(discovery, phoneID: state.phoneID.data) == discoveryKey.publicKey
+        else {
+            throw LoggedBindingsError.differs("the discovery key")
+        }
+        guard try await bindings.accountSigningKey(ktHandle: ktHandle) == accountKey.publicKey else {
+            throw LoggedBindingsError.differs("the account signing key")
+        }
+        _ = try await verifiedRoster(state, client, bindings, including: true)
+        state.transparency = Base64URLBytes(await bindings.state)
+        try home.save(state)
+        return state
+    }
+
+    /// A new device (`pixie signin`): verifies the number, asks the account's siblings, and once one approves,
+    /// adopts the seed (saved before the grant is used), enrolls with the grant (revoke_others false) and checks
+    /// that the roster the log backs now holds it.
+    public func signIn(
+        server: URL, trustBundle: TrustBundle, name: String, phoneNumber: String, code: CodeSource,
+        configuration: SignInApprovalRequester.Configuration,
+        events: @escaping @Sendable (SignInApprovalRequester.Event) -> Void = { _ in }
+    ) async throws -> DeviceState {
+        try refuseIfMember()
+        let client = PixieClient(baseURL: server)
+        var state = try await fresh(
+            server: server, trustBundle: trustBundle, name: name, phoneNumber: phoneNumber, client: client, code: code)
+        try home.save(state)
+        let bindings = try bindings(state, client)
+        let relay = try await RelaySession.connect(to: server)
+        let approval: SignInApprovalRequester.Approval
+        do {
+            approval = try await SignInApprovalRequester(
+                client: client, bindings: bindings, relay: relay, phoneCert: state.phoneCert.data,
+                phoneID: state.phoneID.data, sealingKey: try state.sealing.publicKey, configuration: configuration
+            ).requestApproval(events: events)
+        } catch {
+            await relay.close()
+            throw error
+        }
+        await relay.close()
+        // The seed first: it is what makes this device able to speak to its siblings at all.
+        state.membership = DeviceState.Membership(
+            accountID: "", deviceID: "", ktHandle: approval.ktHandle, sessionToken: "", sessionExpiresAt: 0,
+            accountSeed: Base64URLBytes(approval.accountSeed), discoverySeed: Base64URLBytes(approval.discoverySeed))
+        try home.save(state)
+        let enrolled = try await client.registerWithGrant(
+            IdentityAPI.RegisterRequest(
+                grant: approval.grant, device: try state.deviceFields, passkey: try await passkey(client, &state),
+                revokeOthers: false))
+        state.membership?.accountID = enrolled.accountID
+        state.membership?.deviceID = enrolled.deviceID
+        state.membership?.sessionToken = enrolled.sessionToken
+        state.membership?.sessionExpiresAt = enrolled.sessionExpiresAt
+        try home.save(state)
+        _ = try await verifiedRoster(state, client, bindings, including: true)
+        state.transparency = Base64URLBytes(await bindings.state)
+        try home.save(state)
+        return state
+    }
+
+    /// One device of the account, as `pixie devices` lists it.
+    public struct Sibling: Sendable, Equatable {
+        public let deviceID: String
+        public let pubkey: Data
+        public let isThisDevice: Bool
+    }
+
+    /// The account's devices, checked against the log (`pixie devices`).
+    public func devices() async throws -> [Sibling] {
+        var state = try home.state()
+        let client = PixieClient(baseURL: try state.serverURL)
+        let bindings = try bindings(state, client)
+        let membership = try member(state)
+        let listed = try await client.siblings(session: membership.sessionToken)
+        let roster = try await bindings.verifiedRoster(listed, ktHandle: membership.ktHandle)
+        let own = try state.identity.publicKey.rawRepresentation
+        state.transparency = Base64URLBytes(await bindings.state)
+        try home.save(state)
+        return zip(listed.devices, roster).map {
+            Sibling(deviceID: $0.0.deviceID, pubkey: $0.1.pubkey, isThisDevice: $0.1.pubkey == own)
+        }
+    }
+
+    /// Ends this device's session on the server and forgets the account here: its seeds, session and keys
+    /// (`pixie signout`). The roster keeps the device until another device removes it.
+    public func signOut() async throws {
+        let state = try home.state()
+        if let membership = state.membership, !membership.sessionToken.isEmpty {
+            let client = PixieClient(baseURL: try state.serverURL)
+            do {
+                try await client.revokeSession(membership.sessionToken)
+            } catch PixieClientError.refused(401, _) {
+                // Already ended: nothing to revoke.
+            }
+        }
+        try home.erase()
+    }
+
+    // MARK: pieces
+
+    func member(_ state: DeviceState) throws -> DeviceState.Membership {
+        guard let membership = state.membership, !membership.sessionToken.isEmpty else {
+            throw DeviceError.notSetUp("this device is not in an account yet: run `pixie init` or `pixie signin`")
+        }
+        return membership
+    }
+
+    private func refuseIfMember() throws {
+        if let state = try home.load(), state.membership?.sessionToken.isEmpty == false {
+            throw DeviceError.alreadySetUp(
+                "\(home.directory.path) already holds a device of an account; use another --home, or `pixie signout` "
+                    + "first")
+        }
+    }
+
+    func bindings(_ state: DeviceState, _ client: PixieClient) throws -> LoggedBindings {
+        let logKey = try LogKey(
+            origin: state.trustBundle.transparencyLogOrigin, publicKey: state.trustBundle.transparencyLogKey)
+        return LoggedBindings(
+            verifier: try TransparencyVerifier(logKey: logKey, state: state.transparency.data), client: client)
+    }
+
+    /// A new device's keys, and a verified cert for `phoneNumber`.
+    private func fresh(
+        server: URL, trustBundle: TrustBundle, name: String, phoneNumber: String, client: PixieClient,
+        code: CodeSource
+    ) async throws -> DeviceState {
+        let verifier = try TransparencyVerifier(trustBundle: trustBundle)
+        let started = try await client.startPhoneVerification(phoneNumber)
+        let typed = try await code(phoneNumber, started.codeLength)
+        let checked = try await client.checkPhoneVerification(id: started.verificationID, code: typed)
+        let cert = try PhoneOwnershipCert.Verifier(pinnedKeys: [trustBundle.phoneVerifyKey]).verify(
+            checked.phoneCert.data, now: Date())
+        return DeviceState(
+            server: server.absoluteString, trustBundle: trustBundle, name: name, phoneNumber: phoneNumber,
+            phoneCert: checked.phoneCert, phoneID: Base64URLBytes(cert.phoneID),
+            identitySeed: Base64URLBytes(HybridSignature.PrivateKey().seedRepresentation),
+            sealingSeed: Base64URLBytes(XWing.PrivateKey().seedRepresentation),
+            inboxKey: Base64URLBytes(Curve25519.Signing.PrivateKey().rawRepresentation),
+            passkey: Base64URLBytes(SoftwareAuthenticator().exportState()),
+            transparency: Base64URLBytes(verifier.state),
+            membership: nil)
+    }
+
+    /// A passkey registration from this device's authenticator, whose state is saved in `state`.
+    private func passkey(
+        _ client: PixieClient, _ state: inout DeviceState
+    ) async throws
+        -> IdentityAPI.PasskeyRegistration
+    {
+        let authenticator = try SoftwareAuthenticator(state: state.passkey.data)
+        let challenge = try await client.passkeyChallenge(.register)
+        let credential = authenticator.makeCredential(
+            rpID: challenge.rpID, origin: "https://\(challenge.rpID)", challenge: challenge.challenge.data,
+            userID: try state.identity.publicKey.rawRepresentation.prefix(32))
+        state.passkey = Base64URLBytes(authenticator.exportState())
+        try home.save(state)
+        return IdentityAPI.PasskeyRegistration(challengeID: challenge.challengeID, credential: credential)
+    }
+
+    private func verifiedRoster(
+        _ state: DeviceState, _ client: PixieClient, _ bindings: LoggedBindings, including: Bool
+    ) async throws -> [RosterDevice] {
+        let membership = try member(state)
+        let roster = try await bindings.verifiedRoster(
+            try await client.siblings(session: membership.sessionToken), ktHandle: membership.ktHandle)
+        let own = try state.identity.publicKey.rawRepresentation
+        guard roster.contains(where: { $0.pubkey == own }) == including else {
+            throw LoggedBindingsError.differs("the account's roster (this device is missing from it)")
+        }
+        return roster
+    }
+}

@@ -1,0 +1,160 @@
+import Foundation
+import PixieWire
+import PrivateFiles
+import SiblingsCrypto
+import Transparency
+import WebAuthn
+
+/// One device's own state in a private directory (`pixie --home DIR`): its keys, its passkey, its session, the
+/// account's seeds once it has them, and the transparency checkpoint it has pinned. One file, `device.json`, mode
+/// 0600, replaced atomically, in a directory of mode 0700 that must be this user's alone (``PrivateFiles``).
+public struct DeviceHome: Sendable {
+    public let directory: URL
+    var file: URL { directory.appendingPathComponent("device.json") }
+
+    /// Opens (creating it if needed) the home at `directory`; refuses one that is not private.
+    public init(directory: URL) throws {
+        self.directory = directory
+        do {
+            try PrivateFiles.createDirectory(directory, noun: "the device's home")
+            try check()
+        } catch {
+            throw DeviceError.home(error.reason)
+        }
+    }
+
+    private func check() throws(PrivateFilesError) {
+        try PrivateFiles.checkDirectory(
+            directory, noun: "the device's home", remedy: "use a directory of your own for --home")
+    }
+
+    /// The saved state, or nil for a home no device was set up in.
+    public func load() throws -> DeviceState? {
+        let data: Data?
+        do {
+            try check()
+            data = try PrivateFiles.read(file, noun: "a device's state")
+        } catch {
+            throw DeviceError.home(error.reason)
+        }
+        guard let data else { return nil }
+        do {
+            return try JSONDecoder().decode(DeviceState.self, from: data)
+        } catch {
+            throw DeviceError.home(
+                "\(file.path) is damaged (not the JSON this version writes); restore it from a backup, or move it away "
+                    + "and set this device up again")
+        }
+    }
+
+    /// The saved state; throws if no device was set up here.
+    public func state() throws -> DeviceState {
+        guard let state = try load() else {
+            throw DeviceError.notSetUp(
+                "no device is set up in \(directory.path): run `pixie init` (a new account) or `pixie signin`")
+        }
+        return state
+    }
+
+    public func save(_ state: DeviceState) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        do {
+            try check()
+            try PrivateFiles.write(try encoder.encode(state), to: file)
+            try PrivateFiles.syncDirectory(directory)
+        } catch let error as PrivateFilesError {
+            throw DeviceError.home(error.reason)
+        }
+    }
+}
+
+extension DeviceHome {
+    /// Removes the device's state from this home.
+    public func erase() throws {
+        do {
+            try PrivateFiles.remove(file)
+            try PrivateFiles.syncDirectory(directory)
+        } catch {
+            throw DeviceError.home(error.reason)
+        }
+    }
+}
+
+/// What a device keeps (``DeviceHome``). Secrets are base64url in JSON, in a file only its user can read.
+public struct DeviceState: Codable, Sendable {
+    /// The account this device is in, once it created one or was approved into one.
+    public struct Membership: Codable, Sendable {
+        public var accountID: String
+        public var deviceID: String
+        public var ktHandle: String
+        public var sessionToken: String
+        public var sessionExpiresAt: Int64
+        /// The account signing seed: it derives the sibling channel key.
+        public var accountSeed: Base64URLBytes
+        /// The discovery key's X-Wing seed (and the discovery inbox's subscribe key).
+        public var discoverySeed: Base64URLBytes
+    }
+
+    public var server: String
+    public var trustBundle: TrustBundle
+    public var name: String
+    public var phoneNumber: String
+    /// The latest verified PhoneOwnershipCert (24 hours).
+    public var phoneCert: Base64URLBytes
+    public var phoneID: Base64URLBytes
+    /// The device's hybrid signing seed (its roster pubkey).
+    public var identitySeed: Base64URLBytes
+    /// Its X-Wing seed (the sealing key siblings seal to).
+    public var sealingSeed: Base64URLBytes
+    /// Its inbox's Ed25519 subscribe key.
+    public var inboxKey: Base64URLBytes
+    /// The software authenticator's state: this device's passkey.
+    public var passkey: Base64URLBytes
+    /// The transparency checkpoint this device has pinned (``TransparencyVerifier/state``).
+    public var transparency: Base64URLBytes
+    public var membership: Membership?
+
+    public var serverURL: URL {
+        get throws {
+            guard let url = URL(string: server) else {
+                throw DeviceError.notSetUp("the saved server \(server) is not a URL")
+            }
+            return url
+        }
+    }
+
+    var identity: HybridSignature.PrivateKey { get throws { try .init(seedRepresentation: identitySeed.data) } }
+    var sealing: XWing.PrivateKey { get throws { try .init(seedRepresentation: sealingSeed.data) } }
+    var inbox: RelaySubjectKey {
+        get throws { RelaySubjectKey(signingKey: try Curve25519.Signing.PrivateKey(rawRepresentation: inboxKey.data)) }
+    }
+
+    /// What this device enrolls as.
+    var deviceFields: IdentityAPI.DeviceFields {
+        get throws {
+            IdentityAPI.DeviceFields(
+                pubkey: Base64URLBytes(try identity.publicKey.rawRepresentation), name: name,
+                inbox: Base64URLBytes(try inbox.subject.rawRepresentation),
+                sealingKey: Base64URLBytes(try sealing.publicKey.rawRepresentation))
+        }
+    }
+}
+
+/// What goes wrong with a device as a whole, with what to do.
+public enum DeviceError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The home directory or its file cannot be used.
+    case home(String)
+    /// No device is set up here, or it is not in an account yet.
+    case notSetUp(String)
+    /// Already set up; say what to do instead.
+    case alreadySetUp(String)
+    /// The phone code could not be had.
+    case phoneCode(String)
+
+    public var description: String {
+        switch self {
+        case .home(let reason), .notSetUp(let reason), .alreadySetUp(let reason), .phoneCode(let reason): reason
+        }
+    }
+}

@@ -1,0 +1,373 @@
+import CommandLineKit
+import Foundation
+import PixieDevice
+import PixieWire
+
+/// `pixie`: one Pixie device, its state in `--home` (README.md, "Two devices"). Libraries do the work
+/// (PixieDevice's OnboardingFlow and SignInListener); this parses arguments and prints.
+struct PixieCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pixie",
+        abstract: "One Pixie device: create an account, sign a new device in with a sibling's approval.",
+        discussion: """
+            Start with `pixie init` on the first device (it creates the account), keep it online with `pixie \
+            listen`, and run `pixie signin` on a new one: it shows a check code, which the person types on the \
+            listening device to approve. Each device's keys and state live in --home (mode 0700, one 0600 file).
+            """,
+        version: "pixie 0.1.0",
+        subcommands: [Init.self, SignIn.self, Listen.self, Devices.self, SignOut.self])
+}
+
+let streams = StandardStreams()
+
+func failure(_ message: String) -> ExitCode {
+    streams.err("pixie: error: \(message)")
+    return .failure
+}
+
+/// Runs `body`, turning every error into a message on standard error and exit status 1.
+func reporting(_ body: () async throws -> Void) async throws {
+    do {
+        try await body()
+    } catch let error as ExitCode {
+        throw error
+    } catch {
+        throw failure("\(error)")
+    }
+}
+
+func printJSON(_ value: Any) throws {
+    let data = try JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .withoutEscapingSlashes])
+    streams.out(String(decoding: data, as: UTF8.self))
+}
+
+/// A line of standard input, read on a thread of its own (not the Swift concurrency pool); nil at its end.
+func readLineAsync() async -> String? {
+    await withCheckedContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(returning: readLine()) }
+    }
+}
+
+func openHome(_ path: String) throws -> DeviceHome {
+    let url =
+        path.hasPrefix("/")
+        ? URL(fileURLWithPath: path)
+        : URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(path)
+    return try DeviceHome(directory: url.standardizedFileURL)
+}
+
+/// Where a new device's setup starts: the server, its trust bundle, the number, and how the SMS code comes.
+struct Setup {
+    let home: String
+    let server: String
+    let trustBundle: String
+    let phone: String
+    let name: String
+    let code: String?
+    let smsOutbox: String?
+    let json: Bool
+
+    func check() throws {
+        guard URL(string: server)?.scheme.map({ ["http", "https"].contains($0) }) == true else {
+            throw ValidationError("--server must be an http:// or https:// URL, not \(server)")
+        }
+        guard !name.trimmingCharacters(in: .whitespaces).isEmpty else { throw ValidationError("--name is empty") }
+    }
+
+    func bundle() throws -> TrustBundle {
+        guard let data = FileManager.default.contents(atPath: trustBundle) else {
+            throw failure("cannot read the trust bundle \(trustBundle); `pixie-server trust-bundle > FILE` makes one")
+        }
+        do {
+            return try JSONDecoder().decode(TrustBundle.self, from: data)
+        } catch {
+            throw failure("\(trustBundle) is not a trust bundle; `pixie-server trust-bundle > FILE` makes one")
+        }
+    }
+
+    /// The code: --code, the development outbox, or typed.
+    func codeSource() -> OnboardingFlow.CodeSource {
+        let code = code
+        let outbox = smsOutbox
+        let quiet = json
+        return { number, length in
+            if let code { return code }
+            if let outbox { return try await Self.readOutbox(outbox, to: number) }
+            if !quiet { streams.err("A code was sent to \(number). Type it (\(length) digits):") }
+            guard let line = await readLineAsync()?.trimmingCharacters(in: .whitespaces), !line.isEmpty else {
+                throw DeviceError.phoneCode("no code was typed; run the command again")
+            }
+            return line
+        }
+    }
+
+    /// The newest code to `number` in a development outbox, waiting up to 10 s for it to be written.
+    static func readOutbox(_ path: String, to number: String) async throws -> String {
+        let before = FileManager.default.contents(atPath: path)?.count ?? 0
+        for _ in 0..<1000 {
+            if let data = FileManager.default.contents(atPath: path), data.count > before || before > 0 {
+                let lines = String(decoding: data, as: UTF8.self).split(separator: "\n")
+                let texts = lines.compactMap { line -> String? in
+                    guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                        object["to"] as? String == number
+                    else { return nil }
+                    return object["text"] as? String
+                }
+                if let code = texts.last?.split(separator: " ").map({ String($0.filter(\.isNumber)) }).first(where: {
+                    $0.count == 6
+                }) {
+                    return code
+                }
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        throw DeviceError.phoneCode("no code to \(number) appeared in \(path)")
+    }
+}
+
+struct Init: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "init", abstract: "Create a new account, with this as its first device.",
+        discussion: "Verifies the number, creates the account and this device's passkey, and checks every binding "
+            + "the server serves against the transparency log.")
+
+    @Option(name: .long("home"), help: "This device's directory (created mode 0700).") var home: String
+    @Option(name: .long("server"), help: "The pixie-server, http://host:port.") var server: String
+    @Option(name: .long("trust-bundle"), help: "The app's trust bundle (`pixie-server trust-bundle` prints it).")
+    var trustBundle: String
+    @Option(name: .long("phone"), help: "This device's phone number, E.164 (+14155550123).") var phone: String
+    @Option(name: .long("name"), help: "This device's name, as the device list shows it.") var name: String
+    @OptionalOption(name: .long("code"), help: "The SMS code, when it is known already.") var code: String?
+    @OptionalOption(
+        name: .long("sms-outbox"), help: "Development: read the code from pixie-server's sms-outbox.jsonl.")
+    var smsOutbox: String?
+    @Flag(name: .long("json"), help: "Print the result as JSON.") var json: Bool
+
+    var setup: Setup {
+        Setup(
+            home: home, server: server, trustBundle: trustBundle, phone: phone, name: name, code: code,
+            smsOutbox: smsOutbox, json: json)
+    }
+
+    func validate() throws { try setup.check() }
+
+    func run() async throws {
+        try await reporting {
+            let state = try await OnboardingFlow(home: try openHome(setup.home)).createAccount(
+                server: URL(string: setup.server)!, trustBundle: try setup.bundle(), name: setup.name,
+                phoneNumber: setup.phone, code: setup.codeSource())
+            let membership = state.membership!
+            if setup.json {
+                try printJSON([
+                    "account_id": membership.accountID, "device_id": membership.deviceID,
+                    "kt_handle": membership.ktHandle,
+                ])
+                return
+            }
+            streams.out("Created an account for \(setup.phone); this device, \(setup.name), is its first.")
+            streams.out("Run `pixie listen --home \(setup.home)` to approve new devices.")
+        }
+    }
+}
+
+struct SignIn: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "signin", abstract: "Sign this new device in, approved on a device already in the account.",
+        discussion: "Shows a check code: type it on the other device (running `pixie listen`) to approve. Waits up "
+            + "to --wait seconds; no answer, or a rejection, and this device does not join.")
+
+    @Option(name: .long("home"), help: "This device's directory (created mode 0700).") var home: String
+    @Option(name: .long("server"), help: "The pixie-server, http://host:port.") var server: String
+    @Option(name: .long("trust-bundle"), help: "The app's trust bundle (`pixie-server trust-bundle` prints it).")
+    var trustBundle: String
+    @Option(name: .long("phone"), help: "This device's phone number, E.164 (+14155550123).") var phone: String
+    @Option(name: .long("name"), help: "This device's name, as the device list shows it.") var name: String
+    @OptionalOption(name: .long("code"), help: "The SMS code, when it is known already.") var code: String?
+    @OptionalOption(
+        name: .long("sms-outbox"), help: "Development: read the code from pixie-server's sms-outbox.jsonl.")
+    var smsOutbox: String?
+    @Flag(name: .long("json"), help: "Print the result as JSON.") var json: Bool
+
+    var setup: Setup {
+        Setup(
+            home: home, server: server, trustBundle: trustBundle, phone: phone, name: name, code: code,
+            smsOutbox: smsOutbox, json: json)
+    }
+    @Option(name: .long("wait"), help: "How long to wait for an approval, in seconds.") var wait: Int = 180
+
+    func validate() throws {
+        try setup.check()
+        guard (1...3600).contains(wait) else { throw ValidationError("--wait must be 1 to 3600 seconds") }
+    }
+
+    func run() async throws {
+        let json = setup.json
+        try await reporting {
+            var configuration = SignInApprovalRequester.Configuration(deviceModel: setup.name)
+            configuration.maximumWait = .seconds(wait)
+            let state = try await OnboardingFlow(home: try openHome(setup.home)).signIn(
+                server: URL(string: setup.server)!, trustBundle: try setup.bundle(), name: setup.name,
+                phoneNumber: setup.phone, code: setup.codeSource(), configuration: configuration
+            ) { event in
+                switch event {
+                case .waiting(let code):
+                    if json {
+                        try? printJSON(["event": "waiting", "check_code": code])
+                    } else {
+                        streams.out("Check code: \(code.prefix(4)) \(code.dropFirst(4))")
+                        streams.out("Type it on a device already signed in (`pixie listen` there) to approve.")
+                    }
+                case .acknowledged(let family):
+                    if json {
+                        try? printJSON(["event": "acknowledged", "device_family": family])
+                    } else {
+                        streams.out("Approve on your \(family).")
+                    }
+                }
+            }
+            let membership = state.membership!
+            if json {
+                try printJSON(["event": "joined", "account_id": membership.accountID, "device_id": membership.deviceID])
+            } else {
+                streams.out("Approved: this device, \(setup.name), is in the account.")
+            }
+        }
+    }
+}
+
+struct Listen: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "listen", abstract: "Stay online and answer sign-in requests from new devices.",
+        discussion: """
+            Sign-in requests wake no one, so a device answers only while it listens. For each request that passes \
+            every check, it asks: type the new device's check code to approve, or "no" to reject. For scripts, \
+            --approve-code CODE approves the request showing CODE without asking, and --reject rejects every request.
+            """)
+
+    @Option(name: .long("home"), help: "This device's directory.") var home: String
+    @Option(name: .long("family"), help: "This device's family, as the new device shows it.") var family: String =
+        "Linux"
+    @OptionalOption(name: .long("approve-code"), help: "Approve the request showing this check code; ask nothing.")
+    var approveCode: String?
+    @Flag(name: .long("reject"), help: "Reject every request; ask nothing.") var reject: Bool
+    @Flag(name: .long("once"), help: "Stop after the first request is answered.") var once: Bool
+    @Flag(name: .long("json"), help: "Print events as JSON lines.") var json: Bool
+
+    func validate() throws {
+        if approveCode != nil && reject { throw ValidationError("--approve-code and --reject exclude each other") }
+    }
+
+    func run() async throws {
+        let json = json
+        let approveCode = approveCode
+        let reject = reject
+        let once = once
+        try await reporting {
+            let listener = SignInListener(home: try openHome(home), deviceFamily: family)
+            let task = Task {
+                try await listener.run(
+                    ready: {
+                        if json {
+                            try? printJSON(["event": "listening"])
+                        } else {
+                            streams.out("Listening for sign-in requests. Ctrl-C stops.")
+                        }
+                    },
+                    decide: { prompt in
+                        if reject { return .reject }
+                        if let approveCode {
+                            return prompt.matches(checkCode: approveCode) ? .approve(checkCode: approveCode) : .ignore
+                        }
+                        if json {
+                            try? printJSON(["event": "prompt", "device_model": prompt.request.deviceModel])
+                        } else {
+                            streams.out(
+                                "Sign in \"\(prompt.request.deviceModel)\" to this account? Type the check code it "
+                                    + "shows to approve, or no to reject:")
+                        }
+                        for _ in 0..<3 {
+                            guard let line = await readLineAsync()?.trimmingCharacters(in: .whitespaces) else {
+                                return .ignore
+                            }
+                            if ["no", "n", "reject"].contains(line.lowercased()) { return .reject }
+                            if prompt.matches(checkCode: line) { return .approve(checkCode: line) }
+                            if json {
+                                try? printJSON(["event": "wrong_check_code"])
+                            } else {
+                                streams.out("That is not the code the new device shows. Type it again, or no:")
+                            }
+                        }
+                        return .reject
+                    },
+                    report: { outcome in
+                        Self.print(outcome, json: json)
+                        if once, outcome.isAnswer { exit(0) }
+                    })
+            }
+            try await task.value
+        }
+    }
+
+    static func print(_ outcome: SignInListener.Outcome, json: Bool) {
+        let (event, text): (String, String)
+        switch outcome {
+        case .approved(let model): (event, text) = ("approved", "Approved \(model).")
+        case .rejected(let model): (event, text) = ("rejected", "Rejected \(model).")
+        case .ignored(let model): (event, text) = ("ignored", "Left \(model)'s request unanswered.")
+        case .wrongCheckCode(let model): (event, text) = ("wrong_check_code", "Wrong check code for \(model).")
+        case .dropped(let drop): (event, text) = ("dropped", "Dropped a request: \(drop).")
+        case .failed(let model, let reason): (event, text) = ("failed", "Could not answer \(model): \(reason)")
+        }
+        if json { try? printJSON(["event": event, "detail": text]) } else { streams.out(text) }
+    }
+}
+
+extension SignInListener.Outcome {
+    var isAnswer: Bool {
+        switch self {
+        case .approved, .rejected: true
+        default: false
+        }
+    }
+}
+
+struct Devices: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "devices", abstract: "List the account's devices, checked against the transparency log.")
+
+    @Option(name: .long("home"), help: "This device's directory.") var home: String
+    @Flag(name: .long("json"), help: "Print the list as JSON.") var json: Bool
+
+    func run() async throws {
+        try await reporting {
+            let devices = try await OnboardingFlow(home: try openHome(home)).devices()
+            if json {
+                try printJSON(
+                    devices.map {
+                        ["device_id": $0.deviceID, "this_device": $0.isThisDevice] as [String: Any]
+                    })
+                return
+            }
+            for device in devices {
+                streams.out("\(device.deviceID)\(device.isThisDevice ? "  (this device)" : "")")
+            }
+            streams.out("\(devices.count) device\(devices.count == 1 ? "" : "s"), matching the transparency log.")
+        }
+    }
+}
+
+struct SignOut: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "signout", abstract: "End this device's session and forget the account here.")
+
+    @Option(name: .long("home"), help: "This device's directory.") var home: String
+
+    func run() async throws {
+        try await reporting {
+            try await OnboardingFlow(home: try openHome(home)).signOut()
+            streams.out("Signed out: this device's session is ended and its keys are removed from \(home).")
+        }
+    }
+}
+
+await PixieCommand.main()

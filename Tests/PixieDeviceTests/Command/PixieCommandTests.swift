@@ -1,0 +1,169 @@
+import Foundation
+import Synchronization
+import Testing
+
+/// A `pixie` process (the binary beside the test bundle), its output collected as it comes and its input open.
+final class PixieProcess: Sendable {
+    static var binary: URL { RunningServer.binary.deletingLastPathComponent().appendingPathComponent("pixie") }
+
+    private let process: Process
+    private let input: Pipe
+    private let output = Mutex(Data())
+
+    init(_ arguments: [String], in directory: URL) throws {
+        guard FileManager.default.isExecutableFile(atPath: Self.binary.path) else {
+            throw Failure(description: "pixie is not built at \(Self.binary.path): swift build --build-tests")
+        }
+        process = Process()
+        process.executableURL = Self.binary
+        process.arguments = arguments
+        process.currentDirectoryURL = directory
+        input = Pipe()
+        let out = Pipe()
+        process.standardInput = input
+        process.standardOutput = out
+        process.standardError = out
+        try process.run()
+        Thread.detachNewThread { [self] in
+            while case let chunk = out.fileHandleForReading.availableData, !chunk.isEmpty {
+                output.withLock { $0.append(chunk) }
+            }
+        }
+    }
+
+    var text: String { output.withLock { String(decoding: $0, as: UTF8.self) } }
+
+    /// The JSON lines printed so far.
+    var events: [[String: Any]] {
+        text.split(separator: "\n").compactMap {
+            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        }
+    }
+
+    /// Waits (up to 60 s: the suite shares two cores) for a JSON line whose "event" is `name`.
+    func event(_ name: String) async throws -> [String: Any] {
+        for _ in 0..<6000 {
+            if let found = events.first(where: { $0["event"] as? String == name }) { return found }
+            if !process.isRunning, events.first(where: { $0["event"] as? String == name }) == nil {
+                throw Failure(description: "pixie ended without \(name): \(text)")
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        throw Failure(description: "pixie never printed \(name): \(text)")
+    }
+
+    func type(_ line: String) { input.fileHandleForWriting.write(Data((line + "\n").utf8)) }
+
+    /// Waits for the process to end; its status.
+    func exit() async -> Int32 {
+        while process.isRunning { try? await Task.sleep(for: .milliseconds(10)) }
+        return process.terminationStatus
+    }
+
+    func stop() { if process.isRunning { process.terminate() } }
+}
+
+/// The `pixie` command acting out the authorization half with a real pixie-server: one home per device.
+@Suite("pixie, one device per --home, against the real pixie-server", .serialized)
+struct PixieCommandTests {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pixie-cli-\(UUID())")
+    let number = "+14155550177"
+
+    func setUp() async throws -> RunningServer {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let bundle = try AgainstTheServerTests.run([
+            "trust-bundle", "--data-dir", directory.appendingPathComponent("data").path,
+        ])
+        try Data(bundle.utf8).write(to: directory.appendingPathComponent("bundle.json"))
+        return try await RunningServer(dataDirectory: directory.appendingPathComponent("data"))
+    }
+
+    func setup(_ server: RunningServer, home: String, name: String) -> [String] {
+        [
+            "--home", home, "--server", server.base.absoluteString, "--trust-bundle", "bundle.json", "--phone", number,
+            "--name", name, "--sms-outbox", "data/sms-outbox.jsonl", "--json",
+        ]
+    }
+
+    @Test("init, listen, signin with the check code (a wrong one first), devices, signout")
+    func approved() async throws {
+        let server = try await setUp()
+        defer {
+            server.stop()
+            try? FileManager.default.removeItem(at: directory)
+        }
+        let created = try PixieProcess(["init"] + setup(server, home: "phone", name: "phone"), in: directory)
+        #expect(await created.exit() == 0, "\(created.text)")
+        // The home is private: a 0700 directory and a 0600 file.
+        let attributes = try FileManager.default.attributesOfItem(
+            atPath: directory.appendingPathComponent("phone").path)
+        #expect((attributes[.posixPermissions] as? Int) == 0o700)
+        let file = try FileManager.default.attributesOfItem(
+            atPath: directory.appendingPathComponent("phone/device.json").path)
+        #expect((file[.posixPermissions] as? Int) == 0o600)
+
+        let listener = try PixieProcess(["listen", "--home", "phone", "--once", "--json"], in: directory)
+        defer { listener.stop() }
+        _ = try await listener.event("listening")
+        let laptop = try PixieProcess(
+            ["signin"] + setup(server, home: "laptop", name: "laptop") + ["--wait", "60"], in: directory)
+        defer { laptop.stop() }
+        let code = try #require(try await laptop.event("waiting")["check_code"] as? String)
+        #expect(try await laptop.event("acknowledged")["device_family"] as? String == "Linux")
+        #expect(try await listener.event("prompt")["device_model"] as? String == "laptop")
+        listener.type(String(code.reversed()) == code ? "00000000" : String(code.reversed()))
+        _ = try await listener.event("wrong_check_code")
+        listener.type(code.prefix(4) + " " + code.dropFirst(4))
+        _ = try await listener.event("approved")
+        let joined = try await laptop.event("joined")
+        #expect(await laptop.exit() == 0, "\(laptop.text)")
+        #expect(await listener.exit() == 0)
+
+        let devices = try PixieProcess(["devices", "--home", "laptop", "--json"], in: directory)
+        #expect(await devices.exit() == 0, "\(devices.text)")
+        let list = try #require(
+            try JSONSerialization.jsonObject(with: Data(devices.text.utf8)) as? [[String: Any]])
+        #expect(list.count == 2)
+        #expect(
+            list.contains {
+                $0["device_id"] as? String == joined["device_id"] as? String && $0["this_device"] as? Bool == true
+            })
+
+        let out = try PixieProcess(["signout", "--home", "laptop"], in: directory)
+        #expect(await out.exit() == 0)
+        let after = try PixieProcess(["devices", "--home", "laptop"], in: directory)
+        #expect(await after.exit() == 1)
+        #expect(after.text.contains("no device is set up"), "\(after.text)")
+    }
+
+    @Test("rejected, and no sibling online: the new device does not join, and says why")
+    func refusals() async throws {
+        let server = try await setUp()
+        defer {
+            server.stop()
+            try? FileManager.default.removeItem(at: directory)
+        }
+        #expect(
+            await (try PixieProcess(["init"] + setup(server, home: "phone", name: "phone"), in: directory)).exit() == 0)
+        let listener = try PixieProcess(["listen", "--home", "phone", "--reject", "--once", "--json"], in: directory)
+        defer { listener.stop() }
+        _ = try await listener.event("listening")
+        let refused = try PixieProcess(["signin"] + setup(server, home: "tablet", name: "tablet"), in: directory)
+        #expect(await refused.exit() == 1)
+        #expect(refused.text.contains("rejected on the other device"), "\(refused.text)")
+        _ = try await listener.event("rejected")
+
+        // Nobody listens now.
+        let lonely = try PixieProcess(
+            ["signin"] + setup(server, home: "tablet", name: "tablet") + ["--wait", "2"], in: directory)
+        #expect(await lonely.exit() == 1)
+        #expect(lonely.text.contains("no device of this account answered within 2 s"), "\(lonely.text)")
+        let devices = try PixieProcess(["devices", "--home", "phone", "--json"], in: directory)
+        #expect(await devices.exit() == 0)
+        #expect((try JSONSerialization.jsonObject(with: Data(devices.text.utf8)) as? [Any])?.count == 1)
+
+        // Usage errors are 64.
+        let usage = try PixieProcess(["signin", "--home", "x", "--server", "ftp://x"], in: directory)
+        #expect(await usage.exit() == 64)
+    }
+}
