@@ -4,7 +4,7 @@ import SiblingsCrypto
 /// The key-transparency labels identity-svc logs under (docs/pixie-protocol.md, "Labels and values"); a device
 /// computes the same ones to look its bindings up.
 public enum KeyTransparencyLabel {
-    /// `discovery/<phone_id base64url>`: discovery_inbox (32) ‖ discovery_xwing_pubkey (1216).
+    /// `discovery/<phone_id base64url>`: ``KeyTransparencyCommitment/discovery(inbox:discoveryKey:ktHandle:)``.
     public static func discovery(phoneID: Data) -> String { "discovery/" + phoneID.base64URLEncodedString() }
     /// `account/<kt_handle>`: the account signing public key (1984).
     public static func account(ktHandle: String) -> String { "account/" + ktHandle }
@@ -30,6 +30,34 @@ public struct RosterDevice: Sendable, Equatable {
 
 /// The values identity-svc logs that a device recomputes to compare with what it was told.
 public enum KeyTransparencyCommitment {
+    /// The `discovery/<phone_id>` value (version 2, issue 16): discovery_inbox (32) ‖ discovery_xwing_pubkey (1216)
+    /// ‖ kt_handle (UTF-8, the rest). The handle binds the number to its account, so a new device takes an
+    /// approval only for the account the log says the number belongs to. Version 1 (issue 7) had no handle; an
+    /// account logged under it is logged again under version 2 by the start-up reconciliation.
+    public static func discovery(inbox: RelaySubject, discoveryKey: Data, ktHandle: String) -> Data {
+        inbox.rawRepresentation + discoveryKey + Data(ktHandle.utf8)
+    }
+
+    /// A `discovery/<phone_id>` value, read back.
+    public struct DiscoveryBinding: Sendable, Equatable {
+        public let inbox: RelaySubject
+        /// An X-Wing public key (1216 bytes).
+        public let discoveryKey: Data
+        public let ktHandle: String
+
+        /// Nil for a value that is not version 2 (one without a handle included).
+        public init?(logged: Data) {
+            let keyEnd = RelaySubject.byteCount + 1216
+            guard logged.count > keyEnd,
+                let inbox = try? RelaySubject(rawRepresentation: logged.prefix(RelaySubject.byteCount)),
+                let handle = String(data: logged.dropFirst(keyEnd), encoding: .utf8)
+            else { return nil }
+            self.inbox = inbox
+            discoveryKey = Data(logged.dropFirst(RelaySubject.byteCount).prefix(1216))
+            ktHandle = handle
+        }
+    }
+
     /// The `devices/<kt_handle>` value (version 2, issue 15):
     ///
     ///     SHA-256("pixie/kt/devices/v2" ‖ count (4) ‖ for each device, in byte order of pubkey:

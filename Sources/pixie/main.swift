@@ -102,10 +102,11 @@ struct Setup {
     }
 
     /// The newest code to `number` in a development outbox, waiting up to 10 s for it to be written.
+    /// The newest code to `number` in a development outbox (pixie-server writes it before it answers the start
+    /// request), waiting up to 10 s for the file to appear.
     static func readOutbox(_ path: String, to number: String) async throws -> String {
-        let before = FileManager.default.contents(atPath: path)?.count ?? 0
         for _ in 0..<1000 {
-            if let data = FileManager.default.contents(atPath: path), data.count > before || before > 0 {
+            if let data = FileManager.default.contents(atPath: path) {
                 let lines = String(decoding: data, as: UTF8.self).split(separator: "\n")
                 let texts = lines.compactMap { line -> String? in
                     guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
@@ -193,11 +194,18 @@ struct SignIn: ParsableCommand {
             home: home, server: server, trustBundle: trustBundle, phone: phone, name: name, code: code,
             smsOutbox: smsOutbox, json: json)
     }
-    @Option(name: .long("wait"), help: "How long to wait for an approval, in seconds.") var wait: Int = 180
+    @Option(name: .long("wait"), help: "How long to wait for an approval, in seconds (at most 300).")
+    var wait: Int = 180
 
     func validate() throws {
         try setup.check()
-        guard (1...3600).contains(wait) else { throw ValidationError("--wait must be 1 to 3600 seconds") }
+        // A sibling drops a request older than 5 minutes, so waiting longer would only spend the number's tokens.
+        guard (1...300).contains(wait) else { throw ValidationError("--wait must be 1 to 300 seconds") }
+        guard server.hasPrefix("http://") else {
+            throw ValidationError(
+                "signin reaches the relay over ws://, so --server must be an http:// URL; TLS for the relay is not "
+                    + "built yet")
+        }
     }
 
     func run() async throws {
@@ -282,8 +290,8 @@ struct Listen: ParsableCommand {
                             try? printJSON(["event": "prompt", "device_model": prompt.request.deviceModel])
                         } else {
                             streams.out(
-                                "Sign in \"\(prompt.request.deviceModel)\" to this account? Type the check code it "
-                                    + "shows to approve, or no to reject:")
+                                "A new device, \"\(prompt.request.deviceModel)\", asks to join this account. To approve, type "
+                                    + "the check code shown on that device's own screen (nowhere else); no to reject:")
                         }
                         for _ in 0..<3 {
                             guard let line = await readLineAsync()?.trimmingCharacters(in: .whitespaces) else {

@@ -86,7 +86,7 @@ struct AgainstTheServerTests {
         // Discovery: exactly what was enrolled, and the same in the log.
         let discovery = try await client.lookupOwnDiscovery(phoneCert: checked.phoneCert.data)
         #expect(discovery.discoveryInbox.data == discoveryInbox.rawRepresentation)
-        let verifiedKey = try await bindings.verifiedDiscovery(discovery, phoneID: cert.phoneID)
+        let verifiedKey = try await bindings.verifiedDiscovery(discovery, phoneID: cert.phoneID).key
         #expect(verifiedKey == discoveryKey.publicKey)
         // A substituted discovery key (a hostile identity-svc) fails closed.
         var substituted = discovery

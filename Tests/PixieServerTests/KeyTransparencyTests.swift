@@ -70,7 +70,9 @@ struct KeyTransparencyTests {
         let inbox = try #require((discovery.json["discovery_inbox"] as? String).flatMap(Data.init(base64URLEncoded:)))
         let key = try #require(
             (discovery.json["discovery_xwing_pubkey"] as? String).flatMap(Data.init(base64URLEncoded:)))
-        #expect(entry.value == inbox + key)
+        // Version 2 of the value names the account's KT handle: the number is bound to its account.
+        #expect(entry.value == inbox + key + Data(handle.utf8))
+        #expect(KeyTransparencyCommitment.DiscoveryBinding(logged: entry.value)?.ktHandle == handle)
         #expect(entry.version == 1)
 
         // The account's KT handle binds its signing key; the roster commitment matches the siblings list.
@@ -194,11 +196,11 @@ struct KeyTransparencyTests {
         var phone = TestDevice(name: "phone")
         let handle = try #require(try await before.createAccount(&phone).json["kt_handle"] as? String)
         // Back to the store as the server before migration 3 left it: no addressing columns, nothing owed to
-        // the log, migration 3 not recorded.
+        // the log, migrations 3 and 4 not recorded.
         try store.execute("ALTER TABLE devices DROP COLUMN inbox", [])
         try store.execute("ALTER TABLE devices DROP COLUMN sealing_key", [])
         try store.execute("UPDATE accounts SET kt_dirty = 0", [])
-        try store.execute("DELETE FROM schema_migrations WHERE component = 'identity' AND version = 3", [])
+        try store.execute("DELETE FROM schema_migrations WHERE component = 'identity' AND version >= 3", [])
         var verifier = TransparencyVerifier(logKey: before.logKey)
         let old = try #require(try await before.verifiedLookup("devices/" + handle, &verifier))
 

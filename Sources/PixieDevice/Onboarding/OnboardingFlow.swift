@@ -15,8 +15,18 @@ public struct OnboardingFlow: Sendable {
     public typealias CodeSource = @Sendable (_ number: String, _ codeLength: Int) async throws -> String
 
     public let home: DeviceHome
+    /// The network to each server: URLSession unless the app (or a test) brings its own.
+    public let transport: @Sendable (URL) -> any HTTPTransport
 
-    public init(home: DeviceHome) { self.home = home }
+    public init(
+        home: DeviceHome,
+        transport: @escaping @Sendable (URL) -> any HTTPTransport = { URLSessionTransport(baseURL: $0) }
+    ) {
+        self.home = home
+        self.transport = transport
+    }
+
+    func client(_ server: URL) -> PixieClient { PixieClient(transport: transport(server)) }
 
     /// The first device of a new account (`pixie init`): verifies the number, makes the account signing seed, the
     /// discovery key and inbox, enrolls this device and its passkey, and checks all three bindings in the log.
@@ -24,37 +34,52 @@ public struct OnboardingFlow: Sendable {
         server: URL, trustBundle: TrustBundle, name: String, phoneNumber: String, code: CodeSource
     ) async throws -> DeviceState {
         try refuseIfMember()
-        let client = PixieClient(baseURL: server)
+        let client = self.client(server)
+        // A creation that was cut off (a crash, a timeout after the server committed) left its seeds and keys
+        // here: use them again, so the account they made is not lost.
+        let pending = try home.load().flatMap { state in
+            state.membership?.ktHandle == "" && state.phoneNumber == phoneNumber ? state : nil
+        }
         var state = try await fresh(
-            server: server, trustBundle: trustBundle, name: name, phoneNumber: phoneNumber, client: client, code: code)
-        let accountKey = HybridSignature.PrivateKey()
-        let discoverySeed = SecureRandom.bytes(count: 32)
+            server: server, trustBundle: trustBundle, name: name, phoneNumber: phoneNumber, client: client, code: code,
+            keeping: pending)
+        let accountSeed = pending?.membership?.accountSeed.data ?? HybridSignature.PrivateKey().seedRepresentation
+        let discoverySeed = pending?.membership?.discoverySeed.data ?? SecureRandom.bytes(count: 32)
+        let accountKey = try HybridSignature.PrivateKey(seedRepresentation: accountSeed)
         let discoveryKey = try XWing.PrivateKey(seedRepresentation: discoverySeed)
         let discoveryInbox = try RelaySubjectKey(discoverySeed: discoverySeed).subject
-        let enrolled = try await client.createAccount(
-            IdentityAPI.CreateAccountRequest(
-                phoneCert: state.phoneCert, discoveryInbox: Base64URLBytes(discoveryInbox.rawRepresentation),
-                discoveryXWingPubkey: Base64URLBytes(discoveryKey.publicKey.rawRepresentation),
-                accountSigningPubkey: Base64URLBytes(accountKey.publicKey.rawRepresentation),
-                device: try state.deviceFields, passkey: try await passkey(client, &state)))
-        guard let ktHandle = enrolled.ktHandle else {
-            throw PixieClientError.unexpected("account creation answered without a kt_handle")
-        }
+        // The seeds are saved before the server hears of them: an account whose seeds no device holds could never
+        // approve anyone.
         state.membership = DeviceState.Membership(
-            accountID: enrolled.accountID, deviceID: enrolled.deviceID, ktHandle: ktHandle,
-            sessionToken: enrolled.sessionToken, sessionExpiresAt: enrolled.sessionExpiresAt,
-            accountSeed: Base64URLBytes(accountKey.seedRepresentation), discoverySeed: Base64URLBytes(discoverySeed))
+            accountID: "", deviceID: "", ktHandle: "", sessionToken: "", sessionExpiresAt: 0,
+            accountSeed: Base64URLBytes(accountSeed), discoverySeed: Base64URLBytes(discoverySeed))
         try home.save(state)
-        // What the server now serves about the account must be what the log holds.
+        let enrolled: IdentityAPI.EnrolledResponse
+        do {
+            enrolled = try await client.createAccount(
+                IdentityAPI.CreateAccountRequest(
+                    phoneCert: state.phoneCert, discoveryInbox: Base64URLBytes(discoveryInbox.rawRepresentation),
+                    discoveryXWingPubkey: Base64URLBytes(discoveryKey.publicKey.rawRepresentation),
+                    accountSigningPubkey: Base64URLBytes(accountKey.publicKey.rawRepresentation),
+                    device: try state.deviceFields, passkey: try await passkey(client, &state)))
+        } catch let error as PixieClientError where error.code == "account_exists" && pending != nil {
+            // The cut-off creation did go through: sign in with this device's passkey instead.
+            enrolled = try await login(client, &state)
+        }
         let bindings = try bindings(state, client)
         let discovery = try await client.lookupOwnDiscovery(phoneCert: state.phoneCert.data)
-        guard try await bindings.verifiedDiscovery(discovery, phoneID: state.phoneID.data) == discoveryKey.publicKey
-        else {
-            throw LoggedBindingsError.differs("the discovery key")
-        }
-        guard try await bindings.accountSigningKey(ktHandle: ktHandle) == accountKey.publicKey else {
+        // What the server now serves about the account must be what the log holds, and the account must be ours.
+        let verified = try await bindings.verifiedDiscovery(discovery, phoneID: state.phoneID.data)
+        guard verified.key == discoveryKey.publicKey, enrolled.ktHandle.map({ $0 == verified.ktHandle }) ?? true
+        else { throw LoggedBindingsError.differs("the discovery key") }
+        guard try await bindings.accountSigningKey(ktHandle: verified.ktHandle) == accountKey.publicKey else {
             throw LoggedBindingsError.differs("the account signing key")
         }
+        state.membership = DeviceState.Membership(
+            accountID: enrolled.accountID, deviceID: enrolled.deviceID, ktHandle: verified.ktHandle,
+            sessionToken: enrolled.sessionToken, sessionExpiresAt: enrolled.sessionExpiresAt,
+            accountSeed: Base64URLBytes(accountSeed), discoverySeed: Base64URLBytes(discoverySeed))
+        try home.save(state)
         _ = try await verifiedRoster(state, client, bindings, including: true)
         state.transparency = Base64URLBytes(await bindings.state)
         try home.save(state)
@@ -70,7 +95,7 @@ public struct OnboardingFlow: Sendable {
         events: @escaping @Sendable (SignInApprovalRequester.Event) -> Void = { _ in }
     ) async throws -> DeviceState {
         try refuseIfMember()
-        let client = PixieClient(baseURL: server)
+        let client = self.client(server)
         var state = try await fresh(
             server: server, trustBundle: trustBundle, name: name, phoneNumber: phoneNumber, client: client, code: code)
         try home.save(state)
@@ -117,7 +142,7 @@ public struct OnboardingFlow: Sendable {
     /// The account's devices, checked against the log (`pixie devices`).
     public func devices() async throws -> [Sibling] {
         var state = try home.state()
-        let client = PixieClient(baseURL: try state.serverURL)
+        let client = self.client(try state.serverURL)
         let bindings = try bindings(state, client)
         let membership = try member(state)
         let listed = try await client.siblings(session: membership.sessionToken)
@@ -135,7 +160,7 @@ public struct OnboardingFlow: Sendable {
     public func signOut() async throws {
         let state = try home.state()
         if let membership = state.membership, !membership.sessionToken.isEmpty {
-            let client = PixieClient(baseURL: try state.serverURL)
+            let client = self.client(try state.serverURL)
             do {
                 try await client.revokeSession(membership.sessionToken)
             } catch PixieClientError.refused(401, _) {
@@ -172,7 +197,7 @@ public struct OnboardingFlow: Sendable {
     /// A new device's keys, and a verified cert for `phoneNumber`.
     private func fresh(
         server: URL, trustBundle: TrustBundle, name: String, phoneNumber: String, client: PixieClient,
-        code: CodeSource
+        code: CodeSource, keeping previous: DeviceState? = nil
     ) async throws -> DeviceState {
         let verifier = try TransparencyVerifier(trustBundle: trustBundle)
         let started = try await client.startPhoneVerification(phoneNumber)
@@ -180,6 +205,11 @@ public struct OnboardingFlow: Sendable {
         let checked = try await client.checkPhoneVerification(id: started.verificationID, code: typed)
         let cert = try PhoneOwnershipCert.Verifier(pinnedKeys: [trustBundle.phoneVerifyKey]).verify(
             checked.phoneCert.data, now: Date())
+        if var previous {
+            previous.phoneCert = checked.phoneCert
+            previous.phoneID = Base64URLBytes(cert.phoneID)
+            return previous
+        }
         return DeviceState(
             server: server.absoluteString, trustBundle: trustBundle, name: name, phoneNumber: phoneNumber,
             phoneCert: checked.phoneCert, phoneID: Base64URLBytes(cert.phoneID),
@@ -205,6 +235,20 @@ public struct OnboardingFlow: Sendable {
         state.passkey = Base64URLBytes(authenticator.exportState())
         try home.save(state)
         return IdentityAPI.PasskeyRegistration(challengeID: challenge.challengeID, credential: credential)
+    }
+
+    /// A session from this device's passkey (`POST /v1/auth/passkey/login`).
+    private func login(_ client: PixieClient, _ state: inout DeviceState) async throws -> IdentityAPI.EnrolledResponse {
+        let authenticator = try SoftwareAuthenticator(state: state.passkey.data)
+        let challenge = try await client.passkeyChallenge(.login)
+        // The first credential is the one the cut-off creation registered (the retry made another, unused).
+        let assertion = try authenticator.getAssertion(
+            rpID: challenge.rpID, origin: "https://\(challenge.rpID)", challenge: challenge.challenge.data,
+            credentialID: authenticator.credentialIDs(rpID: challenge.rpID).first)
+        state.passkey = Base64URLBytes(authenticator.exportState())
+        try home.save(state)
+        return try await client.passkeyLogin(
+            IdentityAPI.PasskeyAssertion(challengeID: challenge.challengeID, credential: assertion))
     }
 
     private func verifiedRoster(

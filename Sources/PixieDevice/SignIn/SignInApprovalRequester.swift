@@ -12,8 +12,9 @@ import Synchronization
 /// 3. The SignInRequest is sealed in a DiscoveryBox to the discovery key; its reply subject is subscribed first.
 /// 4. The request is sent to the discovery inbox, and sent again on a schedule until a sibling acknowledges it:
 ///    the relay keeps nothing, so a sibling that comes online later only sees a re-send.
-/// 5. An approval's seed must derive the account signing key the log holds under its KT handle; only then is
-///    it returned, the seed adopted before the grant is surfaced.
+/// 5. An approval must name the KT handle the log binds to this number, carry the discovery seed of the key the
+///    request was sealed to, and its account seed must derive the account signing key the log holds under that
+///    handle; only then is it returned, the seed adopted before the grant is surfaced.
 ///
 /// "If no sibling is online, nothing answers": the wait ends after ``Configuration/maximumWait`` with
 /// ``SignInError/noAnswer(waited:)``, and a rejection with ``SignInError/rejected``. In neither case does the
@@ -92,8 +93,9 @@ public struct SignInApprovalRequester: Sendable {
     /// Asks, waits, and returns the verified approval.
     public func requestApproval(events: @escaping @Sendable (Event) -> Void = { _ in }) async throws -> Approval {
         let discovery = try await client.lookupOwnDiscovery(phoneCert: phoneCert)
-        let discoveryKey = try await bindings.verifiedDiscovery(discovery, phoneID: phoneID)
-        let inbox = try RelaySubject(rawRepresentation: discovery.discoveryInbox.data)
+        let verified = try await bindings.verifiedDiscovery(discovery, phoneID: phoneID)
+        let discoveryKey = verified.key
+        let inbox = verified.inbox
         let wallet = TokenWallet(client: client, keyListVerifier: bindings, payer: .phoneCert(phoneCert))
         let attempt = try SignInAttempt(
             deviceModel: configuration.deviceModel, phoneCert: phoneCert, sealingKey: sealingKey,
@@ -115,23 +117,43 @@ public struct SignInApprovalRequester: Sendable {
                 }
                 throw RelaySessionError.closed("the relay connection ended while waiting for a sibling")
             }
+            let start = ContinuousClock.now
             group.addTask {
-                let start = ContinuousClock.now
+                // The code first: a fast acknowledgement must not be shown before it.
+                events(.waiting(checkCode: attempt.checkCode))
                 for (index, time) in configuration.sendSchedule.enumerated() {
                     try await Task.sleep(until: start + time)
                     if index > 0, acknowledged.isSet { break }
-                    try await relay.send(
-                        attempt.box, to: inbox, wake: PayloadType.signInRequest.wakeClass,
-                        token: try await wallet.take())
-                    if index == 0 { events(.waiting(checkCode: attempt.checkCode)) }
+                    do {
+                        try await relay.send(
+                            attempt.box, to: inbox, wake: PayloadType.signInRequest.wakeClass,
+                            token: try await wallet.take())
+                    } catch let error where index > 0 && !(error is CancellationError) {
+                        // A re-send that fails (the relay busy, the token budget spent) ends the re-sends, not the
+                        // wait: the request already went out once.
+                        break
+                    }
                 }
                 try await Task.sleep(until: start + configuration.maximumWait)
+                throw SignInError.noAnswer(waited: configuration.maximumWait)
+            }
+            // The deadline on its own, so that a send stuck on the relay cannot hold the wait open past it.
+            group.addTask {
+                try await Task.sleep(until: start + configuration.maximumWait + .seconds(1))
                 throw SignInError.noAnswer(waited: configuration.maximumWait)
             }
             defer { group.cancelAll() }
             guard let first = try await group.next(), let approved = first else { throw SignInError.rejected }
             return approved
         }
+        // The approval must be for this number's account, as the log binds it, and carry this account's discovery
+        // key: otherwise whoever could open the request (a removed device that kept the discovery seed) could
+        // enroll this device into an account of its own choosing.
+        guard approved.ktHandle == verified.ktHandle else { throw SignInError.anotherAccount }
+        guard let seedKey = try? XWing.PrivateKey(seedRepresentation: approved.discoverySeed),
+            seedKey.publicKey == discoveryKey,
+            (try? RelaySubjectKey(discoverySeed: approved.discoverySeed).subject) == inbox
+        else { throw SignInError.anotherAccount }
         let logged = try await bindings.accountSigningKey(ktHandle: approved.ktHandle)
         let accountKey = try SignInAttempt.accountKey(from: approved, loggedAccountKey: logged.rawRepresentation)
         return Approval(

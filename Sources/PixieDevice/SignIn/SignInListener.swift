@@ -33,6 +33,9 @@ public struct SignInListener: Sendable {
     public let deviceFamily: String
     /// How far a request's clock may be from this device's.
     public var freshness: TimeInterval = 300
+    /// How long a prompt may wait for its person: an answer after it is not sent (the new device has given up,
+    /// and a grant would outlive its use). The grant's own lifetime by default.
+    public var promptLifetime: TimeInterval = 180
 
     public init(home: DeviceHome, deviceFamily: String) {
         self.home = home
@@ -80,7 +83,18 @@ public struct SignInListener: Sendable {
                 try await relay.send(
                     try prompt.acknowledgement(deviceFamily: deviceFamily), to: reply, wake: .silent,
                     token: try await wallet.take())
-                switch await decide(prompt) {
+                ladder.acknowledged(prompt, now: Date())
+                let asked = Date()
+                let decision = await decide(prompt)
+                if decision != .ignore, Date().timeIntervalSince(asked) > promptLifetime {
+                    report(
+                        .failed(
+                            deviceModel: model,
+                            reason: "the answer came after \(Int(promptLifetime)) s, so it was not sent; sign in "
+                                + "again on the new device"))
+                    continue
+                }
+                switch decision {
                 case .ignore:
                     report(.ignored(deviceModel: model))
                 case .reject:

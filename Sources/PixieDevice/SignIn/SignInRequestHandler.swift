@@ -16,8 +16,8 @@ import SiblingsCrypto
 /// 3. the payload is a signin_request;
 /// 4. the cert's phone_id equals this device's own phone_id: a discovery inbox is published, so without this
 ///    anyone who resolved it could raise a sign-in prompt on the lock screen at will;
-/// 5. the timestamp is inside the freshness window (±5 minutes by default), and no request with the same reply
-///    subject was seen within it (a relay replaying a request).
+/// 5. the timestamp is inside the freshness window (±5 minutes by default), and the same box was not answered
+///    within twice that window (a relay replaying a request, or the requester's own re-sends).
 ///
 /// Only then does the sibling seal back a signin_ack with its device family and ask its person
 /// (``Prompt``).
@@ -34,7 +34,7 @@ public struct SignInRequestHandler: Sendable {
         case anotherNumber
         /// Rung 5: outside the freshness window.
         case stale
-        /// Rung 5: a request with this reply subject was seen within the window.
+        /// Rung 5: this very box was answered within the window.
         case replayed
     }
 
@@ -44,6 +44,8 @@ public struct SignInRequestHandler: Sendable {
         /// The requester's cert, verified.
         public let certificate: PhoneOwnershipCert
         let replies: SignInReplyChannel
+        /// SHA-256 of the box, what replays are recognised by.
+        let digest: Data
 
         /// The signin_ack to send to ``SignInRequest/replySubject`` at once, before the person answers.
         public func acknowledgement(deviceFamily: String) throws -> Data {
@@ -72,8 +74,8 @@ public struct SignInRequestHandler: Sendable {
     private let ownPhoneID: Data
     /// How far a request's timestamp may be from this device's clock, either way.
     public let freshness: TimeInterval
-    /// Reply subjects of requests that passed, with when they were seen; forgotten after twice the window.
-    private var seen: [RelaySubject: Date] = [:]
+    /// Digests of the boxes answered, with when; forgotten after twice the window.
+    private var answered: [Data: Date] = [:]
 
     /// `phoneVerifier` holds the pinned phone-verify keys (from the trust bundle; none refuses every request);
     /// `ownPhoneID` is the phone_id of this device's own verified cert.
@@ -106,12 +108,21 @@ public struct SignInRequestHandler: Sendable {
         }
         // 4. The cert is for this device's own number.
         guard safeCompare(certificate.phoneID, ownPhoneID) else { return .failure(.anotherNumber) }
-        // 5. Fresh, and not seen within the window.
+        // 5. Fresh, and not answered already. Replays are recognised by the whole box, not by its reply subject,
+        // which the relay learns when the requester subscribes it: a box someone else made with that subject
+        // cannot shadow the real one, and two requests show two prompts, told apart by the check code.
         guard abs(request.timestamp.timeIntervalSince(now)) <= freshness else { return .failure(.stale) }
-        seen = seen.filter { now.timeIntervalSince($0.value) <= 2 * freshness }
-        guard seen[request.replySubject] == nil else { return .failure(.replayed) }
-        seen[request.replySubject] = now
-        return .success(Prompt(request: request, certificate: certificate, replies: replies))
+        answered = answered.filter { now.timeIntervalSince($0.value) <= 2 * freshness }
+        let digest = Data(SHA256.hash(data: Data(box)))
+        guard answered[digest] == nil else { return .failure(.replayed) }
+        return .success(Prompt(request: request, certificate: certificate, replies: replies, digest: digest))
+    }
+
+    /// Records that `prompt`'s request was acknowledged, so its re-sends and replays are dropped from now on. Call
+    /// it once the acknowledgement went out: a request whose acknowledgement failed stays answerable when it is
+    /// sent again.
+    public mutating func acknowledged(_ prompt: Prompt, now: Date) {
+        answered[prompt.digest] = now
     }
 }
 
@@ -125,6 +136,8 @@ public enum SignInError: Error, Sendable, Equatable, CustomStringConvertible {
     case rejected
     /// No sibling answered within the wait.
     case noAnswer(waited: Duration)
+    /// The approval is for another account than the one the log binds to this number.
+    case anotherAccount
 
     public var description: String {
         switch self {
@@ -134,6 +147,10 @@ public enum SignInError: Error, Sendable, Equatable, CustomStringConvertible {
             "the approval's account key is not the one the transparency log holds for this account, so it was "
                 + "refused; do not approve again from that device, and check the account's devices"
         case .rejected: "the sign-in was rejected on the other device; this device did not join"
+        case .anotherAccount:
+            "the approval is for another account than the one the transparency log binds to this number, so it was "
+                + "refused and this device did not join; a device that should no longer hold this account's keys "
+                + "may still have them"
         case .noAnswer(let waited):
             "no device of this account answered within \(waited.components.seconds) s, so this device did not join: "
                 + "open Pixie on a device already signed in (sign-in requests wake nobody, so it must be online), "

@@ -46,6 +46,16 @@ public actor TokenWallet {
 
     /// Mints one batch.
     public func refill() async throws {
+        do {
+            try await mint()
+        } catch {
+            // The issuer's key may have rotated or expired: fetch and check the key list again next time.
+            tokenClient = nil
+            throw error
+        }
+    }
+
+    private func mint() async throws {
         let mint = try await currentClient()
         switch payer {
         case .phoneCert(let cert):

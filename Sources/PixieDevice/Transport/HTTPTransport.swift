@@ -65,7 +65,12 @@ public struct URLSessionTransport: HTTPTransport {
         urlRequest.httpBody = request.body
         for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
         do {
-            let (data, response) = try await session.data(for: urlRequest)
+            // Not cancelled from outside: on Linux, swift-corelibs-foundation's URLSession can deadlock when the task
+            // awaiting data(for:) is cancelled just as the transfer completes (its cancellation handler and its
+            // completion each wait for a lock the other holds). The exchange is bounded by `timeout` instead.
+            let (data, response) = try await Task.detached { [session, urlRequest] in
+                try await session.data(for: urlRequest)
+            }.value
             guard let http = response as? HTTPURLResponse else {
                 throw PixieClientError.unreachable("\(baseURL.absoluteString) did not answer with HTTP")
             }

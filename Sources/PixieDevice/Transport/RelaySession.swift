@@ -51,6 +51,12 @@ public final class RelaySession: Sendable {
         } catch let error as WebSocketError {
             throw RelaySessionError.closed("could not open the relay: \(error.reason)")
         }
+        // The CHALLENGE is the relay's first frame; one that sends nothing within the request timeout is no relay.
+        let watchdog = Task {
+            try await Task.sleep(for: requestTimeout)
+            await socket.close()
+        }
+        defer { watchdog.cancel() }
         guard case .binary(let first)? = try? await socket.receive(),
             case .challenge(let nonce)? = try? RelayServerFrame(decoding: first)
         else {
@@ -86,23 +92,39 @@ public final class RelaySession: Sendable {
         }
     }
 
+    /// Sends `frame` and waits for the relay's OK or ERROR; cancelling the task stops the wait (with
+    /// `CancellationError`), and a relay that answers nothing within ``requestTimeout`` fails it.
     private func request(_ id: UInt32, _ frame: RelayClientFrame) async throws {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            let ended = state.withLock { state -> RelaySessionError? in
-                if let ended = state.ended { return ended }
-                state.waiting[id] = continuation
-                return nil
-            }
-            if let ended { return continuation.resume(throwing: ended) }
-            Task {
-                do {
-                    try await socket.send(binary: frame.encoded())
-                } catch {
-                    finish(id, with: .failure(RelaySessionError.closed("the relay connection dropped")))
+        let timeout = Task { [self] in
+            try await Task.sleep(for: Self.requestTimeout)
+            finish(
+                id, with: .failure(RelaySessionError.closed("the relay did not answer within \(Self.requestTimeout)")))
+        }
+        defer { timeout.cancel() }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let ended = state.withLock { state -> (any Error)? in
+                    if let ended = state.ended { return ended }
+                    if Task.isCancelled { return CancellationError() }
+                    state.waiting[id] = continuation
+                    return nil
+                }
+                if let ended { return continuation.resume(throwing: ended) }
+                Task {
+                    do {
+                        try await socket.send(binary: frame.encoded())
+                    } catch {
+                        finish(id, with: .failure(RelaySessionError.closed("the relay connection dropped")))
+                    }
                 }
             }
+        } onCancel: {
+            finish(id, with: .failure(CancellationError()))
         }
     }
+
+    /// How long a SUBSCRIBE or SEND may wait for the relay's answer.
+    static let requestTimeout: Duration = .seconds(30)
 
     private func finish(_ id: UInt32, with result: Result<Void, any Error>) {
         state.withLock { $0.waiting.removeValue(forKey: id) }?.resume(with: result)

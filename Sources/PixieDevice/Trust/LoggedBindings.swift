@@ -55,19 +55,31 @@ public actor LoggedBindings: KeyListVerifier {
             .missingProof, "the proof for \(label) kept arriving for an older checkpoint; try again")
     }
 
+    /// The discovery binding of a number, as the log holds it.
+    public struct VerifiedDiscovery: Sendable, Equatable {
+        public let inbox: RelaySubject
+        public let key: XWing.PublicKey
+        /// The account's label in the log: which account this number's approvals must be for.
+        public let ktHandle: String
+    }
+
     /// Checks identity-svc's discovery answer for the number `phoneID` against `discovery/<phone_id>`, and
-    /// returns the discovery key to seal to.
+    /// returns the discovery key to seal to, with the account the log binds the number to.
     public func verifiedDiscovery(
         _ answer: IdentityAPI.DiscoveryResponse, phoneID: Data
     ) async throws
-        -> XWing.PublicKey
+        -> VerifiedDiscovery
     {
-        let served = answer.discoveryInbox.data + answer.discoveryXWingPubkey.data
         guard let logged = try await loggedValue(KeyTransparencyLabel.discovery(phoneID: phoneID)) else {
             throw LoggedBindingsError.notLogged("this number's discovery inbox")
         }
-        guard safeCompare(logged, served) else { throw LoggedBindingsError.differs("the discovery inbox and key") }
-        return try XWing.PublicKey(rawRepresentation: answer.discoveryXWingPubkey.data)
+        guard let binding = KeyTransparencyCommitment.DiscoveryBinding(logged: logged),
+            safeCompare(binding.inbox.rawRepresentation, answer.discoveryInbox.data),
+            safeCompare(binding.discoveryKey, answer.discoveryXWingPubkey.data)
+        else { throw LoggedBindingsError.differs("the discovery inbox and key") }
+        return VerifiedDiscovery(
+            inbox: binding.inbox, key: try XWing.PublicKey(rawRepresentation: binding.discoveryKey),
+            ktHandle: binding.ktHandle)
     }
 
     /// The account signing public key logged under `account/<kt_handle>`.

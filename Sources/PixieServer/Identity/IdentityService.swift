@@ -108,6 +108,9 @@ public struct IdentityService: Sendable {
                 ALTER TABLE devices ADD COLUMN sealing_key BLOB;
                 UPDATE accounts SET kt_dirty = kt_dirty + 1;
                 """),
+        // Issue 16: the discovery binding (version 2) names the account's KT handle, so a new device takes an
+        // approval only for the account the log binds its number to; every account is logged again.
+        Migration(version: 4, sql: "UPDATE accounts SET kt_dirty = kt_dirty + 1;"),
     ]
 
     let database: any SQLDatabase

@@ -11,7 +11,7 @@ import Transparency
 /// service serves the proofs.
 ///
 /// Labels (docs/pixie-protocol.md, "Key transparency"):
-/// - `discovery/<phone_id>`: discovery_inbox (32) ‖ discovery_xwing_pubkey (1216);
+/// - `discovery/<phone_id>`: discovery_inbox (32) ‖ discovery_xwing_pubkey (1216) ‖ kt_handle;
 /// - `account/<kt_handle>`: the account signing public key (1984);
 /// - `devices/<kt_handle>`: ``PixieWire/KeyTransparencyCommitment/roster(_:)`` of the account's devices (pubkey,
 ///   inbox, sealing key).
@@ -49,7 +49,9 @@ struct KeyTransparency: Sendable {
         return [
             (
                 Self.discoveryLabel(phoneID: try account.data("phone_id")),
-                try account.data("discovery_inbox") + account.data("discovery_xwing_pubkey")
+                KeyTransparencyCommitment.discovery(
+                    inbox: try RelaySubject(rawRepresentation: try account.data("discovery_inbox")),
+                    discoveryKey: try account.data("discovery_xwing_pubkey"), ktHandle: handle)
             ),
             (Self.accountLabel(ktHandle: handle), try account.data("account_signing_pubkey")),
             (Self.devicesLabel(ktHandle: handle), KeyTransparencyCommitment.roster(devices)),

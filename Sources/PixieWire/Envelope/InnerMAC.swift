@@ -26,7 +26,8 @@ public enum InnerMAC {
     static func message(recipient: RelaySubject, senderCert: Data, type: PayloadType, payload: Data) -> Data {
         var input = Data("pixie/inner-mac/v1\0".utf8)
         input += recipient.rawRepresentation
-        input.appendShortField(senderCert)
+        input.appendUInt16(UInt16(truncatingIfNeeded: senderCert.count))
+        input += senderCert
         input.append(type.rawValue)
         input.appendUInt32(UInt32(payload.count))
         input += payload

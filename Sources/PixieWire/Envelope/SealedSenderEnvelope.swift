@@ -20,8 +20,9 @@ import SiblingsCrypto
 public enum SealedSenderEnvelope {
     public static let version: UInt8 = 1
     static let info = Data("pixie/sealed-sender/v1".utf8)
-    /// The largest payload an envelope carries (a relay frame is at most 1 MiB by default).
-    public static let maximumPayloadByteCount = 900 * 1024
+    /// The largest payload an envelope carries: what fits the relay's default frame payload limit (64 KiB,
+    /// `relay_max_payload_bytes`) beside the encapsulation, a SenderCert and the MAC.
+    public static let maximumPayloadByteCount = 52 * 1024
 
     /// Seals `payload` from the holder of `senderCert` to the device at `recipient` whose sealing key is
     /// `recipientKey`, MAC'd under `channelKey`.
@@ -29,10 +30,10 @@ public enum SealedSenderEnvelope {
         _ type: PayloadType, _ payload: Data, senderCert: Data, channelKey: SymmetricKey,
         to recipientKey: XWing.PublicKey, recipient: RelaySubject
     ) throws -> Data {
-        guard senderCert.count <= Int(UInt16.max), payload.count <= maximumPayloadByteCount else {
+        guard senderCert.count <= 8192, payload.count <= maximumPayloadByteCount else {
             throw PixieWireError(
                 .malformed,
-                "an envelope carries a sender cert under 64 KiB and at most \(maximumPayloadByteCount) bytes")
+                "an envelope carries a sender cert of at most 8 KiB and at most \(maximumPayloadByteCount) bytes")
         }
         var sender = try HPKE.Sender(
             recipientKey: recipientKey, ciphersuite: DiscoveryBox.ciphersuite, info: info)

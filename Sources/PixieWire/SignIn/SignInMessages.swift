@@ -1,11 +1,30 @@
 import Foundation
 import SiblingsCrypto
 
+/// Whether `text` is fit to show a person as a name: 1 to 64 bytes of UTF-8 with no control characters (C0, DEL,
+/// C1) and no bidirectional formatting characters, which could redraw a prompt or reorder what it says (a device
+/// model that "shows" another check code).
+func isDisplayableName(_ text: String) -> Bool {
+    let bytes = text.utf8.count
+    guard (1...64).contains(bytes) else { return false }
+    return text.unicodeScalars.allSatisfy { scalar in
+        let value = scalar.value
+        if value < 0x20 || (0x7F...0x9F).contains(value) { return false }
+        if (0x200E...0x200F).contains(value) || (0x202A...0x202E).contains(value) || (0x2066...0x2069).contains(value)
+            || value == 0x061C
+        {
+            return false
+        }
+        return scalar.properties.generalCategory != .lineSeparator
+            && scalar.properties.generalCategory != .paragraphSeparator
+    }
+}
+
 /// "May I join?": what a new device seals into a ``DiscoveryBox`` (type ``PayloadType/signInRequest``), with its
 /// phone cert beside it in the box (000_e422bd9a7c930342.txt: "device model, a fresh random 32-byte reply
 /// subject, its own X-Wing public key, a timestamp, and the cert").
 ///
-///     u16 length ‖ device_model (UTF-8, 1 to 64 bytes)
+///     u16 length ‖ device_model (UTF-8, 1 to 64 bytes, no control or bidirectional formatting characters)
 ///     reply_subject (32): a self-certifying subject of a fresh key (RelaySubjectKey), random-looking
 ///     sealing_key (1216): the new device's X-Wing public key
 ///     timestamp (8): Unix seconds, big-endian
@@ -28,9 +47,11 @@ public struct SignInRequest: Sendable, Equatable {
     public var encoded: Data {
         get throws(PixieWireError) {
             let model = Data(deviceModel.utf8)
-            guard (1...Self.maximumDeviceModelByteCount).contains(model.count) else {
+            guard isDisplayableName(deviceModel) else {
                 throw PixieWireError(
-                    .malformed, "a device model is 1 to \(Self.maximumDeviceModelByteCount) bytes of UTF-8")
+                    .malformed,
+                    "a device model is 1 to \(Self.maximumDeviceModelByteCount) bytes of UTF-8 without control or "
+                        + "bidirectional formatting characters")
             }
             var out = Data()
             out.appendShortField(model)
@@ -44,7 +65,7 @@ public struct SignInRequest: Sendable, Equatable {
     public init(decoding payload: some DataProtocol) throws(PixieWireError) {
         var reader = WireReader(Data(payload))
         guard let model = reader.shortField(), (1...Self.maximumDeviceModelByteCount).contains(model.count),
-            let modelText = String(data: model, encoding: .utf8),
+            let modelText = String(data: model, encoding: .utf8), isDisplayableName(modelText),
             let subject = reader.bytes(RelaySubject.byteCount), let key = reader.bytes(XWing.publicKeyByteCount),
             let seconds = reader.uint64(), reader.isAtEnd, seconds <= UInt64(Int64.max)
         else { throw PixieWireError(.malformed, "not a sign-in request") }
@@ -62,7 +83,7 @@ public struct SignInRequest: Sendable, Equatable {
 /// A sibling's "I see you" (``PayloadType/signInAck``), sealed on the request's ``SignInReplyChannel`` once the
 /// request passed every guard: its device family, so the new device can say "Approve on your iPhone".
 ///
-///     u16 length ‖ device_family (UTF-8, 1 to 64 bytes)
+///     u16 length ‖ device_family (UTF-8, 1 to 64 bytes, the same characters as a device model)
 public struct SignInAck: Sendable, Equatable {
     public var deviceFamily: String
 
@@ -71,8 +92,9 @@ public struct SignInAck: Sendable, Equatable {
     public var encoded: Data {
         get throws(PixieWireError) {
             let family = Data(deviceFamily.utf8)
-            guard (1...64).contains(family.count) else {
-                throw PixieWireError(.malformed, "a device family is 1 to 64 bytes of UTF-8")
+            guard isDisplayableName(deviceFamily) else {
+                throw PixieWireError(
+                    .malformed, "a device family is 1 to 64 bytes of UTF-8 without control or formatting characters")
             }
             var out = Data()
             out.appendShortField(family)
@@ -83,7 +105,7 @@ public struct SignInAck: Sendable, Equatable {
     public init(decoding payload: some DataProtocol) throws(PixieWireError) {
         var reader = WireReader(Data(payload))
         guard let family = reader.shortField(), (1...64).contains(family.count), reader.isAtEnd,
-            let text = String(data: family, encoding: .utf8)
+            let text = String(data: family, encoding: .utf8), isDisplayableName(text)
         else { throw PixieWireError(.malformed, "not a sign-in acknowledgement") }
         deviceFamily = text
     }

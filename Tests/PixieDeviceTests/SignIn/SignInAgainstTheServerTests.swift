@@ -115,7 +115,7 @@ struct SignInAgainstTheServerTests {
         let laptopWallet = TokenWallet(client: client, keyListVerifier: laptopBindings, payer: .phoneCert(laptopCert))
         let attempt = try SignInAttempt(
             deviceModel: "Linux laptop", phoneCert: laptopCert, sealingKey: laptop.sealing.publicKey,
-            discoveryKey: sealTo, now: Date())
+            discoveryKey: sealTo.key, now: Date())
         let laptopRelay = try await RelaySession.connect(to: server.base)
         let laptopFrames = Received(laptopRelay)
         try await laptopRelay.subscribe(attempt.replySubjectKey)

@@ -32,6 +32,9 @@ struct SignInWorld {
         case approve
         case reject
         case ignore
+        /// A device that kept this account's discovery seed (a removed or stolen one) answers with a grant, seed
+        /// and KT handle of another account it controls.
+        case approveIntoAnotherAccount
     }
 
     let directory: URL
@@ -79,9 +82,28 @@ struct SignInWorld {
         var ladder = SignInRequestHandler(
             discoveryKey: discoveryKey, phoneVerifier: verifier,
             ownPhoneID: try verifier.verify(cert, now: Date()).phoneID)
+        // The other account, for approveIntoAnotherAccount: its grant, seed and handle are the attacker's to give.
+        var other: (session: String, seed: Data, handle: String)?
+        if case .approveIntoAnotherAccount = decide {
+            let otherAccount = HybridSignature.PrivateKey()
+            let otherSeed = SecureRandom.bytes(count: 32)
+            let otherDevice = TestDevice()
+            let otherEnrolled = try await client.createAccount(
+                IdentityAPI.CreateAccountRequest(
+                    phoneCert: Base64URLBytes(
+                        try await Self.phoneCert(client: client, number: "+14155550143", directory: directory)),
+                    discoveryInbox: Base64URLBytes(
+                        try RelaySubjectKey(discoverySeed: otherSeed).subject.rawRepresentation),
+                    discoveryXWingPubkey: Base64URLBytes(
+                        try XWing.PrivateKey(seedRepresentation: otherSeed).publicKey.rawRepresentation),
+                    accountSigningPubkey: Base64URLBytes(otherAccount.publicKey.rawRepresentation),
+                    device: otherDevice.fields, passkey: try await otherDevice.passkey(client)))
+            other = (otherEnrolled.sessionToken, otherAccount.seedRepresentation, try #require(otherEnrolled.ktHandle))
+        }
         let client = client
         let ktHandle = ktHandle
         let prompts = prompts
+        let attacker = other
         // The person on the sibling reads the check code off the new device's screen; here it comes through
         // `codes`, set by the test from the requester's `.waiting` event.
         let codes = CheckCodes.shared
@@ -99,6 +121,15 @@ struct SignInWorld {
                     case .reject:
                         try await relay.send(
                             try prompt.rejection(), to: reply, wake: .silent, token: try await wallet.take())
+                    case .approveIntoAnotherAccount:
+                        guard let attacker else { continue }
+                        let grant = try await client.mintGrant(session: attacker.session)
+                        let code = try await codes.next()
+                        let approval = try prompt.approval(
+                            .init(
+                                grant: grant.grant, accountSeed: attacker.seed, ktHandle: attacker.handle,
+                                discoverySeed: discoverySeed), checkCode: code)
+                        try await relay.send(approval, to: reply, wake: .silent, token: try await wallet.take())
                     case .approve:
                         let grant = try await client.mintGrant(session: enrolled.sessionToken)
                         let code = try await codes.next()
@@ -192,6 +223,20 @@ struct SignInApprovalRequesterTests {
                 grant: approval.grant, device: laptop.fields, passkey: try await laptop.passkey(world.client)))
         #expect(joined.accountID == world.accountID)
         #expect(try await world.client.siblings(session: joined.sessionToken).devices.count == 2)
+        await relay.close()
+        await world.stop()
+    }
+
+    @Test("an approval into another account, from a device that kept the discovery seed, is refused")
+    func anotherAccount() async throws {
+        let world = try await SignInWorld(decide: .approveIntoAnotherAccount)
+        let (requester, relay) = try await world.requester()
+        await #expect(throws: SignInError.anotherAccount) {
+            try await requester.requestApproval { event in
+                if case .waiting(let code) = event { CheckCodes.shared.put(code) }
+            }
+        }
+        #expect(try await world.client.siblings(session: world.sessionToken).devices.count == 1)
         await relay.close()
         await world.stop()
     }

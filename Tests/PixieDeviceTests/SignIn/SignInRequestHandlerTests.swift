@@ -141,8 +141,23 @@ struct SignInRequestHandlerTests {
         let future = try attempt(at: now.addingTimeInterval(301))
         #expect(drop(sibling.handle(future.box, now: now)) == .stale)
         let fresh = try attempt(at: now.addingTimeInterval(-299))
+        let first = try prompt(sibling.handle(fresh.box, now: now))
+        // Until it is acknowledged, a re-send is still answerable (an acknowledgement that failed to go out).
         _ = try prompt(sibling.handle(fresh.box, now: now))
+        sibling.acknowledged(first, now: now)
         #expect(drop(sibling.handle(fresh.box, now: now.addingTimeInterval(1))) == .replayed)
+        // Another box with the same reply subject (made by someone who saw it at SUBSCRIBE, and holds a cert for
+        // the number) does not shadow the real one: both are prompts, told apart by the check code.
+        var sibling2 = handler()
+        let real = try attempt()
+        let (shadow, shadowChannel) = try DiscoveryBox(
+            phoneCert: try cert(), type: .signInRequest, payload: try real.request.encoded
+        ).sealed(to: discovery.publicKey)
+        let shadowPrompt = try prompt(sibling2.handle(shadow, now: now))
+        sibling2.acknowledged(shadowPrompt, now: now)
+        let realPrompt = try prompt(sibling2.handle(real.box, now: now))
+        #expect(realPrompt.matches(checkCode: real.checkCode))
+        #expect(!shadowPrompt.matches(checkCode: real.checkCode) || shadowChannel.checkCode == real.checkCode)
         // Once the window has passed, the same bytes are stale anyway.
         #expect(drop(sibling.handle(fresh.box, now: now.addingTimeInterval(700))) == .stale)
     }

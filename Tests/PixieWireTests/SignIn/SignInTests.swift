@@ -95,6 +95,25 @@ struct SignInTests {
         #expect(!channel.matches(checkCode: ""))
     }
 
+    @Test("a device model or family that could redraw a prompt is refused at both ends")
+    func displayableNames() throws {
+        for bad in ["Pixel\n9", "New code: 1234 5678\r", "\u{1B}[2J", "a\u{202E}b", "x\u{85}", "\u{7F}", ""] {
+            var request = try request()
+            request.deviceModel = bad
+            #expect(throws: PixieWireError.self) { try request.encoded }
+            #expect(throws: PixieWireError.self) { try SignInAck(deviceFamily: bad).encoded }
+            // Decoding refuses it too, whoever encoded it.
+            let ack = Data([0, UInt8(bad.utf8.count)]) + Data(bad.utf8)
+            #expect(throws: PixieWireError.self) { try SignInAck(decoding: ack) }
+            let good = try self.request().encoded
+            let forged = Data([0, UInt8(bad.utf8.count)]) + Data(bad.utf8) + good.dropFirst(2 + "Pixel 9".utf8.count)
+            #expect(throws: PixieWireError.self) { try SignInRequest(decoding: forged) }
+        }
+        var fine = try request()
+        fine.deviceModel = "Gerät Nº 7 📱"
+        #expect(try SignInRequest(decoding: fine.encoded).deviceModel == "Gerät Nº 7 📱")
+    }
+
     @Test("requests, acks and approvals decode what they encode, and refuse anything else")
     func messages() throws {
         let request = try request()
