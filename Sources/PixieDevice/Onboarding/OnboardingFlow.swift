@@ -141,15 +141,16 @@ public struct OnboardingFlow: Sendable {
 
     /// The account's devices, checked against the log (`pixie devices`).
     public func devices() async throws -> [Sibling] {
-        var state = try home.state()
+        let state = try home.state()
         let client = self.client(try state.serverURL)
         let bindings = try bindings(state, client)
         let membership = try member(state)
         let listed = try await client.siblings(session: membership.sessionToken)
         let roster = try await bindings.verifiedRoster(listed, ktHandle: membership.ktHandle)
         let own = try state.identity.publicKey.rawRepresentation
-        state.transparency = Base64URLBytes(await bindings.state)
-        try home.save(state)
+        // Only the advanced pin is written back, and only if the device is still set up here.
+        let pin = Base64URLBytes(await bindings.state)
+        try home.update { $0.transparency = pin }
         return zip(listed.devices, roster).map {
             Sibling(deviceID: $0.0.deviceID, pubkey: $0.1.pubkey, isThisDevice: $0.1.pubkey == own)
         }

@@ -114,6 +114,9 @@ public struct SignInListener: Sendable {
                             discoverySeed: membership.discoverySeed.data), checkCode: code)
                     try await relay.send(approval, to: reply, wake: .silent, token: try await wallet.take())
                     report(.approved(deviceModel: model))
+                    // The checkpoint the wallet's key-list check advanced to, kept for the next run.
+                    let pin = Base64URLBytes(await bindings.state)
+                    try? home.update { $0.transparency = pin }
                 }
             } catch {
                 report(.failed(deviceModel: model, reason: "\(error)"))

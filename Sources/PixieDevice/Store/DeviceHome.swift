@@ -5,6 +5,10 @@ import SiblingsCrypto
 import Transparency
 import WebAuthn
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// One device's own state in a private directory (`pixie --home DIR`): its keys, its passkey, its session, the
 /// account's seeds once it has them, and the transparency checkpoint it has pinned. One file, `device.json`, mode
 /// 0600, replaced atomically, in a directory of mode 0700 that must be this user's alone (``PrivateFiles``).
@@ -72,12 +76,41 @@ public struct DeviceHome: Sendable {
 extension DeviceHome {
     /// Removes the device's state from this home.
     public func erase() throws {
-        do {
-            try PrivateFiles.remove(file)
-            try PrivateFiles.syncDirectory(directory)
-        } catch {
-            throw DeviceError.home(error.reason)
+        try locked {
+            do throws(PrivateFilesError) {
+                try PrivateFiles.remove(file)
+                try PrivateFiles.syncDirectory(directory)
+            } catch {
+                throw DeviceError.home(error.reason)
+            }
         }
+    }
+
+    /// Applies `change` to the state saved now, if there still is one, under a lock that other `pixie` processes
+    /// on this home take too: a command that ran while another signed out must not write the keys back.
+    public func update(_ change: (inout DeviceState) -> Void) throws {
+        try locked {
+            guard var state = try load() else { return }
+            change(&state)
+            try save(state)
+        }
+    }
+
+    /// Runs `body` holding an exclusive `flock(2)` on `<home>/.lock`.
+    func locked<T>(_ body: () throws -> T) throws -> T {
+        let path = directory.appendingPathComponent(".lock").path
+        let descriptor = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
+            throw DeviceError.home("cannot open \(path): \(String(cString: strerror(errno)))")
+        }
+        defer { close(descriptor) }
+        while flock(descriptor, LOCK_EX) != 0 {
+            guard errno == EINTR else {
+                throw DeviceError.home("cannot lock \(path): \(String(cString: strerror(errno)))")
+            }
+        }
+        defer { flock(descriptor, LOCK_UN) }
+        return try body()
     }
 }
 

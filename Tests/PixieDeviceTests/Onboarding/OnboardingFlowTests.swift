@@ -20,6 +20,17 @@ struct LosingTransport: HTTPTransport {
 
 @Suite("OnboardingFlow against the real pixie-server")
 struct OnboardingFlowTests {
+    @Test("a command that finishes after a sign-out does not write the device's keys back")
+    func updateAfterEraseWritesNothing() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pixie-home-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let home = try DeviceHome(directory: directory)
+        // `pixie devices` loaded the state, went to the network; meanwhile `pixie signout` erased it.
+        try home.update { $0.transparency = Base64URLBytes(Data([1])) }
+        #expect(try home.load() == nil)
+        #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("device.json").path))
+    }
+
     @Test("an account creation whose answer was lost keeps its seeds, and the retry recovers the account")
     func lostAnswerIsRecovered() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pixie-onboarding-\(UUID())")
