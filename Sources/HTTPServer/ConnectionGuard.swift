@@ -1,7 +1,6 @@
 import Dispatch
 import Foundation
 import Synchronization
-import WebSockets
 
 #if canImport(Glibc)
     import Glibc

@@ -1,6 +1,5 @@
 import Foundation
 import Synchronization
-import WebSockets
 
 /// An HTTP request method. Compare with the static members; other tokens are kept as sent.
 public struct HTTPMethod: Hashable, Sendable, CustomStringConvertible {

@@ -2,7 +2,6 @@ internal import CEpoll
 import CommandLineKit
 import Foundation
 import Glibc
-import WebSockets
 
 // The operating-system pieces connection-bench stands on: epoll, the stop signals, the descriptor limit, time,
 // randomness, SHA-1 for the WebSocket handshake, and its errors and output.

@@ -451,7 +451,8 @@ struct WebSocketHangUpTests {
 struct WebSocketKeepaliveTests {
     static func start() throws -> HTTPServer {
         var configuration = HTTPServer.Configuration()
-        configuration.webSocketKeepalive = WebSocketKeepalive(interval: .milliseconds(100), timeout: .milliseconds(200))
+        // A second to answer: the suite loads two cores, and a client's answer may wait that long for its loop.
+        configuration.webSocketKeepalive = WebSocketKeepalive(interval: .milliseconds(100), timeout: .seconds(1))
         return try HTTPServer(responder: WebSocketTests.router(), configuration: configuration)
     }
 
@@ -476,9 +477,10 @@ struct WebSocketKeepaliveTests {
         #expect(closeCode == 1001)
         #expect(server.statistics.webSocketsSilent == 1)
 
-        // Our client answers pings, so across many intervals the connection stays and still echoes.
+        // Our client answers pings, so across many intervals (past the point where a silent one is closed) the
+        // connection stays and still echoes.
         let socket = try await WebSocketClient.connect(port: port, path: "/echo")
-        try await Task.sleep(for: .milliseconds(900))
+        try await Task.sleep(for: .milliseconds(2500))
         try await socket.send(text: "still here")
         #expect(try await socket.receive() == .text("still here"))
         await socket.close()

@@ -34,12 +34,17 @@ struct AgainstTheServerTests {
         return String(decoding: data, as: UTF8.self)
     }
 
+    /// The trust bundle `pixie-server trust-bundle` makes for `dataDirectory`, as the app ships it.
+    static func trustBundle(dataDirectory directory: URL) throws -> TrustBundle {
+        try JSONDecoder().decode(
+            TrustBundle.self, from: Data(try run(["trust-bundle", "--data-dir", directory.path]).utf8))
+    }
+
     @Test("a first device enrolls through PixieClient, and checks its discovery entry and roster against the log")
     func aDeviceEnrollsWithTheWireTypes() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pixie-device-\(UUID())")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let bundle = try JSONDecoder().decode(
-            TrustBundle.self, from: Data(try Self.run(["trust-bundle", "--data-dir", directory.path]).utf8))
+        let bundle = try AgainstTheServerTests.trustBundle(dataDirectory: directory)
         let server = try await RunningServer(dataDirectory: directory)
         defer { server.stop() }
         let client = PixieClient(baseURL: server.base)
@@ -149,8 +154,7 @@ struct AgainstTheServerTests {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pixie-device-\(UUID())")
         defer { try? FileManager.default.removeItem(at: directory) }
         // The app's trust bundle, made before the server ever ran (the empty log's checkpoint).
-        let bundle = try JSONDecoder().decode(
-            TrustBundle.self, from: Data(try Self.run(["trust-bundle", "--data-dir", directory.path]).utf8))
+        let bundle = try AgainstTheServerTests.trustBundle(dataDirectory: directory)
         var verifier = try TransparencyVerifier(trustBundle: bundle)
 
         let server = try await RunningServer(dataDirectory: directory, relayTokens: "insecure-dev")

@@ -1,7 +1,6 @@
 import Foundation
 import SiblingsTestSupport
 import Testing
-import WebSockets
 
 #if canImport(Glibc)
     import Glibc

@@ -2,7 +2,6 @@ import Foundation
 import SiblingsTestSupport
 import Synchronization
 import Testing
-import WebSockets
 
 #if canImport(Glibc)
     import Glibc

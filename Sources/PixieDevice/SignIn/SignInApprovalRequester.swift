@@ -134,17 +134,19 @@ public struct SignInApprovalRequester: Sendable {
                         break
                     }
                 }
-                try await Task.sleep(until: start + configuration.maximumWait)
-                throw SignInError.noAnswer(waited: configuration.maximumWait)
+                return nil
             }
             // The deadline on its own, so that a send stuck on the relay cannot hold the wait open past it.
             group.addTask {
-                try await Task.sleep(until: start + configuration.maximumWait + .seconds(1))
+                try await Task.sleep(until: start + configuration.maximumWait)
                 throw SignInError.noAnswer(waited: configuration.maximumWait)
             }
             defer { group.cancelAll() }
-            guard let first = try await group.next(), let approved = first else { throw SignInError.rejected }
-            return approved
+            // The sender finishing (nil) is no answer; the reader's approval, or a throw, ends the wait.
+            while let result = try await group.next() {
+                if let approved = result { return approved }
+            }
+            throw SignInError.noAnswer(waited: configuration.maximumWait)
         }
         // The approval must be for this number's account, as the log binds it, and carry this account's discovery
         // key: otherwise whoever could open the request (a removed device that kept the discovery seed) could

@@ -1,7 +1,6 @@
 import Foundation
 import PixieWire
 import SiblingsCrypto
-import WebSockets
 
 /// Everything an operator sets, from (later wins) the defaults, a JSON file (`--config`), the environment
 /// (`PIXIE_<SETTING>`) and flags (`--<setting>`). Every source goes through ``set(_:_:source:)``, so a

@@ -1,7 +1,6 @@
 import Foundation
 import HTTPServer
 import Synchronization
-import WebSockets
 
 /// Counters and histograms, exposed at `/metrics` in the Prometheus text format (version 0.0.4).
 public final class Metrics: Sendable {

@@ -35,9 +35,7 @@ struct OnboardingFlowTests {
     func lostAnswerIsRecovered() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pixie-onboarding-\(UUID())")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let bundle = try JSONDecoder().decode(
-            TrustBundle.self,
-            from: Data(try AgainstTheServerTests.run(["trust-bundle", "--data-dir", directory.path]).utf8))
+        let bundle = try AgainstTheServerTests.trustBundle(dataDirectory: directory)
         let server = try await RunningServer(dataDirectory: directory)
         defer { server.stop() }
         let number = "+14155550166"

@@ -64,9 +64,7 @@ struct SignInAgainstTheServerTests {
     func approved() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pixie-signin-\(UUID())")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let bundle = try JSONDecoder().decode(
-            TrustBundle.self,
-            from: Data(try AgainstTheServerTests.run(["trust-bundle", "--data-dir", directory.path]).utf8))
+        let bundle = try AgainstTheServerTests.trustBundle(dataDirectory: directory)
         let server = try await RunningServer(dataDirectory: directory)
         defer { server.stop() }
         let client = PixieClient(baseURL: server.base)

@@ -52,9 +52,7 @@ struct SignInWorld {
 
     init(decide: Decision, environment: [String: String] = [:]) async throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("pixie-requester-\(UUID())")
-        bundle = try JSONDecoder().decode(
-            TrustBundle.self,
-            from: Data(try AgainstTheServerTests.run(["trust-bundle", "--data-dir", directory.path]).utf8))
+        bundle = try AgainstTheServerTests.trustBundle(dataDirectory: directory)
         server = try await RunningServer(dataDirectory: directory, environment: environment)
         client = PixieClient(baseURL: server.base)
         let account = HybridSignature.PrivateKey()
