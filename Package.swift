@@ -125,7 +125,9 @@ let package = Package(
         // serve before it relies on it, starting with the token mint's verifier for the logged OPRF key list.
         .target(
             name: "PixieDevice",
-            dependencies: ["PixieWire", "PrivacyPass", "Transparency", "WebSockets", "PrivateFiles", "WebAuthn"],
+            dependencies: [
+                "PixieWire", "PrivacyPass", "Transparency", "WebSockets", "PrivateFiles", "WebAuthn", "Storage",
+            ],
             swiftSettings: strict),
 
         // pixie-server's services on the HTTP platform: phone-verify-svc and identity-svc, configuration, keys,
@@ -171,7 +173,8 @@ let package = Package(
 
         // pixie: one Pixie device, its state in --home.
         .executableTarget(
-            name: "pixie", dependencies: ["PixieDevice", "PixieWire", "CommandLineKit"], swiftSettings: strict),
+            name: "pixie", dependencies: ["PixieDevice", "PixieWire", "CommandLineKit", "SiblingsCrypto"],
+            swiftSettings: strict),
 
         // The Age module on files, to time beside the age CLI (scripts/bench-age.sh); a benchmark entry point.
         .executableTarget(name: "age-swift", dependencies: ["Age"], swiftSettings: strict),

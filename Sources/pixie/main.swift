@@ -15,7 +15,7 @@ struct PixieCommand: ParsableCommand {
             listening device to approve. Each device's keys and state live in --home (mode 0700, one 0600 file).
             """,
         version: "pixie 0.1.0",
-        subcommands: [Init.self, SignIn.self, Listen.self, Devices.self, SignOut.self])
+        subcommands: [Init.self, SignIn.self, Listen.self, Devices.self, Store.self, SignOut.self])
 }
 
 let streams = StandardStreams()
@@ -366,13 +366,19 @@ struct Devices: ParsableCommand {
 
 struct SignOut: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "signout", abstract: "End this device's session and forget the account here.")
+        commandName: "signout", abstract: "End this device's session and forget the account here.",
+        discussion: "Removes this device's keys and store from --home. The account's only device is not signed out "
+            + "unless --last-device says so: its account seed exists nowhere else.")
 
     @Option(name: .long("home"), help: "This device's directory.") var home: String
+    @Flag(
+        name: .long("last-device"),
+        help: "Sign out even the account's only device, losing its account seed and store for good.")
+    var lastDevice: Bool
 
     func run() async throws {
         try await reporting {
-            try await OnboardingFlow(home: try openHome(home)).signOut()
+            try await OnboardingFlow(home: try openHome(home)).signOut(evenIfLast: lastDevice)
             streams.out("Signed out: this device's session is ended and its keys are removed from \(home).")
         }
     }

@@ -156,12 +156,28 @@ public struct OnboardingFlow: Sendable {
         }
     }
 
-    /// Ends this device's session on the server and forgets the account here: its seeds, session and keys
+    /// Ends this device's session on the server and forgets the account here: its seeds, session, keys and store
     /// (`pixie signout`). The roster keeps the device until another device removes it.
-    public func signOut() async throws {
+    ///
+    /// The last device of an account holds the only copy of its account seed and its data, so signing it out
+    /// would lose the account: that is refused unless `evenIfLast` says the person means it.
+    public func signOut(evenIfLast: Bool = false) async throws {
         let state = try home.state()
         if let membership = state.membership, !membership.sessionToken.isEmpty {
             let client = self.client(try state.serverURL)
+            if !evenIfLast {
+                do {
+                    let devices = try await self.devices()
+                    if devices.allSatisfy(\.isThisDevice) {
+                        throw DeviceError.lastDevice(
+                            "this is the account's only device: signing out would lose its account seed and its "
+                                + "store for good. Sign another device in first (`pixie signin` there, `pixie listen` "
+                                + "here), or pass --last-device to lose them")
+                    }
+                } catch PixieClientError.refused(401, _) {
+                    // The session is over already: nothing on the server to ask, or to revoke.
+                }
+            }
             do {
                 try await client.revokeSession(membership.sessionToken)
             } catch PixieClientError.refused(401, _) {

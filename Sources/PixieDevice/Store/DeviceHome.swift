@@ -74,10 +74,13 @@ public struct DeviceHome: Sendable {
 }
 
 extension DeviceHome {
-    /// Removes the device's state from this home.
+    /// Removes the device's state and its store from this home.
     public func erase() throws {
         try locked {
             do throws(PrivateFilesError) {
+                for name in ["store.sqlite-wal", "store.sqlite-shm", "store.sqlite"] {
+                    try PrivateFiles.remove(directory.appendingPathComponent(name))
+                }
                 try PrivateFiles.remove(file)
                 try PrivateFiles.syncDirectory(directory)
             } catch {
@@ -184,10 +187,14 @@ public enum DeviceError: Error, Sendable, Equatable, CustomStringConvertible {
     case alreadySetUp(String)
     /// The phone code could not be had.
     case phoneCode(String)
+    /// Refused: this is the account's last device, and the step would lose the account.
+    case lastDevice(String)
 
     public var description: String {
         switch self {
-        case .home(let reason), .notSetUp(let reason), .alreadySetUp(let reason), .phoneCode(let reason): reason
+        case .home(let reason), .notSetUp(let reason), .alreadySetUp(let reason), .phoneCode(let reason),
+            .lastDevice(let reason):
+            reason
         }
     }
 }

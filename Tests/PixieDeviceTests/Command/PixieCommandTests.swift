@@ -102,6 +102,11 @@ struct PixieCommandTests {
             atPath: directory.appendingPathComponent("phone/device.json").path)
         #expect((file[.posixPermissions] as? Int) == 0o600)
 
+        // The account's only device holds the only copy of its seed: signing it out is refused.
+        let alone = try PixieProcess(["signout", "--home", "phone"], in: directory)
+        #expect(await alone.exit() == 1)
+        #expect(alone.text.contains("only device"), "\(alone.text)")
+
         let listener = try PixieProcess(["listen", "--home", "phone", "--once", "--json"], in: directory)
         defer { listener.stop() }
         _ = try await listener.event("listening")
@@ -129,8 +134,37 @@ struct PixieCommandTests {
                 $0["device_id"] as? String == joined["device_id"] as? String && $0["this_device"] as? Bool == true
             })
 
+        // The store, standing in for the app: rows written, changed, deleted and listed.
+        let added = try PixieProcess(
+            ["store", "add", "notebook_notes", "title=Groceries", "body=milk", "--home", "laptop", "--json"],
+            in: directory)
+        #expect(await added.exit() == 0, "\(added.text)")
+        let note = try #require(try JSONSerialization.jsonObject(with: Data(added.text.utf8)) as? [String: Any])
+        let id = try #require(note["id"] as? String)
+        let changed = try PixieProcess(
+            ["store", "add", "notebook-notes", "--id", id, "title=Groceries", "body=milk, eggs", "--home", "laptop"],
+            in: directory)
+        #expect(await changed.exit() == 0, "\(changed.text)")
+        #expect(changed.text.contains("version 2"))
+        let wrong = try PixieProcess(["store", "add", "plans", "colour=red", "--home", "laptop"], in: directory)
+        #expect(await wrong.exit() == 64)
+        #expect(wrong.text.contains("no field colour"), "\(wrong.text)")
+        let listed = try PixieProcess(["store", "list", "notebook_notes", "--home", "laptop", "--json"], in: directory)
+        #expect(await listed.exit() == 0, "\(listed.text)")
+        let rows = try #require(try JSONSerialization.jsonObject(with: Data(listed.text.utf8)) as? [[String: Any]])
+        #expect(
+            rows.count == 1 && rows.first?["body"] as? String == "milk, eggs" && rows.first?["version"] as? Int == 2)
+        #expect(
+            await (try PixieProcess(["store", "rm", "notebook_notes", id, "--home", "laptop"], in: directory)).exit()
+                == 0)
+        let gone = try PixieProcess(
+            ["store", "list", "notebook_notes", "--deleted", "--home", "laptop"], in: directory)
+        #expect(await gone.exit() == 0)
+        #expect(gone.text.contains("\(id) v3 (deleted)"), "\(gone.text)")
+
         let out = try PixieProcess(["signout", "--home", "laptop"], in: directory)
         #expect(await out.exit() == 0)
+        #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("laptop/store.sqlite").path))
         let after = try PixieProcess(["devices", "--home", "laptop"], in: directory)
         #expect(await after.exit() == 1)
         #expect(after.text.contains("no device is set up"), "\(after.text)")
