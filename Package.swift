@@ -204,6 +204,13 @@ let package = Package(
             path: "Tests/SiblingsTestSupport",
             swiftSettings: strict
         ),
+        // Test support: the device SDK's in-process transport over a server's Router (no sockets).
+        .target(
+            name: "PixieDeviceTestSupport",
+            dependencies: ["PixieDevice", "HTTPServer"],
+            path: "Tests/PixieDeviceTestSupport",
+            swiftSettings: strict
+        ),
         .testTarget(name: "CommandLineKitTests", dependencies: ["CommandLineKit"], swiftSettings: strict),
         .testTarget(
             name: "SiblingsTestSupportTests",
@@ -241,7 +248,7 @@ let package = Package(
             dependencies: [
                 "PixieServer", "PixieWire", "HTTPServer", "WebSockets", "Storage", "WebAuthn", "SiblingsCrypto",
                 "CommandLineKit",
-                "Transparency", "PrivacyPass", "PixieDevice", "SiblingsTestSupport",
+                "Transparency", "PrivacyPass", "PixieDevice", "PixieDeviceTestSupport", "SiblingsTestSupport",
             ],
             swiftSettings: strict),
         .testTarget(

@@ -38,7 +38,7 @@ final class TemporaryDirectory: Sendable {
 /// One in-process pixie-server on an in-memory store with a manual clock. Its data directory (blob files)
 /// is a fresh temporary one unless `configure` sets another: never `pixie-data` in the working directory.
 struct Fixture {
-    let clock = ManualClock()
+    let clock: ManualClock
     let dataDirectory = try! TemporaryDirectory()
     let sms = RecordingSMSSender()
     let keys: ServiceKeys
@@ -51,8 +51,10 @@ struct Fixture {
         tokens: (any TokenSpender)? = nil, random: any SecureRandomSource = SystemRandom(),
         configure: (inout PixieConfiguration) -> Void = { _ in },
         faults: ((any SQLDatabase) -> FaultyDatabase)? = nil,
-        store: SQLiteDatabase? = nil, keys: ServiceKeys = .generate()
+        store: SQLiteDatabase? = nil, keys: ServiceKeys = .generate(),
+        start: Date = Date(timeIntervalSince1970: 1_800_000_000)
     ) throws {
+        self.clock = ManualClock(start)
         self.keys = keys
         var configuration = PixieConfiguration()
         configuration.checkpointInterval = .milliseconds(1)
