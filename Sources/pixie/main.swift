@@ -41,12 +41,8 @@ func printJSON(_ value: Any) throws {
     streams.out(String(decoding: data, as: UTF8.self))
 }
 
-/// A line of standard input, read on a thread of its own (not the Swift concurrency pool); nil at its end.
-func readLineAsync() async -> String? {
-    await withCheckedContinuation { continuation in
-        Thread.detachNewThread { continuation.resume(returning: readLine()) }
-    }
-}
+/// A line of standard input (``Lines``); nil at its end, or once the task is cancelled.
+func readLineAsync() async -> String? { await Lines.standardInput.next() }
 
 func openHome(_ path: String) throws -> DeviceHome {
     let url =
@@ -213,26 +209,19 @@ struct SignIn: ParsableCommand {
         try await reporting {
             var configuration = SignInApprovalRequester.Configuration(deviceModel: setup.name)
             configuration.maximumWait = .seconds(wait)
-            let state = try await OnboardingFlow(home: try openHome(setup.home)).signIn(
-                server: URL(string: setup.server)!, trustBundle: try setup.bundle(), name: setup.name,
-                phoneNumber: setup.phone, code: setup.codeSource(), configuration: configuration
-            ) { event in
-                switch event {
-                case .waiting(let code):
-                    if json {
-                        try? printJSON(["event": "waiting", "check_code": code])
-                    } else {
-                        streams.out("Check code: \(code.prefix(4)) \(code.dropFirst(4))")
-                        streams.out("Type it on a device already signed in (`pixie listen` there) to approve.")
-                    }
-                case .acknowledged(let family):
-                    if json {
-                        try? printJSON(["event": "acknowledged", "device_family": family])
-                    } else {
-                        streams.out("Approve on your \(family).")
-                    }
-                }
+            let flow = OnboardingFlow(home: try openHome(setup.home))
+            let bundle = try setup.bundle()
+            let setup = setup
+            let signingIn = Task {
+                try await flow.signIn(
+                    server: URL(string: setup.server)!, trustBundle: bundle, name: setup.name,
+                    phoneNumber: setup.phone, code: setup.codeSource(), configuration: configuration,
+                    events: { Self.show($0, json: json) })
             }
+            // Ctrl-C cancels the sign-in: the siblings are told to dismiss its prompt before pixie exits.
+            let interrupt = onInterrupt { signingIn.cancel() }
+            defer { interrupt.cancel() }
+            let state = try await signingIn.value
             let membership = state.membership!
             if json {
                 try printJSON(["event": "joined", "account_id": membership.accountID, "device_id": membership.deviceID])
@@ -241,6 +230,34 @@ struct SignIn: ParsableCommand {
             }
         }
     }
+
+    static func show(_ event: SignInApprovalRequester.Event, json: Bool) {
+        switch event {
+        case .waiting(let code):
+            if json {
+                try? printJSON(["event": "waiting", "check_code": code])
+            } else {
+                streams.out("Check code: \(code.prefix(4)) \(code.dropFirst(4))")
+                streams.out("Type it on a device already signed in (`pixie listen` there) to approve.")
+            }
+        case .acknowledged(let family):
+            if json {
+                try? printJSON(["event": "acknowledged", "device_family": family])
+            } else {
+                streams.out("Approve on your \(family).")
+            }
+        }
+    }
+}
+
+/// Calls `handler` (once per signal) on SIGINT instead of ending the process; cancel the source to restore it.
+func onInterrupt(_ handler: @escaping @Sendable () -> Void) -> any DispatchSourceSignal {
+    signal(SIGINT, SIG_IGN)
+    let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+    source.setEventHandler(handler: handler)
+    source.setCancelHandler { signal(SIGINT, SIG_DFL) }
+    source.resume()
+    return source
 }
 
 struct Listen: ParsableCommand {
@@ -325,6 +342,8 @@ struct Listen: ParsableCommand {
         case .wrongCheckCode(let model): (event, text) = ("wrong_check_code", "Wrong check code for \(model).")
         case .dropped(let drop): (event, text) = ("dropped", "Dropped a request: \(drop).")
         case .failed(let model, let reason): (event, text) = ("failed", "Could not answer \(model): \(reason)")
+        case .dismissed(let model, let outcome):
+            (event, text) = ("dismissed", "The request from \(model) was \(outcome): its prompt is dismissed.")
         }
         if json { try? printJSON(["event": event, "detail": text]) } else { streams.out(text) }
     }
@@ -333,7 +352,7 @@ struct Listen: ParsableCommand {
 extension SignInListener.Outcome {
     var isAnswer: Bool {
         switch self {
-        case .approved, .rejected: true
+        case .approved, .rejected, .dismissed: true
         default: false
         }
     }

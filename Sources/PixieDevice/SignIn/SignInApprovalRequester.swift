@@ -18,7 +18,8 @@ import Synchronization
 ///
 /// "If no sibling is online, nothing answers": the wait ends after ``Configuration/maximumWait`` with
 /// ``SignInError/noAnswer(waited:)``, and a rejection with ``SignInError/rejected``. In neither case does the
-/// device join, in any form. Cancelling the task stops the wait.
+/// device join, in any form. Cancelling the task stops the wait with ``SignInError/cancelled``; then, as after no
+/// answer, a ``SignInSettlement`` tells the siblings to dismiss the prompt.
 public struct SignInApprovalRequester: Sendable {
     public struct Configuration: Sendable {
         /// For people on the sibling: "Pixel 9", "Linux laptop".
@@ -102,7 +103,41 @@ public struct SignInApprovalRequester: Sendable {
             discoveryKey: discoveryKey, now: Date())
         try await relay.subscribe(attempt.replySubjectKey)
         let acknowledged = AcknowledgedFlag()
-        let approved = try await withThrowingTaskGroup(of: SignInApproval.Approved?.self) { group in
+        let approved: SignInApproval.Approved
+        do {
+            approved = try await wait(
+                for: attempt, inbox: inbox, wallet: wallet, acknowledged: acknowledged, events: events)
+        } catch let error as SignInError where error == .noAnswer(waited: configuration.maximumWait) {
+            await settle(attempt, inbox: inbox, wallet: wallet)
+            throw error
+        } catch  where Task.isCancelled || error is CancellationError {
+            // Given up on this device: the siblings showing the prompt are told to take it away.
+            await settle(attempt, inbox: inbox, wallet: wallet)
+            throw SignInError.cancelled
+        }
+        // The approval must be for this number's account, as the log binds it, and carry this account's discovery
+        // key: otherwise whoever could open the request (a removed device that kept the discovery seed) could
+        // enroll this device into an account of its own choosing.
+        guard approved.ktHandle == verified.ktHandle else { throw SignInError.anotherAccount }
+        guard let seedKey = try? XWing.PrivateKey(seedRepresentation: approved.discoverySeed),
+            seedKey.publicKey == discoveryKey,
+            (try? RelaySubjectKey(discoverySeed: approved.discoverySeed).subject) == inbox
+        else { throw SignInError.anotherAccount }
+        let logged = try await bindings.accountSigningKey(ktHandle: approved.ktHandle)
+        let accountKey = try SignInAttempt.accountKey(from: approved, loggedAccountKey: logged.rawRepresentation)
+        return Approval(
+            grant: approved.grant, ktHandle: approved.ktHandle, accountKey: accountKey,
+            accountSeed: approved.accountSeed, discoverySeed: approved.discoverySeed)
+    }
+
+    /// Sends the request on its schedule and waits for the answer, until the deadline.
+    private func wait(
+        for attempt: SignInAttempt, inbox: RelaySubject, wallet: TokenWallet, acknowledged: AcknowledgedFlag,
+        events: @escaping @Sendable (Event) -> Void
+    ) async throws -> SignInApproval.Approved {
+        let relay = relay
+        let configuration = configuration
+        return try await withThrowingTaskGroup(of: SignInApproval.Approved?.self) { group in
             group.addTask {
                 for await delivery in relay.deliveries where delivery.subject == attempt.replySubjectKey.subject {
                     // Anything not sealed on this request's channel (a forgery) is dropped, and the wait goes on.
@@ -148,19 +183,19 @@ public struct SignInApprovalRequester: Sendable {
             }
             throw SignInError.noAnswer(waited: configuration.maximumWait)
         }
-        // The approval must be for this number's account, as the log binds it, and carry this account's discovery
-        // key: otherwise whoever could open the request (a removed device that kept the discovery seed) could
-        // enroll this device into an account of its own choosing.
-        guard approved.ktHandle == verified.ktHandle else { throw SignInError.anotherAccount }
-        guard let seedKey = try? XWing.PrivateKey(seedRepresentation: approved.discoverySeed),
-            seedKey.publicKey == discoveryKey,
-            (try? RelaySubjectKey(discoverySeed: approved.discoverySeed).subject) == inbox
-        else { throw SignInError.anotherAccount }
-        let logged = try await bindings.accountSigningKey(ktHandle: approved.ktHandle)
-        let accountKey = try SignInAttempt.accountKey(from: approved, loggedAccountKey: logged.rawRepresentation)
-        return Approval(
-            grant: approved.grant, ktHandle: approved.ktHandle, accountKey: accountKey,
-            accountSeed: approved.accountSeed, discoverySeed: approved.discoverySeed)
+    }
+
+    /// Tells the siblings that this request is over (it was cancelled, or nobody answered in time), so that a
+    /// prompt still showing is dismissed. Best effort: it runs in a task of its own, since the caller's may be
+    /// cancelled, and a sibling it does not reach cannot use the request anyway (its grant goes unredeemed and
+    /// expires; its answer is sealed to a channel this device no longer reads).
+    private func settle(_ attempt: SignInAttempt, inbox: RelaySubject, wallet: TokenWallet) async {
+        guard let frame = try? attempt.cancellation() else { return }
+        let relay = relay
+        try? await Task {
+            try await relay.send(
+                frame, to: inbox, wake: PayloadType.signInSettled.wakeClass, token: try await wallet.take())
+        }.value
     }
 }
 

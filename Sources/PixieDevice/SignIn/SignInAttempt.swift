@@ -33,6 +33,12 @@ public struct SignInAttempt: Sendable {
         self.replies = replies
     }
 
+    /// The frame for the account's discovery inbox that cancels this request: every sibling showing its prompt
+    /// dismisses it (only this device, or a holder of the discovery key, can make it).
+    public func cancellation() throws -> Data {
+        try replies.settlement(.cancelled, requestDigest: SignInSettlement.digest(ofRequest: box))
+    }
+
     /// What a sibling said.
     public enum Answer: Sendable, Equatable {
         /// A sibling passed the request to its person: "Approve on your <family>".

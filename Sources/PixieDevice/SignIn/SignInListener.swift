@@ -1,6 +1,7 @@
 import Foundation
 import PixieWire
 import SiblingsCrypto
+import Synchronization
 
 /// A sibling online for sign-ins (`pixie listen`): it listens on the account's discovery inbox, runs every request
 /// through handleSignInRequest's ladder (``SignInRequestHandler``), acknowledges the ones that pass with its device
@@ -27,6 +28,9 @@ public struct SignInListener: Sendable {
         case dropped(SignInRequestHandler.Drop)
         /// Answering failed (the relay, a token, the grant); the reason says what.
         case failed(deviceModel: String, reason: String)
+        /// The request was settled elsewhere (another sibling answered, or the new device gave up), so its prompt
+        /// was taken away and nothing was sent.
+        case dismissed(deviceModel: String, SignInSettlement.Outcome)
     }
 
     public let home: DeviceHome
@@ -43,8 +47,9 @@ public struct SignInListener: Sendable {
     }
 
     /// Listens until the task is cancelled or the relay closes the connection (which throws). `ready` is called
-    /// once the discovery inbox is subscribed; `decide` for every request that passed the ladder; `report` for
-    /// what became of every frame.
+    /// once the discovery inbox is subscribed; `decide` for every request that passed the ladder, one at a time,
+    /// in a task that is cancelled if the request is settled elsewhere (the prompt is then dismissed, and `decide`
+    /// should return promptly); `report` for what became of every frame.
     public func run(
         ready: @escaping @Sendable () -> Void = {},
         decide: @escaping @Sendable (SignInRequestHandler.Prompt) async -> Decision,
@@ -68,8 +73,21 @@ public struct SignInListener: Sendable {
         try await relay.subscribe(discoveryInbox)
         try await relay.subscribe(try state.inbox)
         ready()
+        // Prompts are asked one at a time, in the order their requests came; the loop below keeps reading the
+        // inbox meanwhile, so that a settlement (another sibling answered, or the new device gave up) dismisses a
+        // prompt that is showing or waiting its turn.
+        let prompts = PendingPrompts()
+        defer { prompts.cancelAll() }
+        var previous: Task<Void, Never>?
         for await delivery in relay.deliveries where delivery.subject == discoveryInbox.subject {
             try Task.checkCancellation()
+            if SignInSettlement.requestDigest(of: delivery.payload) != nil {
+                if let (prompt, outcome) = prompts.settle(by: delivery.payload) {
+                    ladder.acknowledged(prompt, now: Date())
+                    report(.dismissed(deviceModel: prompt.request.deviceModel, outcome))
+                }
+                continue
+            }
             let prompt: SignInRequestHandler.Prompt
             switch ladder.handle(delivery.payload, now: Date()) {
             case .success(let passed): prompt = passed
@@ -77,52 +95,122 @@ public struct SignInListener: Sendable {
                 report(.dropped(drop))
                 continue
             }
-            let model = prompt.request.deviceModel
-            let reply = prompt.request.replySubject
             do {
                 try await relay.send(
-                    try prompt.acknowledgement(deviceFamily: deviceFamily), to: reply, wake: .silent,
-                    token: try await wallet.take())
+                    try prompt.acknowledgement(deviceFamily: deviceFamily), to: prompt.request.replySubject,
+                    wake: .silent, token: try await wallet.take())
                 ladder.acknowledged(prompt, now: Date())
-                let asked = Date()
-                let decision = await decide(prompt)
-                if decision != .ignore, Date().timeIntervalSince(asked) > promptLifetime {
-                    report(
-                        .failed(
-                            deviceModel: model,
-                            reason: "the answer came after \(Int(promptLifetime)) s, so it was not sent; sign in "
-                                + "again on the new device"))
-                    continue
-                }
-                switch decision {
-                case .ignore:
-                    report(.ignored(deviceModel: model))
-                case .reject:
-                    try await relay.send(
-                        try prompt.rejection(), to: reply, wake: .silent, token: try await wallet.take())
-                    report(.rejected(deviceModel: model))
-                case .approve(let code):
-                    guard prompt.matches(checkCode: code) else {
-                        report(.wrongCheckCode(deviceModel: model))
-                        continue
-                    }
-                    // An `add` grant: nothing here is a revocation.
-                    let grant = try await client.mintGrant(session: membership.sessionToken)
-                    let approval = try prompt.approval(
-                        .init(
-                            grant: grant.grant, accountSeed: membership.accountSeed.data, ktHandle: membership.ktHandle,
-                            discoverySeed: membership.discoverySeed.data), checkCode: code)
-                    try await relay.send(approval, to: reply, wake: .silent, token: try await wallet.take())
-                    report(.approved(deviceModel: model))
-                    // The checkpoint the wallet's key-list check advanced to, kept for the next run.
-                    let pin = Base64URLBytes(await bindings.state)
-                    try? home.update { $0.transparency = pin }
-                }
             } catch {
-                report(.failed(deviceModel: model, reason: "\(error)"))
+                report(.failed(deviceModel: prompt.request.deviceModel, reason: "\(error)"))
+                continue
             }
+            let turn = previous
+            let answering = Task { [self] in
+                await turn?.value
+                guard !Task.isCancelled else { return }
+                await answer(
+                    prompt, decide: decide, report: report, relay: relay, wallet: wallet, client: client,
+                    membership: membership, discoveryInbox: discoveryInbox.subject, bindings: bindings,
+                    prompts: prompts)
+            }
+            prompts.add(prompt, answering)
+            previous = answering
         }
         try Task.checkCancellation()
         throw RelaySessionError.closed("the relay closed the connection; listen again")
     }
+
+    /// Asks the person about one prompt and sends what they decided. Cancelled when the request is settled
+    /// elsewhere: then nothing is sent.
+    private func answer(
+        _ prompt: SignInRequestHandler.Prompt, decide: @Sendable (SignInRequestHandler.Prompt) async -> Decision,
+        report: @Sendable (Outcome) -> Void, relay: RelaySession, wallet: TokenWallet, client: PixieClient,
+        membership: DeviceState.Membership, discoveryInbox: RelaySubject, bindings: LoggedBindings,
+        prompts: PendingPrompts
+    ) async {
+        let model = prompt.request.deviceModel
+        let reply = prompt.request.replySubject
+        let asked = Date()
+        let decision = await decide(prompt)
+        // Decided here: from now on a settlement (this device's own, coming back on the inbox) dismisses nothing.
+        guard prompts.remove(prompt) else { return }
+        if decision != .ignore, Date().timeIntervalSince(asked) > promptLifetime {
+            report(
+                .failed(
+                    deviceModel: model,
+                    reason: "the answer came after \(Int(promptLifetime)) s, so it was not sent; sign in again on the "
+                        + "new device"))
+            return
+        }
+        do {
+            switch decision {
+            case .ignore:
+                report(.ignored(deviceModel: model))
+                return
+            case .reject:
+                try await relay.send(try prompt.rejection(), to: reply, wake: .silent, token: try await wallet.take())
+                report(.rejected(deviceModel: model))
+            case .approve(let code):
+                guard prompt.matches(checkCode: code) else {
+                    report(.wrongCheckCode(deviceModel: model))
+                    return
+                }
+                // An `add` grant: nothing here is a revocation.
+                let grant = try await client.mintGrant(session: membership.sessionToken)
+                let approval = try prompt.approval(
+                    .init(
+                        grant: grant.grant, accountSeed: membership.accountSeed.data, ktHandle: membership.ktHandle,
+                        discoverySeed: membership.discoverySeed.data), checkCode: code)
+                try await relay.send(approval, to: reply, wake: .silent, token: try await wallet.take())
+                report(.approved(deviceModel: model))
+                // The checkpoint the wallet's key-list check advanced to, kept for the next run.
+                let pin = Base64URLBytes(await bindings.state)
+                try? home.update { $0.transparency = pin }
+            }
+        } catch {
+            report(.failed(deviceModel: model, reason: "\(error)"))
+            return
+        }
+        // The other siblings take their prompts for this request away. Best effort: one that misses it can no
+        // longer use the request (the new device has its answer and reads that channel no more).
+        let outcome: SignInSettlement.Outcome = decision == .reject ? .rejected : .approved
+        if let frame = try? prompt.settlement(outcome) {
+            try? await relay.send(
+                frame, to: discoveryInbox, wake: PayloadType.signInSettled.wakeClass, token: try await wallet.take())
+        }
+    }
+}
+
+/// The prompts a listener has acknowledged and not finished, each with the task that asks and answers it.
+private final class PendingPrompts: Sendable {
+    private let pending = Mutex<[(prompt: SignInRequestHandler.Prompt, task: Task<Void, Never>)]>([])
+
+    func add(_ prompt: SignInRequestHandler.Prompt, _ task: Task<Void, Never>) {
+        pending.withLock { $0.append((prompt, task)) }
+    }
+
+    /// Takes `prompt` out; false if it was no longer there (a settlement took it, and cancelled its task).
+    func remove(_ prompt: SignInRequestHandler.Prompt) -> Bool {
+        pending.withLock { pending in
+            guard let index = pending.firstIndex(where: { $0.prompt.digest == prompt.digest }) else { return false }
+            pending.remove(at: index)
+            return true
+        }
+    }
+
+    /// The prompt `frame` settles, now cancelled, and how it was settled; nil if it settles none of them.
+    func settle(by frame: Data) -> (SignInRequestHandler.Prompt, SignInSettlement.Outcome)? {
+        pending.withLock { pending in
+            for (index, entry) in pending.enumerated() {
+                if let outcome = entry.prompt.settled(by: frame) {
+                    entry.task.cancel()
+                    pending.remove(at: index)
+                    return (entry.prompt, outcome)
+                }
+            }
+            return nil
+        }
+    }
+
+    func cancelAll() { pending.withLock { $0.forEach { $0.task.cancel() } } }
 }

@@ -67,6 +67,21 @@ public struct SignInRequestHandler: Sendable {
         public func rejection() throws -> Data {
             try replies.seal(.signInApproval, try SignInApproval.rejected.encoded)
         }
+
+        /// The frame for the discovery inbox that tells the other siblings this request is settled, so they
+        /// dismiss their prompts for it.
+        public func settlement(_ outcome: SignInSettlement.Outcome) throws -> Data {
+            try replies.settlement(outcome, requestDigest: digest)
+        }
+
+        /// The outcome, if `frame` is a settlement of this request sealed on its channel (by the new device or
+        /// another sibling); nil for anything else.
+        public func settled(by frame: some DataProtocol) -> SignInSettlement.Outcome? {
+            guard let settlement = try? replies.openSettlement(frame), settlement.requestDigest == digest else {
+                return nil
+            }
+            return settlement.outcome
+        }
     }
 
     private let discoveryKey: XWing.PrivateKey
@@ -113,7 +128,7 @@ public struct SignInRequestHandler: Sendable {
         // cannot shadow the real one, and two requests show two prompts, told apart by the check code.
         guard abs(request.timestamp.timeIntervalSince(now)) <= freshness else { return .failure(.stale) }
         answered = answered.filter { now.timeIntervalSince($0.value) <= 2 * freshness }
-        let digest = Data(SHA256.hash(data: Data(box)))
+        let digest = SignInSettlement.digest(ofRequest: box)
         guard answered[digest] == nil else { return .failure(.replayed) }
         return .success(Prompt(request: request, certificate: certificate, replies: replies, digest: digest))
     }
@@ -138,6 +153,8 @@ public enum SignInError: Error, Sendable, Equatable, CustomStringConvertible {
     case noAnswer(waited: Duration)
     /// The approval is for another account than the one the log binds to this number.
     case anotherAccount
+    /// The sign-in was cancelled on this device.
+    case cancelled
 
     public var description: String {
         switch self {
@@ -147,6 +164,8 @@ public enum SignInError: Error, Sendable, Equatable, CustomStringConvertible {
             "the approval's account key is not the one the transparency log holds for this account, so it was "
                 + "refused; do not approve again from that device, and check the account's devices"
         case .rejected: "the sign-in was rejected on the other device; this device did not join"
+        case .cancelled:
+            "the sign-in was cancelled, so this device did not join; the other devices were told to dismiss it"
         case .anotherAccount:
             "the approval is for another account than the one the transparency log binds to this number, so it was "
                 + "refused and this device did not join; a device that should no longer hold this account's keys "

@@ -10,6 +10,8 @@ public enum PayloadType: UInt8, Sendable, Hashable, CaseIterable, CustomStringCo
     case signInAck = 0x02
     /// The person's answer: ``SignInApproval``.
     case signInApproval = 0x03
+    /// A sign-in was answered or given up, for the other siblings to dismiss its prompt: ``SignInSettlement``.
+    case signInSettled = 0x04
     /// A new device asks a sibling for its store.
     case syncRequest = 0x10
     /// A sibling's answer: where the sealed snapshot is.
@@ -29,6 +31,7 @@ public enum PayloadType: UInt8, Sendable, Hashable, CaseIterable, CustomStringCo
         case .signInRequest: "signin_request"
         case .signInAck: "signin_ack"
         case .signInApproval: "signin_approval"
+        case .signInSettled: "signin_settled"
         case .syncRequest: "sync_request"
         case .syncOffer: "sync_offer"
         case .syncAck: "sync_ack"

@@ -40,11 +40,15 @@ final class PixieProcess: Sendable {
         }
     }
 
-    /// Waits (up to 60 s: the suite shares two cores) for a JSON line whose "event" is `name`.
-    func event(_ name: String) async throws -> [String: Any] {
+    /// Waits (up to 60 s: the suite shares two cores) for the `occurrence`th JSON line whose "event" is `name`.
+    func event(_ name: String, occurrence: Int = 1) async throws -> [String: Any] {
+        func found() -> [String: Any]? {
+            let matches = events.filter { $0["event"] as? String == name }
+            return matches.count >= occurrence ? matches[occurrence - 1] : nil
+        }
         for _ in 0..<6000 {
-            if let found = events.first(where: { $0["event"] as? String == name }) { return found }
-            if !process.isRunning, events.first(where: { $0["event"] as? String == name }) == nil {
+            if let found = found() { return found }
+            if !process.isRunning, found() == nil {
                 throw Failure(description: "pixie ended without \(name): \(text)")
             }
             try await Task.sleep(for: .milliseconds(10))
@@ -61,6 +65,9 @@ final class PixieProcess: Sendable {
     }
 
     func stop() { if process.isRunning { process.terminate() } }
+
+    /// Ctrl-C.
+    func interrupt() { process.interrupt() }
 }
 
 /// The `pixie` command acting out the authorization half with a real pixie-server: one home per device.
@@ -168,6 +175,66 @@ struct PixieCommandTests {
         let after = try PixieProcess(["devices", "--home", "laptop"], in: directory)
         #expect(await after.exit() == 1)
         #expect(after.text.contains("no device is set up"), "\(after.text)")
+    }
+
+    @Test("once one sibling answers, the other's prompt is dismissed; a sign-in cancelled with Ctrl-C dismisses both")
+    func dismissals() async throws {
+        let server = try await setUp()
+        defer {
+            server.stop()
+            try? FileManager.default.removeItem(at: directory)
+        }
+        #expect(
+            await (try PixieProcess(["init"] + setup(server, home: "phone", name: "phone"), in: directory)).exit() == 0)
+        let phone = try PixieProcess(["listen", "--home", "phone", "--json"], in: directory)
+        defer { phone.stop() }
+        _ = try await phone.event("listening")
+        // A second sibling, approved by the first.
+        let tabletJoining = try PixieProcess(["signin"] + setup(server, home: "tablet", name: "tablet"), in: directory)
+        defer { tabletJoining.stop() }
+        let tabletCode = try #require(try await tabletJoining.event("waiting")["check_code"] as? String)
+        _ = try await phone.event("prompt")
+        phone.type(tabletCode)
+        #expect(await tabletJoining.exit() == 0, "\(tabletJoining.text)")
+        let tablet = try PixieProcess(["listen", "--home", "tablet", "--json"], in: directory)
+        defer { tablet.stop() }
+        _ = try await tablet.event("listening")
+
+        // Both siblings ask; the tablet's person answers, and the phone's prompt goes away.
+        let laptop = try PixieProcess(["signin"] + setup(server, home: "laptop", name: "laptop"), in: directory)
+        defer { laptop.stop() }
+        let laptopCode = try #require(try await laptop.event("waiting")["check_code"] as? String)
+        _ = try await phone.event("prompt", occurrence: 2)
+        _ = try await tablet.event("prompt")
+        tablet.type(laptopCode)
+        _ = try await tablet.event("approved")
+        #expect(await laptop.exit() == 0, "\(laptop.text)")
+        let dismissed = try await phone.event("dismissed")
+        #expect((dismissed["detail"] as? String)?.contains("approved on another device") == true, "\(phone.text)")
+
+        // A new device gives up (Ctrl-C): both prompts go away, and it says it did not join.
+        let desk = try PixieProcess(["signin"] + setup(server, home: "desk", name: "desk"), in: directory)
+        defer { desk.stop() }
+        _ = try await desk.event("acknowledged")
+        _ = try await phone.event("prompt", occurrence: 3)
+        _ = try await tablet.event("prompt", occurrence: 2)
+        desk.interrupt()
+        #expect(await desk.exit() == 1)
+        #expect(desk.text.contains("cancelled"), "\(desk.text)")
+        for sibling in [phone, tablet] {
+            let event = try await sibling.event("dismissed", occurrence: sibling === phone ? 2 : 1)
+            #expect((event["detail"] as? String)?.contains("cancelled on the new device") == true, "\(sibling.text)")
+        }
+        // The line typed next goes to no prompt that is gone: a later request is answered with it.
+        let again = try PixieProcess(["signin"] + setup(server, home: "desk", name: "desk"), in: directory)
+        defer { again.stop() }
+        let deskCode = try #require(try await again.event("waiting")["check_code"] as? String)
+        _ = try await phone.event("prompt", occurrence: 4)
+        phone.type(deskCode)
+        #expect(await again.exit() == 0, "\(again.text)")
+        let devices = try PixieProcess(["devices", "--home", "desk", "--json"], in: directory)
+        #expect(await devices.exit() == 0)
+        #expect((try JSONSerialization.jsonObject(with: Data(devices.text.utf8)) as? [Any])?.count == 4)
     }
 
     @Test("rejected, and no sibling online: the new device does not join, and says why")

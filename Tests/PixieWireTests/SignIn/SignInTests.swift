@@ -81,6 +81,39 @@ struct SignInTests {
         #expect(throws: PixieWireError.self) { try requester.open(altered) }
     }
 
+    @Test("a settlement opens only on its own request's channel, which the relay does not hold")
+    func settlements() throws {
+        let (sealed, requester) = try DiscoveryBox(
+            phoneCert: cert, type: .signInRequest, payload: try request().encoded
+        )
+        .sealed(to: discovery.publicKey)
+        let (_, sibling) = try DiscoveryBox.open(sealed, with: discovery)
+        let digest = SignInSettlement.digest(ofRequest: sealed)
+        let frame = try requester.settlement(.cancelled, requestDigest: digest)
+        #expect(SignInSettlement.requestDigest(of: frame) == digest)
+        #expect(SignInSettlement.requestDigest(of: sealed) == nil)
+        #expect(try sibling.openSettlement(frame).outcome == .cancelled)
+        #expect(try sibling.openSettlement(frame).requestDigest == digest)
+        #expect(
+            try requester.openSettlement(try sibling.settlement(.approved, requestDigest: digest)).outcome == .approved)
+
+        // The relay sees the request and its digest, but a settlement made on any other channel does not open:
+        // it cannot dismiss a prompt.
+        let (_, stranger) = try DiscoveryBox(phoneCert: cert, type: .signInRequest, payload: Data([1]))
+            .sealed(to: discovery.publicKey)
+        #expect(throws: PixieWireError.self) {
+            try sibling.openSettlement(try stranger.settlement(.cancelled, requestDigest: digest))
+        }
+        // Nor does an ack dressed as one, a flipped byte, or a reply with no marker.
+        let ack = try requester.seal(.signInAck, try SignInAck(deviceFamily: "Linux").encoded)
+        #expect(throws: PixieWireError.self) { try sibling.openSettlement(Data([0x02]) + digest + ack) }
+        var altered = frame
+        altered[altered.count - 1] ^= 1
+        #expect(throws: PixieWireError.self) { try sibling.openSettlement(altered) }
+        #expect(throws: PixieWireError.self) { try sibling.openSettlement(frame.dropFirst(33)) }
+        #expect(throws: PixieWireError.self) { try requester.settlement(.cancelled, requestDigest: Data(count: 31)) }
+    }
+
     @Test("the check code is typed with or without separators, and a wrong one does not match")
     func checkCode() throws {
         let (_, channel) = try DiscoveryBox(phoneCert: cert, type: .signInRequest, payload: Data()).sealed(
