@@ -1,6 +1,6 @@
 import Foundation
 import HTTPServer
-import PixieDevice
+@_spi(Testing) import PixieDevice
 import PixieDeviceTestSupport
 import PixieServer
 import PixieWire
@@ -35,6 +35,41 @@ struct DeviceInProcessTests {
         let devices = try await flow.devices()
         #expect(devices.count == 1 && devices.first?.isThisDevice == true)
         #expect(devices.first?.deviceID == membership.deviceID)
+    }
+
+    @Test("the SenderCert and then the session are renewed before they expire; the old session is revoked")
+    func renewal() async throws {
+        defer { try? FileManager.default.removeItem(at: home) }
+        let fixture = try Fixture(start: Date())
+        let flow = OnboardingFlow(home: try DeviceHome(directory: home)) { _ in InProcessTransport(fixture.router) }
+        let state = try await flow.createAccount(
+            server: URL(string: "http://pixie.invalid")!, trustBundle: await fixture.application.trustBundle(),
+            name: "phone", phoneNumber: number, code: code(fixture))
+        let clock = fixture.clock
+        let credentials = DeviceCredentials(flow: flow, now: { clock.now })
+        let first = try await credentials.session()
+        #expect(first == state.membership?.sessionToken)
+
+        // A SenderCert (one hour) is kept while it has more than 5 minutes left, then fetched again.
+        let cert = try await credentials.currentSenderCert()
+        clock.advance(by: 3000)
+        #expect(try await credentials.currentSenderCert().rawRepresentation == cert.rawRepresentation)
+        clock.advance(by: 400)
+        let renewedCert = try await credentials.currentSenderCert()
+        #expect(renewedCert.expiresAt > cert.expiresAt)
+        #expect(try await credentials.session() == first)
+
+        // The session (30 days) is renewed by a passkey login in its last day, saved, and the old one revoked.
+        clock.advance(by: 30 * 86_400 - 3600)
+        let renewed = try await credentials.session()
+        #expect(renewed != first)
+        #expect(try flow.home.state().membership?.sessionToken == renewed)
+        let old = await fixture.router.test(.get, "/v1/sync/siblings", headers: ["Authorization": "Bearer \(first)"])
+        #expect(old.status.code == 401)
+        let now = await fixture.router.test(
+            .get, "/v1/sync/siblings", headers: ["Authorization": "Bearer \(renewed)"])
+        #expect(now.status.code == 200)
+        #expect(try await credentials.session() == renewed)
     }
 
     @Test("a server that lists a device the log does not hold is caught: devices fails closed")

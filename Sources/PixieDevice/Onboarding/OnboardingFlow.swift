@@ -145,7 +145,7 @@ public struct OnboardingFlow: Sendable {
         let client = self.client(try state.serverURL)
         let bindings = try bindings(state, client)
         let membership = try member(state)
-        let listed = try await client.siblings(session: membership.sessionToken)
+        let listed = try await client.siblings(session: try await DeviceCredentials(flow: self).session())
         let roster = try await bindings.verifiedRoster(listed, ktHandle: membership.ktHandle)
         let own = try state.identity.publicKey.rawRepresentation
         // Only the advanced pin is written back, and only if the device is still set up here.
@@ -255,7 +255,7 @@ public struct OnboardingFlow: Sendable {
     }
 
     /// A session from this device's passkey (`POST /v1/auth/passkey/login`).
-    private func login(_ client: PixieClient, _ state: inout DeviceState) async throws -> IdentityAPI.EnrolledResponse {
+    func login(_ client: PixieClient, _ state: inout DeviceState) async throws -> IdentityAPI.EnrolledResponse {
         let authenticator = try SoftwareAuthenticator(state: state.passkey.data)
         let challenge = try await client.passkeyChallenge(.login)
         // The first credential is the one the cut-off creation registered (the retry made another, unused).

@@ -61,7 +61,8 @@ public struct SignInListener: Sendable {
         let server = try state.serverURL
         let client = PixieClient(baseURL: server)
         let bindings = try flow.bindings(state, client)
-        let wallet = TokenWallet(client: client, keyListVerifier: bindings, payer: .session(membership.sessionToken))
+        let credentials = DeviceCredentials(flow: flow)
+        let wallet = TokenWallet(client: client, keyListVerifier: bindings, payer: .credentials(credentials))
         let discoveryKey = try XWing.PrivateKey(seedRepresentation: membership.discoverySeed.data)
         let discoveryInbox = try RelaySubjectKey(discoverySeed: membership.discoverySeed.data)
         var ladder = SignInRequestHandler(
@@ -110,8 +111,8 @@ public struct SignInListener: Sendable {
                 guard !Task.isCancelled else { return }
                 await answer(
                     prompt, decide: decide, report: report, relay: relay, wallet: wallet, client: client,
-                    membership: membership, discoveryInbox: discoveryInbox.subject, bindings: bindings,
-                    prompts: prompts)
+                    membership: membership, credentials: credentials, discoveryInbox: discoveryInbox.subject,
+                    bindings: bindings, prompts: prompts)
             }
             prompts.add(prompt, answering)
             previous = answering
@@ -125,8 +126,8 @@ public struct SignInListener: Sendable {
     private func answer(
         _ prompt: SignInRequestHandler.Prompt, decide: @Sendable (SignInRequestHandler.Prompt) async -> Decision,
         report: @Sendable (Outcome) -> Void, relay: RelaySession, wallet: TokenWallet, client: PixieClient,
-        membership: DeviceState.Membership, discoveryInbox: RelaySubject, bindings: LoggedBindings,
-        prompts: PendingPrompts
+        membership: DeviceState.Membership, credentials: DeviceCredentials, discoveryInbox: RelaySubject,
+        bindings: LoggedBindings, prompts: PendingPrompts
     ) async {
         let model = prompt.request.deviceModel
         let reply = prompt.request.replySubject
@@ -156,7 +157,7 @@ public struct SignInListener: Sendable {
                     return
                 }
                 // An `add` grant: nothing here is a revocation.
-                let grant = try await client.mintGrant(session: membership.sessionToken)
+                let grant = try await client.mintGrant(session: try await credentials.session())
                 let approval = try prompt.approval(
                     .init(
                         grant: grant.grant, accountSeed: membership.accountSeed.data, ktHandle: membership.ktHandle,

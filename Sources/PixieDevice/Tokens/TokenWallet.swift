@@ -15,6 +15,8 @@ public actor TokenWallet {
         case phoneCert(Data)
         /// An enrolled device's session token.
         case session(String)
+        /// An enrolled device's session, renewed before it expires (a device that stays online).
+        case credentials(DeviceCredentials)
     }
 
     public static let approvalBatchSize = 4
@@ -63,10 +65,16 @@ public actor TokenWallet {
             let answer = try await client.approvalTokens(phoneCert: cert, tokenRequest: request)
             tokens += try mint.finish(answer.tokenResponse.data, pending: pending)
         case .session(let session):
-            let (request, pending) = try mint.begin(count: Self.sessionBatchSize)
-            let answer = try await client.sessionTokens(tokenRequest: request, session: session)
-            tokens += try mint.finish(answer.tokenResponse.data, pending: pending)
+            try await mintForSession(mint, session: session)
+        case .credentials(let credentials):
+            try await mintForSession(mint, session: try await credentials.session())
         }
+    }
+
+    private func mintForSession(_ mint: TokenClient, session: String) async throws {
+        let (request, pending) = try mint.begin(count: Self.sessionBatchSize)
+        let answer = try await client.sessionTokens(tokenRequest: request, session: session)
+        tokens += try mint.finish(answer.tokenResponse.data, pending: pending)
     }
 
     private func currentClient() async throws -> TokenClient {
