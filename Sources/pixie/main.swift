@@ -192,11 +192,18 @@ struct SignIn: ParsableCommand {
     }
     @Option(name: .long("wait"), help: "How long to wait for an approval, in seconds (at most 300).")
     var wait: Int = 180
+    @OptionalOption(
+        name: .long("grant-code"),
+        help: "Join with the six digits a device of the account shows (`pixie listen --grant-code` there).")
+    var grantCode: String?
 
     func validate() throws {
         try setup.check()
         // A sibling drops a request older than 5 minutes, so waiting longer would only spend the number's tokens.
         guard (1...300).contains(wait) else { throw ValidationError("--wait must be 1 to 300 seconds") }
+        if let grantCode, grantCode.count != 6 || !grantCode.allSatisfy(\.isNumber) {
+            throw ValidationError("--grant-code is the six digits the other device shows")
+        }
         guard server.hasPrefix("http://") else {
             throw ValidationError(
                 "signin reaches the relay over ws://, so --server must be an http:// URL; TLS for the relay is not "
@@ -212,10 +219,12 @@ struct SignIn: ParsableCommand {
             let flow = OnboardingFlow(home: try openHome(setup.home))
             let bundle = try setup.bundle()
             let setup = setup
+            let grantCode = grantCode
             let signingIn = Task {
                 try await flow.signIn(
                     server: URL(string: setup.server)!, trustBundle: bundle, name: setup.name,
-                    phoneNumber: setup.phone, code: setup.codeSource(), configuration: configuration,
+                    phoneNumber: setup.phone, code: setup.codeSource(), grantCode: grantCode,
+                    configuration: configuration,
                     events: { Self.show($0, json: json) })
             }
             // Ctrl-C cancels the sign-in: the siblings are told to dismiss its prompt before pixie exits.
@@ -276,6 +285,10 @@ struct Listen: ParsableCommand {
     var approveCode: String?
     @Flag(name: .long("reject"), help: "Reject every request; ask nothing.") var reject: Bool
     @Flag(name: .long("once"), help: "Stop after the first request is answered.") var once: Bool
+    @Flag(
+        name: .long("grant-code"),
+        help: "Show a six-digit code a new device can join with (`pixie signin --grant-code`), valid 3 minutes.")
+    var grantCode: Bool
     @Flag(name: .long("json"), help: "Print events as JSON lines.") var json: Bool
 
     func validate() throws {
@@ -287,6 +300,7 @@ struct Listen: ParsableCommand {
         let approveCode = approveCode
         let reject = reject
         let once = once
+        let offer: (@Sendable (GrantCode) -> Void)? = grantCode ? { @Sendable in Self.show($0, json: json) } : nil
         try await reporting {
             let listener = SignInListener(home: try openHome(home), deviceFamily: family)
             let task = Task {
@@ -298,6 +312,7 @@ struct Listen: ParsableCommand {
                             streams.out("Listening for sign-in requests. Ctrl-C stops.")
                         }
                     },
+                    offerCode: offer,
                     decide: { prompt in
                         if reject { return .reject }
                         if let approveCode {
@@ -333,6 +348,18 @@ struct Listen: ParsableCommand {
         }
     }
 
+    static func show(_ grant: GrantCode, json: Bool) {
+        if json {
+            let expiresAt = Int(grant.expiresAt.timeIntervalSince1970)
+            try? printJSON(["event": "grant_code", "code": grant.code, "expires_at": expiresAt])
+            return
+        }
+        let code = grant.code
+        streams.out(
+            "Code for the new device: \(code.prefix(3)) \(code.dropFirst(3)), for 3 minutes. On it, run "
+                + "`pixie signin --grant-code \(code)`; keep this running.")
+    }
+
     static func print(_ outcome: SignInListener.Outcome, json: Bool) {
         let (event, text): (String, String)
         switch outcome {
@@ -342,6 +369,10 @@ struct Listen: ParsableCommand {
         case .wrongCheckCode(let model): (event, text) = ("wrong_check_code", "Wrong check code for \(model).")
         case .dropped(let drop): (event, text) = ("dropped", "Dropped a request: \(drop).")
         case .failed(let model, let reason): (event, text) = ("failed", "Could not answer \(model): \(reason)")
+        case .approvedByCode(let model):
+            (event, text) = (
+                "approved_by_code", "Sent the account's seeds to \(model), enrolled with this device's code."
+            )
         case .dismissed(let model, let outcome):
             (event, text) = ("dismissed", "The request from \(model) was \(outcome): its prompt is dismissed.")
         }
@@ -352,7 +383,7 @@ struct Listen: ParsableCommand {
 extension SignInListener.Outcome {
     var isAnswer: Bool {
         switch self {
-        case .approved, .rejected, .dismissed: true
+        case .approved, .approvedByCode, .rejected, .dismissed: true
         default: false
         }
     }

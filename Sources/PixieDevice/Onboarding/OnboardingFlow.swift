@@ -89,16 +89,41 @@ public struct OnboardingFlow: Sendable {
     /// A new device (`pixie signin`): verifies the number, asks the account's siblings, and once one approves,
     /// adopts the seed (saved before the grant is used), enrolls with the grant (revoke_others false) and checks
     /// that the roster the log backs now holds it.
+    ///
+    /// With `grantCode`, the six digits a sibling showed (`pixie listen --grant-code`), the device enrolls first,
+    /// by the code with its phone cert, and then asks for the seeds the same sealed way: the sibling that showed
+    /// the code answers, without asking its person again, a request from the sealing key the code enrolled (the
+    /// code stands in for the tap). A device cut off between the two steps asks again for the seeds when run again.
     public func signIn(
         server: URL, trustBundle: TrustBundle, name: String, phoneNumber: String, code: CodeSource,
-        configuration: SignInApprovalRequester.Configuration,
+        grantCode: String? = nil, configuration: SignInApprovalRequester.Configuration,
         events: @escaping @Sendable (SignInApprovalRequester.Event) -> Void = { _ in }
     ) async throws -> DeviceState {
-        try refuseIfMember()
+        let pending = try home.load().flatMap { $0.membership?.isEnrolledWithoutSeeds == true ? $0 : nil }
+        if pending == nil { try refuseIfMember() }
         let client = self.client(server)
-        var state = try await fresh(
-            server: server, trustBundle: trustBundle, name: name, phoneNumber: phoneNumber, client: client, code: code)
-        try home.save(state)
+        var state: DeviceState
+        if let pending {
+            state = pending
+        } else {
+            state = try await fresh(
+                server: server, trustBundle: trustBundle, name: name, phoneNumber: phoneNumber, client: client,
+                code: code)
+            try home.save(state)
+        }
+        if let grantCode, pending == nil {
+            // Enrolled by the code: a member of the roster, with no seed yet.
+            let enrolled = try await client.registerWithGrant(
+                IdentityAPI.RegisterRequest(
+                    code: grantCode, phoneCert: state.phoneCert, device: try state.deviceFields,
+                    passkey: try await passkey(client, &state), revokeOthers: false))
+            state.membership = DeviceState.Membership(
+                accountID: enrolled.accountID, deviceID: enrolled.deviceID, ktHandle: enrolled.ktHandle ?? "",
+                sessionToken: enrolled.sessionToken, sessionExpiresAt: enrolled.sessionExpiresAt,
+                accountSeed: Base64URLBytes(Data()), discoverySeed: Base64URLBytes(Data()))
+            try home.save(state)
+        }
+        let enrolledAlready = state.membership?.isEnrolledWithoutSeeds == true
         let bindings = try bindings(state, client)
         let relay = try await RelaySession.connect(to: server)
         let approval: SignInApprovalRequester.Approval
@@ -112,20 +137,37 @@ public struct OnboardingFlow: Sendable {
             throw error
         }
         await relay.close()
+        guard approval.grant.isEmpty == enrolledAlready else {
+            throw DeviceError.notSetUp(
+                enrolledAlready
+                    ? "the approving device sent a grant, but this device is enrolled by its code already; nothing "
+                        + "was redeemed: run `pixie signin --grant-code` again while the device that showed the code "
+                        + "runs `pixie listen`"
+                    : "the approving device sent the seeds without a grant, as it does for a device enrolled by a "
+                        + "code; this device did not join: sign in again")
+        }
         // The seed first: it is what makes this device able to speak to its siblings at all.
-        state.membership = DeviceState.Membership(
-            accountID: "", deviceID: "", ktHandle: approval.ktHandle, sessionToken: "", sessionExpiresAt: 0,
-            accountSeed: Base64URLBytes(approval.accountSeed), discoverySeed: Base64URLBytes(approval.discoverySeed))
+        var membership =
+            state.membership
+            ?? DeviceState.Membership(
+                accountID: "", deviceID: "", ktHandle: "", sessionToken: "", sessionExpiresAt: 0,
+                accountSeed: Base64URLBytes(Data()), discoverySeed: Base64URLBytes(Data()))
+        membership.ktHandle = approval.ktHandle
+        membership.accountSeed = Base64URLBytes(approval.accountSeed)
+        membership.discoverySeed = Base64URLBytes(approval.discoverySeed)
+        state.membership = membership
         try home.save(state)
-        let enrolled = try await client.registerWithGrant(
-            IdentityAPI.RegisterRequest(
-                grant: approval.grant, device: try state.deviceFields, passkey: try await passkey(client, &state),
-                revokeOthers: false))
-        state.membership?.accountID = enrolled.accountID
-        state.membership?.deviceID = enrolled.deviceID
-        state.membership?.sessionToken = enrolled.sessionToken
-        state.membership?.sessionExpiresAt = enrolled.sessionExpiresAt
-        try home.save(state)
+        if !enrolledAlready {
+            let enrolled = try await client.registerWithGrant(
+                IdentityAPI.RegisterRequest(
+                    grant: approval.grant, device: try state.deviceFields, passkey: try await passkey(client, &state),
+                    revokeOthers: false))
+            state.membership?.accountID = enrolled.accountID
+            state.membership?.deviceID = enrolled.deviceID
+            state.membership?.sessionToken = enrolled.sessionToken
+            state.membership?.sessionExpiresAt = enrolled.sessionExpiresAt
+            try home.save(state)
+        }
         _ = try await verifiedRoster(state, client, bindings, including: true)
         state.transparency = Base64URLBytes(await bindings.state)
         try home.save(state)

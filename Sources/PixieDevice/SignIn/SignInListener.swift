@@ -28,6 +28,8 @@ public struct SignInListener: Sendable {
         case dropped(SignInRequestHandler.Drop)
         /// Answering failed (the relay, a token, the grant); the reason says what.
         case failed(deviceModel: String, reason: String)
+        /// The device that enrolled with this listener's code asked for the seeds, and got them.
+        case approvedByCode(deviceModel: String)
         /// The request was settled elsewhere (another sibling answered, or the new device gave up), so its prompt
         /// was taken away and nothing was sent.
         case dismissed(deviceModel: String, SignInSettlement.Outcome)
@@ -50,14 +52,26 @@ public struct SignInListener: Sendable {
     /// once the discovery inbox is subscribed; `decide` for every request that passed the ladder, one at a time,
     /// in a task that is cancelled if the request is settled elsewhere (the prompt is then dismissed, and `decide`
     /// should return promptly); `report` for what became of every frame.
+    ///
+    /// With `offerCode`, the listener first mints a six-digit code grant and hands it over to be shown: a new
+    /// device enrolls with it (`pixie signin --grant-code`) and then asks for the seeds. The first request whose
+    /// sealing key belongs to a device the log's roster gained since the code was minted gets them without a
+    /// prompt (``Outcome/approvedByCode(deviceModel:)``), since the person typed the code into that device; the
+    /// offer then ends. Any other request is asked about as usual.
     public func run(
         ready: @escaping @Sendable () -> Void = {},
+        offerCode: (@Sendable (GrantCode) -> Void)? = nil,
         decide: @escaping @Sendable (SignInRequestHandler.Prompt) async -> Decision,
         report: @escaping @Sendable (Outcome) -> Void = { _ in }
     ) async throws {
         let flow = OnboardingFlow(home: home)
         let state = try home.state()
         let membership = try flow.member(state)
+        guard !membership.isEnrolledWithoutSeeds else {
+            throw DeviceError.notSetUp(
+                "this device was enrolled by a code but holds no account seed yet, so it cannot answer anyone: run "
+                    + "`pixie signin --grant-code` on it again while the device that showed the code listens")
+        }
         let server = try state.serverURL
         let client = PixieClient(baseURL: server)
         let bindings = try flow.bindings(state, client)
@@ -73,6 +87,18 @@ public struct SignInListener: Sendable {
         defer { Task { await relay.close() } }
         try await relay.subscribe(discoveryInbox)
         try await relay.subscribe(try state.inbox)
+        var offer: CodeOffer?
+        if let offerCode {
+            // The roster before the code: the device the code enrolls is the one that is new since.
+            let known = try await bindings.verifiedRoster(
+                try await client.siblings(session: try await credentials.session()), ktHandle: membership.ktHandle)
+            let minted = try await client.mintGrant(
+                IdentityAPI.GrantRequest(kind: .code), session: try await credentials.session())
+            let expiresAt = Date(timeIntervalSince1970: TimeInterval(minted.expiresAt))
+            // The seeds may be asked for until a request made just before the code expired is stale.
+            offer = CodeOffer(known: Set(known.map(\.pubkey)), until: expiresAt.addingTimeInterval(freshness))
+            offerCode(GrantCode(code: minted.grant, expiresAt: expiresAt))
+        }
         ready()
         // Prompts are asked one at a time, in the order their requests came; the loop below keeps reading the
         // inbox meanwhile, so that a settlement (another sibling answered, or the new device gave up) dismisses a
@@ -101,6 +127,28 @@ public struct SignInListener: Sendable {
                     try prompt.acknowledgement(deviceFamily: deviceFamily), to: prompt.request.replySubject,
                     wake: .silent, token: try await wallet.take())
                 ladder.acknowledged(prompt, now: Date())
+                if let current = offer, Date() < current.until,
+                    current.enrolled(
+                        prompt.request,
+                        roster: try await bindings.verifiedRoster(
+                            try await client.siblings(session: try await credentials.session()),
+                            ktHandle: membership.ktHandle))
+                {
+                    // The code stood in for the tap: the seeds go to the device it enrolled, with no grant.
+                    try await relay.send(
+                        try prompt.seedApproval(
+                            accountSeed: membership.accountSeed.data, ktHandle: membership.ktHandle,
+                            discoverySeed: membership.discoverySeed.data),
+                        to: prompt.request.replySubject, wake: .silent, token: try await wallet.take())
+                    offer = nil
+                    report(.approvedByCode(deviceModel: prompt.request.deviceModel))
+                    if let frame = try? prompt.settlement(.approved) {
+                        try? await relay.send(
+                            frame, to: discoveryInbox.subject, wake: PayloadType.signInSettled.wakeClass,
+                            token: try await wallet.take())
+                    }
+                    continue
+                }
             } catch {
                 report(.failed(deviceModel: prompt.request.deviceModel, reason: "\(error)"))
                 continue
@@ -179,6 +227,24 @@ public struct SignInListener: Sendable {
             try? await relay.send(
                 frame, to: discoveryInbox, wake: PayloadType.signInSettled.wakeClass, token: try await wallet.take())
         }
+    }
+}
+
+/// A six-digit code grant for a new device to type (``SignInListener/run(ready:offerCode:decide:report:)``).
+public struct GrantCode: Sendable, Equatable {
+    public let code: String
+    public let expiresAt: Date
+}
+
+/// The listener's open code grant: the roster's devices before it, and until when its device may ask for seeds.
+private struct CodeOffer {
+    let known: Set<Data>
+    let until: Date
+
+    /// Whether `request` comes from the sealing key of a device the verified roster gained since the code.
+    func enrolled(_ request: SignInRequest, roster: [RosterDevice]) -> Bool {
+        let key = request.sealingKey.rawRepresentation
+        return roster.contains { !known.contains($0.pubkey) && $0.sealingKey == key }
     }
 }
 

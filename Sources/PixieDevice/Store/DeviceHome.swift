@@ -130,6 +130,9 @@ public struct DeviceState: Codable, Sendable {
         public var accountSeed: Base64URLBytes
         /// The discovery key's X-Wing seed (and the discovery inbox's subscribe key).
         public var discoverySeed: Base64URLBytes
+
+        /// In the roster (by a six-digit code) with a session, but no sibling has sent the seeds yet.
+        public var isEnrolledWithoutSeeds: Bool { !sessionToken.isEmpty && accountSeed.data.isEmpty }
     }
 
     public var server: String

@@ -115,7 +115,8 @@ public struct SignInAck: Sendable, Equatable {
 ///
 ///     decision (1): 1 approved, 0 rejected; a rejection carries nothing more
 ///     approved:
-///       u16 length ‖ grant (the `add` grant, as POST /v1/auth/devices/grant returned it)
+///       u16 length ‖ grant (the `add` grant, as POST /v1/auth/devices/grant returned it; empty for a device
+///                            that is enrolled already, by a six-digit code, and asked for the seeds alone)
 ///       account_seed (32): the account signing seed (HybridSignature seed)
 ///       u16 length ‖ kt_handle (the account's label in the transparency log)
 ///       discovery_seed (32): the discovery key's X-Wing seed (which also derives the discovery inbox's
@@ -129,6 +130,7 @@ public enum SignInApproval: Sendable, Equatable {
     case rejected
 
     public struct Approved: Sendable, Equatable {
+        /// The grant to redeem; empty when the new device is enrolled already (the six-digit code flow).
         public var grant: String
         public var accountSeed: Data
         public var ktHandle: String
@@ -147,11 +149,12 @@ public enum SignInApproval: Sendable, Equatable {
             guard case .approved(let approved) = self else { return Data([0]) }
             let grant = Data(approved.grant.utf8)
             let handle = Data(approved.ktHandle.utf8)
-            guard (1...256).contains(grant.count), (1...256).contains(handle.count),
+            guard grant.count <= 256, (1...256).contains(handle.count),
                 approved.accountSeed.count == 32, approved.discoverySeed.count == 32
             else {
                 throw PixieWireError(
-                    .malformed, "an approval carries a grant and KT handle of 1 to 256 bytes and two 32-byte seeds")
+                    .malformed,
+                    "an approval carries a grant of at most 256 bytes, a KT handle of 1 to 256 and two 32-byte seeds")
             }
             var out = Data([1])
             out.appendShortField(grant)
@@ -168,7 +171,7 @@ public enum SignInApproval: Sendable, Equatable {
         case 0 where reader.isAtEnd:
             self = .rejected
         case 1:
-            guard let grant = reader.shortField(), (1...256).contains(grant.count),
+            guard let grant = reader.shortField(), grant.count <= 256,
                 let grantText = String(data: grant, encoding: .utf8), let accountSeed = reader.bytes(32),
                 let handle = reader.shortField(), (1...256).contains(handle.count),
                 let handleText = String(data: handle, encoding: .utf8), let discoverySeed = reader.bytes(32),

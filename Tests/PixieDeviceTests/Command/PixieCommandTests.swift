@@ -237,6 +237,54 @@ struct PixieCommandTests {
         #expect((try JSONSerialization.jsonObject(with: Data(devices.text.utf8)) as? [Any])?.count == 4)
     }
 
+    @Test("the six-digit code: the device it enrolls gets the seeds without a prompt; any other request is asked about")
+    func grantCode() async throws {
+        let server = try await setUp()
+        defer {
+            server.stop()
+            try? FileManager.default.removeItem(at: directory)
+        }
+        #expect(
+            await (try PixieProcess(["init"] + setup(server, home: "phone", name: "phone"), in: directory)).exit() == 0)
+        let phone = try PixieProcess(["listen", "--home", "phone", "--grant-code", "--json"], in: directory)
+        defer { phone.stop() }
+        let code = try #require(try await phone.event("grant_code")["code"] as? String)
+        _ = try await phone.event("listening")
+
+        // A request from a device the code did not enroll is not answered by the code: it gets the usual prompt.
+        let desk = try PixieProcess(["signin"] + setup(server, home: "desk", name: "desk"), in: directory)
+        defer { desk.stop() }
+        let deskCode = try #require(try await desk.event("waiting")["check_code"] as? String)
+        #expect(try await phone.event("prompt")["device_model"] as? String == "desk")
+
+        // The device the code enrolled asks for the seeds and gets them, with nobody asked.
+        let tablet = try PixieProcess(
+            ["signin"] + setup(server, home: "tablet", name: "tablet") + ["--grant-code", code], in: directory)
+        defer { tablet.stop() }
+        _ = try await tablet.event("joined")
+        #expect(await tablet.exit() == 0, "\(tablet.text)")
+        #expect(try await phone.event("approved_by_code")["detail"] as? String != nil)
+        #expect(phone.events.filter { $0["event"] as? String == "prompt" }.count == 1)
+
+        // The code is spent; the desk is still asked about, and joins when its check code is typed.
+        phone.type(deskCode)
+        #expect(await desk.exit() == 0, "\(desk.text)")
+
+        // The tablet holds the seeds: it can answer the next device itself.
+        let tabletListens = try PixieProcess(["listen", "--home", "tablet", "--once", "--json"], in: directory)
+        defer { tabletListens.stop() }
+        _ = try await tabletListens.event("listening")
+        let laptop = try PixieProcess(["signin"] + setup(server, home: "laptop", name: "laptop"), in: directory)
+        defer { laptop.stop() }
+        let laptopCode = try #require(try await laptop.event("waiting")["check_code"] as? String)
+        _ = try await tabletListens.event("prompt")
+        tabletListens.type(laptopCode)
+        #expect(await laptop.exit() == 0, "\(laptop.text)")
+        let devices = try PixieProcess(["devices", "--home", "laptop", "--json"], in: directory)
+        #expect(await devices.exit() == 0)
+        #expect((try JSONSerialization.jsonObject(with: Data(devices.text.utf8)) as? [Any])?.count == 4)
+    }
+
     @Test("rejected, and no sibling online: the new device does not join, and says why")
     func refusals() async throws {
         let server = try await setUp()

@@ -169,6 +169,15 @@ struct SignInTests {
         let short = SignInApproval.approved(
             .init(grant: "g", accountSeed: Data(count: 31), ktHandle: "k", discoverySeed: Data(count: 32)))
         #expect(throws: PixieWireError.self) { try short.encoded }
+        // The seeds alone, for a device a six-digit code enrolled: an empty grant.
+        let seedsOnly = SignInApproval.approved(
+            .init(grant: "", accountSeed: Data(count: 32), ktHandle: "k", discoverySeed: Data(count: 32)))
+        #expect(try SignInApproval(decoding: seedsOnly.encoded) == seedsOnly)
+        let tooLong = SignInApproval.approved(
+            .init(
+                grant: String(repeating: "g", count: 257), accountSeed: Data(count: 32), ktHandle: "k",
+                discoverySeed: Data(count: 32)))
+        #expect(throws: PixieWireError.self) { try tooLong.encoded }
     }
 
     @Test("SyncRequest is the only payload type that wakes a device")
