@@ -28,6 +28,7 @@ let package = Package(
         .executable(name: "pixie-server", targets: ["pixie-server"]),
         .executable(name: "relay-bench", targets: ["relay-bench"]),
         .executable(name: "connection-bench", targets: ["connection-bench"]),
+        .executable(name: "signin-bench", targets: ["signin-bench"]),
     ],
     targets: [
         // C libraries from Debian, one `.systemLibrary` each (../shared/STYLE.md, "Wrapping C").
@@ -172,6 +173,10 @@ let package = Package(
         .executableTarget(name: "sempere", dependencies: ["Sempere", "CommandLineKit"], swiftSettings: strict),
 
         // pixie: one Pixie device, its state in --home.
+        // A sign-in's machine path and rate against a running pixie-server, as devices make them
+        // (scripts/bench-signin.sh; docs/benchmarks.md).
+        .executableTarget(
+            name: "signin-bench", dependencies: ["PixieDevice", "PixieWire", "CommandLineKit"], swiftSettings: strict),
         .executableTarget(
             name: "pixie", dependencies: ["PixieDevice", "PixieWire", "CommandLineKit", "SiblingsCrypto"],
             swiftSettings: strict),

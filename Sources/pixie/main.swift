@@ -98,27 +98,11 @@ struct Setup {
     }
 
     /// The newest code to `number` in a development outbox, waiting up to 10 s for it to be written.
-    /// The newest code to `number` in a development outbox (pixie-server writes it before it answers the start
-    /// request), waiting up to 10 s for the file to appear.
     static func readOutbox(_ path: String, to number: String) async throws -> String {
-        for _ in 0..<1000 {
-            if let data = FileManager.default.contents(atPath: path) {
-                let lines = String(decoding: data, as: UTF8.self).split(separator: "\n")
-                let texts = lines.compactMap { line -> String? in
-                    guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-                        object["to"] as? String == number
-                    else { return nil }
-                    return object["text"] as? String
-                }
-                if let code = texts.last?.split(separator: " ").map({ String($0.filter(\.isNumber)) }).first(where: {
-                    $0.count == 6
-                }) {
-                    return code
-                }
-            }
-            try await Task.sleep(for: .milliseconds(10))
+        guard let code = try await DevelopmentOutbox.waitForCode(at: path, to: number) else {
+            throw DeviceError.phoneCode("no code to \(number) appeared in \(path)")
         }
-        throw DeviceError.phoneCode("no code to \(number) appeared in \(path)")
+        return code
     }
 }
 
