@@ -122,8 +122,9 @@ let package = Package(
         // (libsodium's group, SiblingsCrypto's SHA-512), and the served OPRF key list; docs/privacy-pass.md.
         .target(name: "PrivacyPass", dependencies: ["SiblingsCrypto", "CSodium"], swiftSettings: strict),
 
-        // The Pixie device SDK (ARCHITECTURE.md, PixieDevice): so far the checks a device runs on what the servers
-        // serve before it relies on it, starting with the token mint's verifier for the logged OPRF key list.
+        // The Pixie device SDK (ARCHITECTURE.md, PixieDevice; docs/pixie-device.md): transport (URLSession, the
+        // relay session), trust (the log's verifiers), keys, the token wallet, sign-in on both ends, the device
+        // store, credentials and OnboardingFlow.
         .target(
             name: "PixieDevice",
             dependencies: [
@@ -172,11 +173,11 @@ let package = Package(
         // The Sempere command-line program (README.md, "Sempere from the terminal").
         .executableTarget(name: "sempere", dependencies: ["Sempere", "CommandLineKit"], swiftSettings: strict),
 
-        // pixie: one Pixie device, its state in --home.
         // A sign-in's machine path and rate against a running pixie-server, as devices make them
         // (scripts/bench-signin.sh; docs/benchmarks.md).
         .executableTarget(
             name: "signin-bench", dependencies: ["PixieDevice", "PixieWire", "CommandLineKit"], swiftSettings: strict),
+        // pixie: one Pixie device, its state in --home.
         .executableTarget(
             name: "pixie", dependencies: ["PixieDevice", "PixieWire", "CommandLineKit", "SiblingsCrypto"],
             swiftSettings: strict),
