@@ -234,3 +234,25 @@ final class RepeatingArgumentBox<Value: ExpressibleByArgument>: AnyArgumentBox, 
         return true
     }
 }
+
+/// A group of options, flags and arguments that several commands share (swift-argument-parser's
+/// `ParsableArguments`): declare them once in a struct, and `@OptionGroup var setup: Setup` in each command.
+public protocol ParsableArguments: Sendable {
+    init()
+}
+
+/// Includes a ``ParsableArguments`` group's options in a command, in its place among the command's own
+/// (swift-argument-parser's `@OptionGroup`). Check the group's values in the command's `validate()`.
+@propertyWrapper
+public struct OptionGroup<Value: ParsableArguments>: OptionGroupDefinition, Sendable {
+    public let wrappedValue: Value
+
+    public init() { wrappedValue = Value() }
+
+    var group: any Sendable { wrappedValue }
+}
+
+/// What the parser looks for to read a group's own declarations.
+protocol OptionGroupDefinition {
+    var group: any Sendable { get }
+}

@@ -3,12 +3,17 @@ import Foundation
 /// Reads a command's declared arguments and fills them from the words of a command line.
 enum CommandParser {
     /// The declared options, flags and arguments of `command`, in declaration order, labelled.
-    static func definitions(of command: some ParsableCommand) -> [AnyArgumentBox] {
-        Mirror(reflecting: command).children.compactMap { child in
-            guard let definition = child.value as? ArgumentDefinition else { return nil }
+    static func definitions(of command: some ParsableCommand) -> [AnyArgumentBox] { definitions(in: command) }
+
+    /// The declarations of `value`, and of the groups (``OptionGroup``) it includes, in order. A group's copy
+    /// shares its boxes with the command's, so parsing into them fills the command.
+    private static func definitions(in value: Any) -> [AnyArgumentBox] {
+        Mirror(reflecting: value).children.flatMap { child -> [AnyArgumentBox] in
+            if let group = child.value as? OptionGroupDefinition { return definitions(in: group.group) }
+            guard let definition = child.value as? ArgumentDefinition else { return [] }
             let box = definition.box
             box.label = kebabCase(String((child.label ?? "").drop(while: { $0 == "_" })))
-            return box
+            return [box]
         }
     }
 

@@ -52,16 +52,20 @@ func openHome(_ path: String) throws -> DeviceHome {
     return try DeviceHome(directory: url.standardizedFileURL)
 }
 
-/// Where a new device's setup starts: the server, its trust bundle, the number, and how the SMS code comes.
-struct Setup {
-    let home: String
-    let server: String
-    let trustBundle: String
-    let phone: String
-    let name: String
-    let code: String?
-    let smsOutbox: String?
-    let json: Bool
+/// Where a new device's setup starts: the server, its trust bundle, the number, and how the SMS code comes
+/// (`pixie init` and `pixie signin` share these options).
+struct Setup: ParsableArguments {
+    @Option(name: .long("home"), help: "This device's directory (created mode 0700).") var home: String
+    @Option(name: .long("server"), help: "The pixie-server, http://host:port.") var server: String
+    @Option(name: .long("trust-bundle"), help: "The app's trust bundle (`pixie-server trust-bundle` prints it).")
+    var trustBundle: String
+    @Option(name: .long("phone"), help: "This device's phone number, E.164 (+14155550123).") var phone: String
+    @Option(name: .long("name"), help: "This device's name, as the device list shows it.") var name: String
+    @OptionalOption(name: .long("code"), help: "The SMS code, when it is known already.") var code: String?
+    @OptionalOption(
+        name: .long("sms-outbox"), help: "Development: read the code from pixie-server's sms-outbox.jsonl.")
+    var smsOutbox: String?
+    @Flag(name: .long("json"), help: "Print the result as JSON.") var json: Bool
 
     func check() throws {
         guard URL(string: server)?.scheme.map({ ["http", "https"].contains($0) }) == true else {
@@ -112,23 +116,7 @@ struct Init: ParsableCommand {
         discussion: "Verifies the number, creates the account and this device's passkey, and checks every binding "
             + "the server serves against the transparency log.")
 
-    @Option(name: .long("home"), help: "This device's directory (created mode 0700).") var home: String
-    @Option(name: .long("server"), help: "The pixie-server, http://host:port.") var server: String
-    @Option(name: .long("trust-bundle"), help: "The app's trust bundle (`pixie-server trust-bundle` prints it).")
-    var trustBundle: String
-    @Option(name: .long("phone"), help: "This device's phone number, E.164 (+14155550123).") var phone: String
-    @Option(name: .long("name"), help: "This device's name, as the device list shows it.") var name: String
-    @OptionalOption(name: .long("code"), help: "The SMS code, when it is known already.") var code: String?
-    @OptionalOption(
-        name: .long("sms-outbox"), help: "Development: read the code from pixie-server's sms-outbox.jsonl.")
-    var smsOutbox: String?
-    @Flag(name: .long("json"), help: "Print the result as JSON.") var json: Bool
-
-    var setup: Setup {
-        Setup(
-            home: home, server: server, trustBundle: trustBundle, phone: phone, name: name, code: code,
-            smsOutbox: smsOutbox, json: json)
-    }
+    @OptionGroup var setup: Setup
 
     func validate() throws { try setup.check() }
 
@@ -157,23 +145,7 @@ struct SignIn: ParsableCommand {
         discussion: "Shows a check code: type it on the other device (running `pixie listen`) to approve. Waits up "
             + "to --wait seconds; no answer, or a rejection, and this device does not join.")
 
-    @Option(name: .long("home"), help: "This device's directory (created mode 0700).") var home: String
-    @Option(name: .long("server"), help: "The pixie-server, http://host:port.") var server: String
-    @Option(name: .long("trust-bundle"), help: "The app's trust bundle (`pixie-server trust-bundle` prints it).")
-    var trustBundle: String
-    @Option(name: .long("phone"), help: "This device's phone number, E.164 (+14155550123).") var phone: String
-    @Option(name: .long("name"), help: "This device's name, as the device list shows it.") var name: String
-    @OptionalOption(name: .long("code"), help: "The SMS code, when it is known already.") var code: String?
-    @OptionalOption(
-        name: .long("sms-outbox"), help: "Development: read the code from pixie-server's sms-outbox.jsonl.")
-    var smsOutbox: String?
-    @Flag(name: .long("json"), help: "Print the result as JSON.") var json: Bool
-
-    var setup: Setup {
-        Setup(
-            home: home, server: server, trustBundle: trustBundle, phone: phone, name: name, code: code,
-            smsOutbox: smsOutbox, json: json)
-    }
+    @OptionGroup var setup: Setup
     @Option(name: .long("wait"), help: "How long to wait for an approval, in seconds (at most 300).")
     var wait: Int = 180
     @OptionalOption(
@@ -188,7 +160,7 @@ struct SignIn: ParsableCommand {
         if let grantCode, grantCode.count != 6 || !grantCode.allSatisfy(\.isNumber) {
             throw ValidationError("--grant-code is the six digits the other device shows")
         }
-        guard server.hasPrefix("http://") else {
+        guard setup.server.hasPrefix("http://") else {
             throw ValidationError(
                 "signin reaches the relay over ws://, so --server must be an http:// URL; TLS for the relay is not "
                     + "built yet")

@@ -4,7 +4,27 @@ import Testing
 struct Tool: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "tool", abstract: "A test tool.", version: "tool 1.2.3",
-        subcommands: [Greet.self, Sum.self, Join.self])
+        subcommands: [Greet.self, Sum.self, Join.self, Upload.self, Download.self])
+}
+
+/// Options two commands share.
+struct Connection: ParsableArguments {
+    @Option(name: .long("server"), help: "The server.") var server: String
+    @Flag(name: .long("verbose"), help: "Say more.") var verbose: Bool
+}
+
+struct Upload: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "upload", abstract: "Upload a file.")
+
+    @OptionGroup var connection: Connection
+    @Argument(help: "The file.") var file: String
+}
+
+struct Download: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "download", abstract: "Download a file.")
+
+    @Option(name: .long("to"), help: "Where.") var to: String = "."
+    @OptionGroup var connection: Connection
 }
 
 struct Greet: ParsableCommand {
@@ -48,6 +68,17 @@ struct CommandTests {
         } catch {
             return "unexpected: \(error)"
         }
+    }
+
+    @Test("an option group's declarations are the command's own, in parsing, errors and help")
+    func optionGroups() throws {
+        let upload = try #require(try parse(["upload", "--server", "s1", "--verbose", "a.txt"]) as? Upload)
+        #expect(upload.connection.server == "s1" && upload.connection.verbose && upload.file == "a.txt")
+        let download = try #require(try parse(["download", "--server", "s2", "--to", "/tmp"]) as? Download)
+        #expect(download.connection.server == "s2" && !download.connection.verbose && download.to == "/tmp")
+        #expect(usageMessage(["download"])?.contains("--server") == true)
+        let help = Upload.helpMessage(path: ["tool", "upload"])
+        #expect(help.contains("--server") && help.contains("--verbose") && help.contains("Say more."), "\(help)")
     }
 
     @Test("options, flags and arguments in every spelling")

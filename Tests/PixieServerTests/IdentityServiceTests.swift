@@ -626,6 +626,26 @@ struct IdentityServiceTests {
         #expect(try await fixture.register(&tablet, grant: ["grant": grant]).status == .created)
     }
 
+    @Test("a device name follows PixieWire's displayable-name rule: no bidi override, separator or control, 64 bytes")
+    func deviceNamesAreDisplayable() async throws {
+        let fixture = try Fixture()
+        let bad = [
+            "phone\u{202E}edoc", "two\u{2028}lines", "bell\u{7}", "del\u{7F}", String(repeating: "é", count: 33),
+        ]
+        for (index, name) in bad.enumerated() {
+            var device = TestDevice(name: name)
+            let response = try await fixture.createAccount(&device, number: "+1415555020\(index)")
+            #expect(response.status.code == 400 && response.bodyText.contains("device.name"), "\(response.bodyText)")
+        }
+        #expect(try fixture.count("accounts") == 0)
+        // Everything else a person would call a name is fine: accents, other scripts, 64 bytes exactly.
+        for (index, name) in ["Zoë's phone", "Телефон", String(repeating: "é", count: 32)].enumerated() {
+            var device = TestDevice(name: name)
+            let response = try await fixture.createAccount(&device, number: "+1415555030\(index)")
+            #expect(response.status == .created, "\(name): \(response.bodyText)")
+        }
+    }
+
     @Test func malformedBodiesAreClear4xxAndStoreNothing() async throws {
         let fixture = try Fixture()
         let cert = try await fixture.phoneCert().base64URLEncodedString()

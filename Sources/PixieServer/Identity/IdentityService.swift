@@ -719,10 +719,11 @@ public struct IdentityService: Sendable {
         guard (32...4096).contains(device.pubkey.data.count) else {
             throw HTTPError(.badRequest, .invalidField, "device.pubkey must be 32 to 4096 bytes")
         }
-        guard (1...64).contains(device.name.count), !device.name.unicodeScalars.contains(where: { $0.value < 0x20 })
-        else {
+        guard isDisplayableName(device.name) else {
             throw HTTPError(
-                .badRequest, .invalidField, "device.name must be 1 to 64 characters without control characters")
+                .badRequest, .invalidField,
+                "device.name must be 1 to 64 bytes of UTF-8 without control, line-separator or bidirectional "
+                    + "formatting characters")
         }
         guard device.inbox.data.count == RelaySubject.byteCount else {
             throw HTTPError(

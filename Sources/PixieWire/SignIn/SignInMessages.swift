@@ -3,8 +3,9 @@ import SiblingsCrypto
 
 /// Whether `text` is fit to show a person as a name: 1 to 64 bytes of UTF-8 with no control characters (C0, DEL,
 /// C1) and no bidirectional formatting characters, which could redraw a prompt or reorder what it says (a device
-/// model that "shows" another check code).
-func isDisplayableName(_ text: String) -> Bool {
+/// model that "shows" another check code). Device models and families in sign-in messages, and a device's name in
+/// the roster (identity-svc), follow this one rule.
+public func isDisplayableName(_ text: String) -> Bool {
     let bytes = text.utf8.count
     guard (1...64).contains(bytes) else { return false }
     return text.unicodeScalars.allSatisfy { scalar in
