@@ -721,11 +721,21 @@ struct Remove: ParsableCommand {
         try reporting {
             let open = try OpenVault(config: config, vault: vault)
             let path = try open.notePath(matching: id)
-            let author = String(path.split(separator: "/")[1])
-            guard author == open.keys.id else {
+            // Only a note that opens and is signed by this device is removed. A set-aside one is kept ("never
+            // deleted unless you say so", and only through Repair): removing it here could lose another
+            // device's note that the provider moved into this folder.
+            let opened: VaultNote.Opened
+            do {
+                opened = try open.open(path)
+            } catch let error as SempereError {
                 throw failure(
-                    "note \(noteID(path).prefix(8)) was written by \(open.name(of: author)); only its author removes "
-                        + "it (each device writes only its own notes)")
+                    "note \(noteID(path).prefix(8)) is set aside and is kept, not removed: \(error.reason). Repair "
+                        + "will say what to do with it")
+            }
+            guard opened.author == open.keys.id else {
+                throw failure(
+                    "note \(noteID(path).prefix(8)) was written by \(open.name(of: opened.author)); only its author "
+                        + "removes it (each device writes only its own notes)")
             }
             try open.folder.removeNote(at: path)
             if json {

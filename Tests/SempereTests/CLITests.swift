@@ -223,6 +223,26 @@ struct CLITests {
         #expect(cat.status == 1 && cat.out.isEmpty && cat.err.contains("set aside"))
     }
 
+    @Test("rm keeps a note that is set aside: another device's note the provider moved into this folder survives")
+    func removeKeepsSetAsideNotes() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let (homeID, phoneID) = try Self.twoDevices(scratch)
+        let written = try scratch.run("A", ["new", "Taxes", "--text", "keep me", "--json"])
+        let id = try #require((try written.json() as? [String: Any])?["id"] as? String)
+        // The provider moves the laptop's note into the phone's folder, where `rm` on the phone would reach it.
+        let notes = URL(fileURLWithPath: scratch.vault).appendingPathComponent("notes")
+        let moved = notes.appendingPathComponent("\(phoneID)/\(id).age")
+        try FileManager.default.createDirectory(
+            at: moved.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try FileManager.default.moveItem(at: notes.appendingPathComponent("\(homeID)/\(id).age"), to: moved)
+        let listing = try #require(try scratch.run("B", ["ls", "--json"]).json() as? [String: Any])
+        #expect((listing["set_aside"] as? [Any])?.count == 1)
+        let removed = try scratch.run("B", ["rm", String(id.prefix(8))])
+        #expect(removed.status == 1 && removed.err.contains("set aside and is kept"), "\(removed.err)")
+        #expect(FileManager.default.fileExists(atPath: moved.path))
+    }
+
     @Test("edit goes through a private temporary file that is gone afterwards")
     func edit() throws {
         let scratch = try Scratch()

@@ -80,6 +80,15 @@ public enum VaultNote {
         else {
             throw SempereError(.untrustedNote, "\(path)'s author line is malformed or names the wrong epoch: set aside")
         }
+        // The signer is the author, and a note lives in its author's folder: a listed device that signs a note
+        // for another device's path (overwriting that device's note) is set aside, never shown as that device's.
+        let folder = path.split(separator: "/", omittingEmptySubsequences: false)
+        guard folder.count == 3, folder[0] == "notes", folder[1] == author else {
+            throw SempereError(
+                .untrustedNote,
+                "\(path) is signed by device \(author.prefix(8)), which is not the device whose folder holds it: set "
+                    + "aside in Repair, not read")
+        }
         let markdown = String(decoding: markdownBytes, as: UTF8.self)
         guard let device = try authorRecord(author, epoch: epoch, path: path, file: file, vault: vault),
             let key = keyring.signingKeys[device.id],

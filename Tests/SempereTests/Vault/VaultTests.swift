@@ -43,14 +43,15 @@ struct VaultTests {
     func addDevice() throws {
         var f = try Fixture()
         let before = try VaultNote.seal(
-            markdown: "# Groceries", path: "notes/a/1.age", vault: f.vault.body, author: f.home)
+            markdown: "# Groceries", path: "notes/\(f.home.id)/1.age", vault: f.vault.body, author: f.home)
         try f.approvePhone()
         #expect(f.vault.body.generation == 2 && f.vault.body.epochs.count == 1)
         #expect(f.vault.body.currentEpoch.wraps.count == 3)  // home, phone, recovery
         let (followed, pin) = try Fixture.follow(try f.vault.encoded(), pin: f.pin)
         #expect(pin.generation == 2)
         let keyring = try VaultKeyring(vault: followed.body, credentials: f.phone)
-        let opened = try VaultNote.open(before, path: "notes/a/1.age", vault: followed.body, keyring: keyring)
+        let opened = try VaultNote.open(
+            before, path: "notes/\(f.home.id)/1.age", vault: followed.body, keyring: keyring)
         #expect(opened.markdown == "# Groceries" && opened.author == f.home.id && opened.epoch == 1)
     }
 
@@ -59,21 +60,27 @@ struct VaultTests {
         var f = try Fixture()
         try f.approvePhone()
         let phoneKeysBefore = try VaultKeyring(vault: f.vault.body, credentials: f.phone)
-        let old = try VaultNote.seal(markdown: "old", path: "notes/p/1.age", vault: f.vault.body, author: f.phone)
-        let record = VaultBody.NoteReference(path: "notes/p/1.age", sha256: SHA256.hash(data: old).description)
+        let old = try VaultNote.seal(
+            markdown: "old", path: "notes/\(f.phone.id)/1.age", vault: f.vault.body, author: f.phone)
+        let record = VaultBody.NoteReference(
+            path: "notes/\(f.phone.id)/1.age", sha256: SHA256.hash(data: old).description)
         f.vault = try f.homeActions.remove(deviceID: f.phone.id, from: f.vault, existingNotes: [record])
         #expect(f.vault.body.epochs.count == 2 && f.vault.body.currentEpoch.wraps[f.phone.id] == nil)
 
         #expect(throws: SempereError.self) { try VaultKeyring(vault: f.vault.body, credentials: f.phone) }
-        let fresh = try VaultNote.seal(markdown: "new", path: "notes/a/2.age", vault: f.vault.body, author: f.home)
+        let fresh = try VaultNote.seal(
+            markdown: "new", path: "notes/\(f.home.id)/2.age", vault: f.vault.body, author: f.home)
         // The removed device's old keys do not open the new epoch's note.
         #expect(throws: (any Error).self) {
-            try VaultNote.open(fresh, path: "notes/a/2.age", vault: f.vault.body, keyring: phoneKeysBefore)
+            try VaultNote.open(fresh, path: "notes/\(f.home.id)/2.age", vault: f.vault.body, keyring: phoneKeysBefore)
         }
         // Home reads both: the new note, and the phone's old note through the record.
         let homeKeys = try VaultKeyring(vault: f.vault.body, credentials: f.home)
-        #expect(try VaultNote.open(fresh, path: "notes/a/2.age", vault: f.vault.body, keyring: homeKeys).epoch == 2)
-        let oldOpened = try VaultNote.open(old, path: "notes/p/1.age", vault: f.vault.body, keyring: homeKeys)
+        #expect(
+            try VaultNote.open(fresh, path: "notes/\(f.home.id)/2.age", vault: f.vault.body, keyring: homeKeys).epoch
+                == 2)
+        let oldOpened = try VaultNote.open(
+            old, path: "notes/\(f.phone.id)/1.age", vault: f.vault.body, keyring: homeKeys)
         #expect(oldOpened.markdown == "old" && oldOpened.author == f.phone.id && oldOpened.epoch == 1)
     }
 
@@ -84,10 +91,10 @@ struct VaultTests {
         let staleBody = f.vault.body  // what the phone still has
         f.vault = try f.homeActions.remove(deviceID: f.phone.id, from: f.vault, existingNotes: [])
         let late = try VaultNote.seal(
-            markdown: "written after removal", path: "notes/p/9.age", vault: staleBody, author: f.phone)
+            markdown: "written after removal", path: "notes/\(f.phone.id)/9.age", vault: staleBody, author: f.phone)
         let homeKeys = try VaultKeyring(vault: f.vault.body, credentials: f.home)
         let error = #expect(throws: SempereError.self) {
-            try VaultNote.open(late, path: "notes/p/9.age", vault: f.vault.body, keyring: homeKeys)
+            try VaultNote.open(late, path: "notes/\(f.phone.id)/9.age", vault: f.vault.body, keyring: homeKeys)
         }
         #expect(error?.code == .untrustedNote)
     }
@@ -103,17 +110,43 @@ struct VaultTests {
         // 2. A signature line made with a key that is not a device's.
         let stranger = DeviceKeys.generate(postQuantum: false)
         let impostor = try VaultNote.seal(
-            markdown: "hello", path: "notes/x/1.age", vault: Self.listing(stranger, in: f.vault.body), author: stranger)
+            markdown: "hello", path: "notes/\(stranger.id)/1.age", vault: Self.listing(stranger, in: f.vault.body),
+            author: stranger)
         // 3. A genuine note moved to another path.
-        let genuine = try VaultNote.seal(markdown: "real", path: "notes/a/1.age", vault: f.vault.body, author: f.home)
-        for (file, path) in [(unsigned, "notes/x/0.age"), (impostor, "notes/x/1.age"), (genuine, "notes/a/2.age")] {
+        let genuine = try VaultNote.seal(
+            markdown: "real", path: "notes/\(f.home.id)/1.age", vault: f.vault.body, author: f.home)
+        for (file, path) in [
+            (unsigned, "notes/\(stranger.id)/0.age"), (impostor, "notes/\(stranger.id)/1.age"),
+            (genuine, "notes/\(f.home.id)/2.age"),
+        ] {
             let error = #expect(throws: SempereError.self) {
                 try VaultNote.open(file, path: path, vault: f.vault.body, keyring: keys)
             }
             #expect(error?.code == .untrustedNote, "\(path)")
         }
         #expect(
-            try VaultNote.open(genuine, path: "notes/a/1.age", vault: f.vault.body, keyring: keys).markdown == "real")
+            try VaultNote.open(genuine, path: "notes/\(f.home.id)/1.age", vault: f.vault.body, keyring: keys).markdown
+                == "real")
+    }
+
+    @Test("a listed device that signs a note into another device's folder is refused: the signer is the author")
+    func aNoteInAnotherDevicesFolder() throws {
+        var f = try Fixture()
+        try f.approvePhone()
+        let keys = try VaultKeyring(vault: f.vault.body, credentials: f.home)
+        // The phone is listed and its signature is genuine, over the home device's path: it would overwrite
+        // home's note, and a listing that takes the author from the path would show home as its author.
+        let path = "notes/\(f.home.id)/1.age"
+        let overwrite = try VaultNote.seal(markdown: "rewritten", path: path, vault: f.vault.body, author: f.phone)
+        let error = #expect(throws: SempereError.self) {
+            try VaultNote.open(overwrite, path: path, vault: f.vault.body, keyring: keys)
+        }
+        #expect(error?.code == .untrustedNote)
+        #expect(error?.reason.contains("not the device whose folder holds it") == true, "\(String(describing: error))")
+        // The same note in the phone's own folder is the phone's.
+        let own = "notes/\(f.phone.id)/1.age"
+        let mine = try VaultNote.seal(markdown: "mine", path: own, vault: f.vault.body, author: f.phone)
+        #expect(try VaultNote.open(mine, path: own, vault: f.vault.body, keyring: keys).author == f.phone.id)
     }
 
     /// A body that lists `device` (so seal() agrees to write), for making an impostor's note.
@@ -178,7 +211,8 @@ struct VaultTests {
         var f = try Fixture(postQuantum: true)
         try f.approvePhone()
         #expect(f.vault.body.currentEpoch.recipient.hasPrefix("age1pq1"))
-        let note = try VaultNote.seal(markdown: "pq", path: "notes/a/1.age", vault: f.vault.body, author: f.home)
+        let note = try VaultNote.seal(
+            markdown: "pq", path: "notes/\(f.home.id)/1.age", vault: f.vault.body, author: f.home)
         let kitIdentity = try RecoveryKit(secret: f.kit.secretRepresentation, vaultID: f.vault.body.vaultID)
             .wrapIdentity(postQuantum: true)
         let wrap = try #require(f.vault.body.currentEpoch.wraps["recovery"])
@@ -197,7 +231,7 @@ struct VaultTests {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         let note = try VaultNote.seal(
-            markdown: "# Read me with age", path: "notes/a/1.age", vault: f.vault.body, author: f.home)
+            markdown: "# Read me with age", path: "notes/\(f.home.id)/1.age", vault: f.vault.body, author: f.home)
         try note.write(to: folder.appendingPathComponent("note.age"))
         try Data((f.phone.identity.string + "\n").utf8).write(to: folder.appendingPathComponent("device.key"))
         try Data(try #require(f.vault.body.currentEpoch.wraps[f.phone.id]).utf8)
