@@ -18,6 +18,10 @@ final class Lines: Sendable {
 
     private let state = Mutex(State())
 
+    /// Drops the lines typed so far and not read: what was typed for a prompt that is gone must not answer the
+    /// next one.
+    func discardTyped() { state.withLock { $0.lines.removeAll() } }
+
     /// The next line, or nil at the end of input or when the task is cancelled.
     func next() async -> String? {
         let id = state.withLock { state -> UInt64 in

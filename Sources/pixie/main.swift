@@ -72,6 +72,10 @@ struct Setup: ParsableArguments {
             throw ValidationError("--server must be an http:// or https:// URL, not \(server)")
         }
         guard !name.trimmingCharacters(in: .whitespaces).isEmpty else { throw ValidationError("--name is empty") }
+        guard isDisplayableName(name) else {
+            throw ValidationError(
+                "--name must be 1 to 64 bytes of UTF-8 without control, line-separator or bidirectional characters")
+        }
     }
 
     func bundle() throws -> TrustBundle {
@@ -274,6 +278,7 @@ struct Listen: ParsableCommand {
                         if let approveCode {
                             return prompt.matches(checkCode: approveCode) ? .approve(checkCode: approveCode) : .ignore
                         }
+                        Lines.standardInput.discardTyped()
                         if json {
                             try? printJSON(["event": "prompt", "device_model": prompt.request.deviceModel])
                         } else {
@@ -311,9 +316,11 @@ struct Listen: ParsableCommand {
             return
         }
         let code = grant.code
+        let minutes = max(1, Int(grant.expiresAt.timeIntervalSinceNow / 60 + 0.5))
         streams.out(
-            "Code for the new device: \(code.prefix(3)) \(code.dropFirst(3)), for 3 minutes. On it, run "
-                + "`pixie signin --grant-code \(code)`; keep this running.")
+            "Code for the new device: \(code.prefix(3)) \(code.dropFirst(3)), for \(minutes) minute\(minutes == 1 ? "" : "s"). "
+                + "On it, run `pixie signin --grant-code \(code)`, then type the check code it shows here; keep "
+                + "this running.")
     }
 
     static func print(_ outcome: SignInListener.Outcome, json: Bool) {
@@ -339,7 +346,7 @@ struct Listen: ParsableCommand {
 extension SignInListener.Outcome {
     var isAnswer: Bool {
         switch self {
-        case .approved, .approvedByCode, .rejected, .dismissed: true
+        case .approved, .approvedByCode, .rejected: true
         default: false
         }
     }

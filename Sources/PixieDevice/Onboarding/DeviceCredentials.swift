@@ -40,8 +40,19 @@ public actor DeviceCredentials {
         self.now = now
     }
 
-    /// A session token good for at least ``sessionRenewalMargin``, renewed first if it is not.
+    /// A session token good for at least ``sessionRenewalMargin``, renewed first if it is not. Callers that ask
+    /// while a renewal runs wait for that one: two logins at once would trip the passkey's counter.
     public func session() async throws -> String {
+        if let renewal { return try await renewal.value }
+        let task = Task { try await currentSession() }
+        renewal = task
+        defer { renewal = nil }
+        return try await task.value
+    }
+
+    private var renewal: Task<String, any Error>?
+
+    private func currentSession() async throws -> String {
         let state = try flow.home.state()
         let membership = try flow.member(state)
         let left = TimeInterval(membership.sessionExpiresAt) - now().timeIntervalSince1970
@@ -53,12 +64,11 @@ public actor DeviceCredentials {
             renewed = try await flow.login(client, &renewing)
         } catch PixieClientError.refused(let status, let error) where status == 401 || status == 403 {
             throw DeviceError.notSetUp(
-                "this device's session ends \(left > 0 ? "soon" : "has ended") and renewing it was refused "
-                    + "(\(error.error): \(error.reason)); it may have been removed from the account. Sign it in "
-                    + "again with `pixie signin`")
+                "this device's session \(left > 0 ? "ends soon" : "has ended") and renewing it was refused "
+                    + "(\(error.error): \(error.reason)); it may have been removed from the account. Run `pixie "
+                    + "signout --last-device` here (nothing on the server is left to end), then `pixie signin`")
         }
         try flow.home.update {
-            $0.passkey = renewing.passkey
             $0.membership?.sessionToken = renewed.sessionToken
             $0.membership?.sessionExpiresAt = renewed.sessionExpiresAt
         }

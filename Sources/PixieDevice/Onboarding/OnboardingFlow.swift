@@ -91,9 +91,9 @@ public struct OnboardingFlow: Sendable {
     /// that the roster the log backs now holds it.
     ///
     /// With `grantCode`, the six digits a sibling showed (`pixie listen --grant-code`), the device enrolls first,
-    /// by the code with its phone cert, and then asks for the seeds the same sealed way: the sibling that showed
-    /// the code answers, without asking its person again, a request from the sealing key the code enrolled (the
-    /// code stands in for the tap). A device cut off between the two steps asks again for the seeds when run again.
+    /// by the code with its phone cert, and then asks for the seeds the same sealed way, with the check code typed
+    /// on the sibling as always (identity-svc mints the code and sees it, so it cannot stand in for the person).
+    /// A device cut off between the two steps asks again for the seeds when run again.
     public func signIn(
         server: URL, trustBundle: TrustBundle, name: String, phoneNumber: String, code: CodeSource,
         grantCode: String? = nil, configuration: SignInApprovalRequester.Configuration,
@@ -137,15 +137,32 @@ public struct OnboardingFlow: Sendable {
             throw error
         }
         await relay.close()
-        guard approval.grant.isEmpty == enrolledAlready else {
+        guard enrolledAlready || !approval.grant.isEmpty else {
             throw DeviceError.notSetUp(
-                enrolledAlready
-                    ? "the approving device sent a grant, but this device is enrolled by its code already; nothing "
-                        + "was redeemed: run `pixie signin --grant-code` again while the device that showed the code "
-                        + "runs `pixie listen`"
-                    : "the approving device sent the seeds without a grant, as it does for a device enrolled by a "
-                        + "code; this device did not join: sign in again")
+                "the approving device sent the seeds without a grant, as it does for a device enrolled by a code "
+                    + "already; this device is not, so it did not join: sign in again")
         }
+        if enrolledAlready, let membership = state.membership, !membership.ktHandle.isEmpty,
+            membership.ktHandle != approval.ktHandle
+        {
+            throw SignInError.anotherAccount
+        }
+        // From here the approval is used: cancelling the wait no longer applies, since stopping halfway could
+        // leave this device enrolled on the server with nothing saved here.
+        let finished = Task { [self, state] in
+            try await finish(
+                state, approval: approval, enrolledAlready: enrolledAlready, client: client, bindings: bindings)
+        }
+        return try await finished.value
+    }
+
+    /// Adopts the approval's seeds (saved first), enrolls with its grant unless this device is enrolled already (a
+    /// grant it carries then is left to expire), and checks that the roster the log backs holds this device.
+    private func finish(
+        _ state: DeviceState, approval: SignInApprovalRequester.Approval, enrolledAlready: Bool, client: PixieClient,
+        bindings: LoggedBindings
+    ) async throws -> DeviceState {
+        var state = state
         // The seed first: it is what makes this device able to speak to its siblings at all.
         var membership =
             state.membership
@@ -305,7 +322,10 @@ public struct OnboardingFlow: Sendable {
             rpID: challenge.rpID, origin: "https://\(challenge.rpID)", challenge: challenge.challenge.data,
             credentialID: authenticator.credentialIDs(rpID: challenge.rpID).first)
         state.passkey = Base64URLBytes(authenticator.exportState())
-        try home.save(state)
+        // Only the passkey's counter is written back, under the home's lock, and only if the device is still set
+        // up here: a renewal must not undo what another process saved, or bring back a signed-out device.
+        let passkey = state.passkey
+        try home.update { $0.passkey = passkey }
         return try await client.passkeyLogin(
             IdentityAPI.PasskeyAssertion(challengeID: challenge.challengeID, credential: assertion))
     }

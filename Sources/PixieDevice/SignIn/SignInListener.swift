@@ -28,7 +28,8 @@ public struct SignInListener: Sendable {
         case dropped(SignInRequestHandler.Drop)
         /// Answering failed (the relay, a token, the grant); the reason says what.
         case failed(deviceModel: String, reason: String)
-        /// The device that enrolled with this listener's code asked for the seeds, and got them.
+        /// Approved with its check code; the device was enrolled already (by a six-digit code), so it got the
+        /// seeds and no grant.
         case approvedByCode(deviceModel: String)
         /// The request was settled elsewhere (another sibling answered, or the new device gave up), so its prompt
         /// was taken away and nothing was sent.
@@ -53,11 +54,12 @@ public struct SignInListener: Sendable {
     /// in a task that is cancelled if the request is settled elsewhere (the prompt is then dismissed, and `decide`
     /// should return promptly); `report` for what became of every frame.
     ///
+    ///
     /// With `offerCode`, the listener first mints a six-digit code grant and hands it over to be shown: a new
-    /// device enrolls with it (`pixie signin --grant-code`) and then asks for the seeds. The first request whose
-    /// sealing key belongs to a device the log's roster gained since the code was minted gets them without a
-    /// prompt (``Outcome/approvedByCode(deviceModel:)``), since the person typed the code into that device; the
-    /// offer then ends. Any other request is asked about as usual.
+    /// device enrolls with it (`pixie signin --grant-code`), then asks for the seeds like any new device, and its
+    /// person types its check code here as usual. The code cannot stand in for that: identity-svc mints and sees
+    /// it, and the seed's guarantee is that nothing the servers hold admits a device. A device the log's roster
+    /// holds already gets the seeds alone, with no grant (``Outcome/approvedByCode(deviceModel:)``).
     public func run(
         ready: @escaping @Sendable () -> Void = {},
         offerCode: (@Sendable (GrantCode) -> Void)? = nil,
@@ -87,17 +89,11 @@ public struct SignInListener: Sendable {
         defer { Task { await relay.close() } }
         try await relay.subscribe(discoveryInbox)
         try await relay.subscribe(try state.inbox)
-        var offer: CodeOffer?
         if let offerCode {
-            // The roster before the code: the device the code enrolls is the one that is new since.
-            let known = try await bindings.verifiedRoster(
-                try await client.siblings(session: try await credentials.session()), ktHandle: membership.ktHandle)
             let minted = try await client.mintGrant(
                 IdentityAPI.GrantRequest(kind: .code), session: try await credentials.session())
-            let expiresAt = Date(timeIntervalSince1970: TimeInterval(minted.expiresAt))
-            // The seeds may be asked for until a request made just before the code expired is stale.
-            offer = CodeOffer(known: Set(known.map(\.pubkey)), until: expiresAt.addingTimeInterval(freshness))
-            offerCode(GrantCode(code: minted.grant, expiresAt: expiresAt))
+            offerCode(
+                GrantCode(code: minted.grant, expiresAt: Date(timeIntervalSince1970: TimeInterval(minted.expiresAt))))
         }
         ready()
         // Prompts are asked one at a time, in the order their requests came; the loop below keeps reading the
@@ -127,33 +123,13 @@ public struct SignInListener: Sendable {
                     try prompt.acknowledgement(deviceFamily: deviceFamily), to: prompt.request.replySubject,
                     wake: .silent, token: try await wallet.take())
                 ladder.acknowledged(prompt, now: Date())
-                if let current = offer, Date() < current.until,
-                    current.enrolled(
-                        prompt.request,
-                        roster: try await bindings.verifiedRoster(
-                            try await client.siblings(session: try await credentials.session()),
-                            ktHandle: membership.ktHandle))
-                {
-                    // The code stood in for the tap: the seeds go to the device it enrolled, with no grant.
-                    try await relay.send(
-                        try prompt.seedApproval(
-                            accountSeed: membership.accountSeed.data, ktHandle: membership.ktHandle,
-                            discoverySeed: membership.discoverySeed.data),
-                        to: prompt.request.replySubject, wake: .silent, token: try await wallet.take())
-                    offer = nil
-                    report(.approvedByCode(deviceModel: prompt.request.deviceModel))
-                    if let frame = try? prompt.settlement(.approved) {
-                        try? await relay.send(
-                            frame, to: discoveryInbox.subject, wake: PayloadType.signInSettled.wakeClass,
-                            token: try await wallet.take())
-                    }
-                    continue
-                }
             } catch {
                 report(.failed(deviceModel: prompt.request.deviceModel, reason: "\(error)"))
                 continue
             }
             let turn = previous
+            // Registered before its task can run, so that the task's own removal always finds it.
+            prompts.add(prompt)
             let answering = Task { [self] in
                 await turn?.value
                 guard !Task.isCancelled else { return }
@@ -162,7 +138,7 @@ public struct SignInListener: Sendable {
                     membership: membership, credentials: credentials, discoveryInbox: discoveryInbox.subject,
                     bindings: bindings, prompts: prompts)
             }
-            prompts.add(prompt, answering)
+            prompts.attach(answering, to: prompt)
             previous = answering
         }
         try Task.checkCancellation()
@@ -198,35 +174,48 @@ public struct SignInListener: Sendable {
                 return
             case .reject:
                 try await relay.send(try prompt.rejection(), to: reply, wake: .silent, token: try await wallet.take())
-                report(.rejected(deviceModel: model))
             case .approve(let code):
                 guard prompt.matches(checkCode: code) else {
                     report(.wrongCheckCode(deviceModel: model))
                     return
                 }
-                // An `add` grant: nothing here is a revocation.
-                let grant = try await client.mintGrant(session: try await credentials.session())
+                // A device the log's roster holds already (enrolled by a six-digit code) gets the seeds alone; any
+                // other an `add` grant beside them. Nothing here is a revocation.
+                let session = try await credentials.session()
+                let roster = try await bindings.verifiedRoster(
+                    try await client.siblings(session: session), ktHandle: membership.ktHandle)
+                let key = prompt.request.sealingKey.rawRepresentation
+                let enrolled = roster.contains { $0.sealingKey == key }
+                let grant = enrolled ? "" : try await client.mintGrant(session: session).grant
                 let approval = try prompt.approval(
                     .init(
-                        grant: grant.grant, accountSeed: membership.accountSeed.data, ktHandle: membership.ktHandle,
+                        grant: grant, accountSeed: membership.accountSeed.data, ktHandle: membership.ktHandle,
                         discoverySeed: membership.discoverySeed.data), checkCode: code)
                 try await relay.send(approval, to: reply, wake: .silent, token: try await wallet.take())
-                report(.approved(deviceModel: model))
-                // The checkpoint the wallet's key-list check advanced to, kept for the next run.
+                // The checkpoint the log checks advanced to, kept for the next run.
                 let pin = Base64URLBytes(await bindings.state)
                 try? home.update { $0.transparency = pin }
+                await settle(prompt, .approved, relay: relay, wallet: wallet, discoveryInbox: discoveryInbox)
+                report(enrolled ? .approvedByCode(deviceModel: model) : .approved(deviceModel: model))
+                return
             }
         } catch {
             report(.failed(deviceModel: model, reason: "\(error)"))
             return
         }
-        // The other siblings take their prompts for this request away. Best effort: one that misses it can no
-        // longer use the request (the new device has its answer and reads that channel no more).
-        let outcome: SignInSettlement.Outcome = decision == .reject ? .rejected : .approved
-        if let frame = try? prompt.settlement(outcome) {
-            try? await relay.send(
-                frame, to: discoveryInbox, wake: PayloadType.signInSettled.wakeClass, token: try await wallet.take())
-        }
+        await settle(prompt, .rejected, relay: relay, wallet: wallet, discoveryInbox: discoveryInbox)
+        report(.rejected(deviceModel: model))
+    }
+
+    /// The other siblings take their prompts for this request away. Best effort: one that misses it can no
+    /// longer use the request (the new device has its answer and reads that channel no more).
+    private func settle(
+        _ prompt: SignInRequestHandler.Prompt, _ outcome: SignInSettlement.Outcome, relay: RelaySession,
+        wallet: TokenWallet, discoveryInbox: RelaySubject
+    ) async {
+        guard let frame = try? prompt.settlement(outcome) else { return }
+        try? await relay.send(
+            frame, to: discoveryInbox, wake: PayloadType.signInSettled.wakeClass, token: try await wallet.take())
     }
 }
 
@@ -236,24 +225,22 @@ public struct GrantCode: Sendable, Equatable {
     public let expiresAt: Date
 }
 
-/// The listener's open code grant: the roster's devices before it, and until when its device may ask for seeds.
-private struct CodeOffer {
-    let known: Set<Data>
-    let until: Date
-
-    /// Whether `request` comes from the sealing key of a device the verified roster gained since the code.
-    func enrolled(_ request: SignInRequest, roster: [RosterDevice]) -> Bool {
-        let key = request.sealingKey.rawRepresentation
-        return roster.contains { !known.contains($0.pubkey) && $0.sealingKey == key }
-    }
-}
-
 /// The prompts a listener has acknowledged and not finished, each with the task that asks and answers it.
 private final class PendingPrompts: Sendable {
-    private let pending = Mutex<[(prompt: SignInRequestHandler.Prompt, task: Task<Void, Never>)]>([])
+    private let pending = Mutex<[(prompt: SignInRequestHandler.Prompt, task: Task<Void, Never>?)]>([])
 
-    func add(_ prompt: SignInRequestHandler.Prompt, _ task: Task<Void, Never>) {
-        pending.withLock { $0.append((prompt, task)) }
+    func add(_ prompt: SignInRequestHandler.Prompt) {
+        pending.withLock { $0.append((prompt, nil)) }
+    }
+
+    /// Gives `prompt` the task that answers it; one already settled has its task cancelled at once.
+    func attach(_ task: Task<Void, Never>, to prompt: SignInRequestHandler.Prompt) {
+        let attached = pending.withLock { pending -> Bool in
+            guard let index = pending.firstIndex(where: { $0.prompt.digest == prompt.digest }) else { return false }
+            pending[index].task = task
+            return true
+        }
+        if !attached { task.cancel() }
     }
 
     /// Takes `prompt` out; false if it was no longer there (a settlement took it, and cancelled its task).
@@ -270,7 +257,7 @@ private final class PendingPrompts: Sendable {
         pending.withLock { pending in
             for (index, entry) in pending.enumerated() {
                 if let outcome = entry.prompt.settled(by: frame) {
-                    entry.task.cancel()
+                    entry.task?.cancel()
                     pending.remove(at: index)
                     return (entry.prompt, outcome)
                 }
@@ -279,5 +266,5 @@ private final class PendingPrompts: Sendable {
         }
     }
 
-    func cancelAll() { pending.withLock { $0.forEach { $0.task.cancel() } } }
+    func cancelAll() { pending.withLock { $0.forEach { $0.task?.cancel() } } }
 }

@@ -63,16 +63,6 @@ public struct SignInRequestHandler: Sendable {
             return try replies.seal(.signInApproval, try SignInApproval.approved(approved).encoded)
         }
 
-        /// The signin_approval for a device already enrolled by a six-digit code: the seeds, and no grant. Only the
-        /// listener sends it, once the request's sealing key is the one the code enrolled.
-        func seedApproval(accountSeed: Data, ktHandle: String, discoverySeed: Data) throws -> Data {
-            try replies.seal(
-                .signInApproval,
-                try SignInApproval.approved(
-                    .init(grant: "", accountSeed: accountSeed, ktHandle: ktHandle, discoverySeed: discoverySeed)
-                ).encoded)
-        }
-
         /// The signin_approval for Reject: it carries no grant, and no seed.
         public func rejection() throws -> Data {
             try replies.seal(.signInApproval, try SignInApproval.rejected.encoded)

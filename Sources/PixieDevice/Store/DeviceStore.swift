@@ -69,7 +69,7 @@ public final class DeviceStore: Sendable {
                 );
                 """
         }
-        let index = "CREATE INDEX contacts_user_id_hash ON contacts (user_id_hash) WHERE deleted = 0;"
+        let index = "CREATE UNIQUE INDEX contacts_user_id_hash ON contacts (user_id_hash) WHERE deleted = 0;"
         return [Migration(version: 1, sql: (tables + [index]).joined(separator: "\n"))]
     }
 
