@@ -243,6 +243,34 @@ struct CLITests {
         #expect(FileManager.default.fileExists(atPath: moved.path))
     }
 
+    @Test("a folder named like a note and a note that cannot be read are set aside; everything else is listed")
+    func oneBadEntryBlocksNothing() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let (homeID, _) = try Self.twoDevices(scratch)
+        #expect(try scratch.run("A", ["new", "Groceries", "--text", "milk"]).status == 0)
+        let folder = URL(fileURLWithPath: scratch.vault).appendingPathComponent("notes/\(homeID)")
+        try FileManager.default.createDirectory(
+            at: folder.appendingPathComponent("\(String(repeating: "ab", count: 16)).age"),
+            withIntermediateDirectories: true)
+        // A file that cannot be read (a link to nowhere, which even root cannot read).
+        try FileManager.default.createSymbolicLink(
+            atPath: folder.appendingPathComponent("\(String(repeating: "cd", count: 16)).age").path,
+            withDestinationPath: "/nonexistent/sempere-note")
+        for device in ["A", "B"] {
+            let listing = try scratch.run(device, ["ls", "--json"])
+            #expect(listing.status == 0, "\(listing.err)")
+            let json = try #require(try listing.json() as? [String: Any])
+            #expect((json["notes"] as? [[String: Any]])?.map { $0["title"] as? String } == ["Groceries"])
+            let setAside = try #require(json["set_aside"] as? [[String: String]])
+            #expect(setAside.count == 2, "\(setAside)")
+            #expect(setAside.contains { $0["reason"]?.contains("cannot be read") == true })
+            #expect(setAside.contains { $0["path"]?.hasSuffix("abababababababababababababababab.age") == true })
+            let found = try scratch.run(device, ["search", "milk"])
+            #expect(found.status == 0 && found.out.contains("Groceries"), "\(found.err)")
+        }
+    }
+
     @Test("edit goes through a private temporary file that is gone afterwards")
     func edit() throws {
         let scratch = try Scratch()

@@ -82,9 +82,23 @@ public struct NoteIndex: Codable, Sendable {
             entries = entries.filter { $0.value.setAside == nil }
         }
         let paths = try folder.notePaths()
-        let files = try paths.map { try folder.readNote(at: $0) }
+        // A file that cannot be read is set aside with the reason; it does not stop the others being listed.
+        var unreadable: [String: String] = [:]
+        let files = paths.map { path -> Data in
+            do {
+                return try folder.readNote(at: path)
+            } catch {
+                unreadable[path] =
+                    "\(path) cannot be read (\((error as? SempereError)?.reason ?? "\(error)")): check its "
+                    + "permissions, or whether the sync client is still writing it"
+                return Data()
+            }
+        }
+        for (path, reason) in unreadable { entries[path] = Entry(sha256: "", setAside: reason) }
         let digests = files.map { SHA256.hash(data: $0).description }
-        let stale = paths.indices.filter { entries[paths[$0]]?.sha256 != digests[$0] }
+        let stale = paths.indices.filter {
+            unreadable[paths[$0]] == nil && entries[paths[$0]]?.sha256 != digests[$0]
+        }
         openedInLastRefresh = stale.count
         // Open the changed notes on all cores: each job writes only its own slot.
         let opened = OpenedSlots(count: stale.count)

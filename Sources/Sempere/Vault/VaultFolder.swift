@@ -120,7 +120,7 @@ public struct VaultFolder: Sendable {
     public func notePaths() throws -> [String] {
         try names(in: "notes").filter { Self.isHexID(Substring($0)) && isFolder("notes/\($0)") }.flatMap { device in
             try names(in: "notes/\(device)").map { "notes/\(device)/\($0)" }
-        }.filter(Self.isNotePath).sorted()
+        }.filter { Self.isNotePath($0) && !isFolder($0) }.sorted()
     }
 
     /// The notes that exist now, with the SHA-256 of each file: what a removal records.
@@ -178,8 +178,10 @@ public struct VaultFolder: Sendable {
                 strays.append("notes/\(device)")
                 continue
             }
-            for name in try names(in: "notes/\(device)") where !Self.isNotePath("notes/\(device)/\(name)") {
-                strays.append("notes/\(device)/\(name)")
+            for name in try names(in: "notes/\(device)") {
+                let path = "notes/\(device)/\(name)"
+                // A folder named like a note is not a note either.
+                if !Self.isNotePath(path) || isFolder(path) { strays.append(path) }
             }
         }
         return strays.sorted()
