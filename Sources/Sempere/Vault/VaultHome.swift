@@ -72,6 +72,20 @@ public struct VaultHome: Sendable {
             throw SempereError(
                 .removed, "device \(id) was removed from this vault; a device rejoins with new keys, not its old ones")
         }
+        // The join request commits to its key type (the recipient is in the signed body, and the words are
+        // derived from it): a post-quantum vault admits only a post-quantum device, whatever flag an altered
+        // vault.json showed the new device before it had anything to check it against.
+        let postQuantumKey = wrapRecipient.lowercased().hasPrefix("age1pq1")
+        guard postQuantumKey == vault.body.postQuantum else {
+            throw SempereError(
+                .malformedVault,
+                vault.body.postQuantum
+                    ? "device \(name) asks to join this post-quantum vault with a classical (X25519) key, so it was "
+                        + "not added: the vault.json that device saw was altered to say the vault is classical. Let "
+                        + "the folder sync there, then ask again from a new --config, whose keys will be post-quantum"
+                    : "device \(name) asks to join this classical vault with a post-quantum key, so it was not "
+                        + "added: let the folder sync there, then ask again from a new --config")
+        }
         let current = try VaultKeyring(vault: vault.body, credentials: credentials).current
         return try next(vault) { body in
             let device = VaultBody.Device(

@@ -16,6 +16,32 @@ struct JoinTests {
         }
     }
 
+    @Test("a post-quantum vault refuses a device that asks with a classical key (a provider's downgrade)")
+    func postQuantumDowngrade() throws {
+        let home = DeviceKeys.generate(postQuantum: true)
+        let created = try VaultHome.createVault(homeName: "iPad", credentials: home, postQuantum: true)
+        // The provider showed the new device a vault.json that says "classical", so it made X25519 keys; its
+        // request, words and signature are all genuine.
+        let phone = DeviceKeys.generate(postQuantum: false)
+        let request = try JoinRequest(name: "iPhone", credentials: phone)
+        do {
+            _ = try JoinApproval.approve(
+                request, typedWords: request.words.description, vault: created.vault, home: VaultHome(credentials: home)
+            )
+            Issue.record("a classical key was admitted into a post-quantum vault")
+        } catch let error as SempereError {
+            #expect(error.code == .malformedVault)
+            #expect(error.reason.contains("with a classical (X25519) key"), "\(error.reason)")
+        }
+        // The same device with a post-quantum key joins.
+        let pqPhone = DeviceKeys.generate(postQuantum: true)
+        let pqRequest = try JoinRequest(name: "iPhone", credentials: pqPhone)
+        let (vault, _) = try JoinApproval.approve(
+            pqRequest, typedWords: pqRequest.words.description, vault: created.vault, home: VaultHome(credentials: home)
+        )
+        #expect(vault.body.device(pqPhone.id) != nil)
+    }
+
     @Test("a device joins: home finds its request by its words, the device checks home's words, then reads notes")
     func join() throws {
         let home = DeviceKeys.generate(postQuantum: false)

@@ -10,13 +10,16 @@ import Testing
 @Suite("Sempere vault: device list, epochs, wraps, notes")
 struct VaultTests {
     struct Fixture {
-        let home = DeviceKeys.generate(postQuantum: false)
-        let phone = DeviceKeys.generate(postQuantum: false)
+        let home: DeviceKeys
+        /// Of the vault's key type: a post-quantum vault admits only post-quantum devices.
+        let phone: DeviceKeys
         var vault: SignedVault
         var pin: VaultPin
         let kit: RecoveryKit
 
         init(postQuantum: Bool = false) throws {
+            home = DeviceKeys.generate(postQuantum: postQuantum)
+            phone = DeviceKeys.generate(postQuantum: postQuantum)
             let created = try VaultHome.createVault(homeName: "iPad", credentials: home, postQuantum: postQuantum)
             vault = created.vault
             pin = created.pin
