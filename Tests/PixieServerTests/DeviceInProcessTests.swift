@@ -22,14 +22,20 @@ struct DeviceInProcessTests {
         }
     }
 
-    @Test("a first device creates its account, and lists itself as the log's roster says")
-    func createsAnAccount() async throws {
-        defer { try? FileManager.default.removeItem(at: home) }
-        let fixture = try Fixture(start: Date())
+    /// The account's first device, created over the Router.
+    func firstDevice(_ fixture: Fixture) async throws -> (OnboardingFlow, DeviceState) {
         let flow = OnboardingFlow(home: try DeviceHome(directory: home)) { _ in InProcessTransport(fixture.router) }
         let state = try await flow.createAccount(
             server: URL(string: "http://pixie.invalid")!, trustBundle: await fixture.application.trustBundle(),
             name: "phone", phoneNumber: number, code: code(fixture))
+        return (flow, state)
+    }
+
+    @Test("a first device creates its account, and lists itself as the log's roster says")
+    func createsAnAccount() async throws {
+        defer { try? FileManager.default.removeItem(at: home) }
+        let fixture = try Fixture(start: Date())
+        let (flow, state) = try await firstDevice(fixture)
         let membership = try #require(state.membership)
         #expect(!membership.ktHandle.isEmpty && !membership.sessionToken.isEmpty)
         let devices = try await flow.devices()
@@ -41,10 +47,7 @@ struct DeviceInProcessTests {
     func renewal() async throws {
         defer { try? FileManager.default.removeItem(at: home) }
         let fixture = try Fixture(start: Date())
-        let flow = OnboardingFlow(home: try DeviceHome(directory: home)) { _ in InProcessTransport(fixture.router) }
-        let state = try await flow.createAccount(
-            server: URL(string: "http://pixie.invalid")!, trustBundle: await fixture.application.trustBundle(),
-            name: "phone", phoneNumber: number, code: code(fixture))
+        let (flow, state) = try await firstDevice(fixture)
         let clock = fixture.clock
         let credentials = DeviceCredentials(flow: flow, now: { clock.now })
         let first = try await credentials.session()
@@ -76,10 +79,7 @@ struct DeviceInProcessTests {
     func aListedStrangerIsCaught() async throws {
         defer { try? FileManager.default.removeItem(at: home) }
         let fixture = try Fixture(start: Date())
-        let honest = OnboardingFlow(home: try DeviceHome(directory: home)) { _ in InProcessTransport(fixture.router) }
-        _ = try await honest.createAccount(
-            server: URL(string: "http://pixie.invalid")!, trustBundle: await fixture.application.trustBundle(),
-            name: "phone", phoneNumber: number, code: code(fixture))
+        _ = try await firstDevice(fixture)
         // The same server, with a middleware that adds a device to every siblings answer.
         let lying = AddsASibling(server: fixture.router)
         let flow = OnboardingFlow(home: try DeviceHome(directory: home)) { _ in InProcessTransport(lying) }

@@ -357,15 +357,8 @@ struct ServerProcessTests {
 
     /// The six digits of the last development SMS to `number` in `<data_dir>/sms-outbox.jsonl`.
     static func lastCode(to number: String, in directory: URL) throws -> String? {
-        let outbox = try String(
-            contentsOf: directory.appendingPathComponent("sms-outbox.jsonl"), encoding: .utf8)
-        let text = outbox.split(separator: "\n").compactMap { line -> String? in
-            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-                object["to"] as? String == number
-            else { return nil }
-            return object["text"] as? String
-        }.last
-        return text?.split(separator: " ").map { String($0.filter(\.isNumber)) }.first { $0.count == 6 }
+        DevelopmentOutbox.latestCode(
+            in: try Data(contentsOf: directory.appendingPathComponent("sms-outbox.jsonl")), to: number)
     }
 }
 

@@ -92,6 +92,19 @@ struct PixieCommandTests {
         ]
     }
 
+    /// `pixie init` of the account's first device, "phone".
+    func createAccount(_ server: RunningServer) async throws {
+        let created = try PixieProcess(["init"] + setup(server, home: "phone", name: "phone"), in: directory)
+        #expect(await created.exit() == 0, "\(created.text)")
+    }
+
+    /// How many devices `pixie devices` lists for `home`, checked against the log.
+    func deviceCount(home: String) async throws -> Int? {
+        let devices = try PixieProcess(["devices", "--home", home, "--json"], in: directory)
+        #expect(await devices.exit() == 0, "\(devices.text)")
+        return (try JSONSerialization.jsonObject(with: Data(devices.text.utf8)) as? [Any])?.count
+    }
+
     @Test("init, listen, signin with the check code (a wrong one first), devices, signout")
     func approved() async throws {
         let server = try await setUp()
@@ -184,8 +197,7 @@ struct PixieCommandTests {
             server.stop()
             try? FileManager.default.removeItem(at: directory)
         }
-        #expect(
-            await (try PixieProcess(["init"] + setup(server, home: "phone", name: "phone"), in: directory)).exit() == 0)
+        try await createAccount(server)
         let phone = try PixieProcess(["listen", "--home", "phone", "--json"], in: directory)
         defer { phone.stop() }
         _ = try await phone.event("listening")
@@ -232,9 +244,7 @@ struct PixieCommandTests {
         _ = try await phone.event("prompt", occurrence: 4)
         phone.type(deskCode)
         #expect(await again.exit() == 0, "\(again.text)")
-        let devices = try PixieProcess(["devices", "--home", "desk", "--json"], in: directory)
-        #expect(await devices.exit() == 0)
-        #expect((try JSONSerialization.jsonObject(with: Data(devices.text.utf8)) as? [Any])?.count == 4)
+        #expect(try await deviceCount(home: "desk") == 4)
     }
 
     @Test("the six-digit code enrolls a device, which then gets the seeds (and no grant) once its check code is typed")
@@ -244,8 +254,7 @@ struct PixieCommandTests {
             server.stop()
             try? FileManager.default.removeItem(at: directory)
         }
-        #expect(
-            await (try PixieProcess(["init"] + setup(server, home: "phone", name: "phone"), in: directory)).exit() == 0)
+        try await createAccount(server)
         let phone = try PixieProcess(["listen", "--home", "phone", "--grant-code", "--json"], in: directory)
         defer { phone.stop() }
         let code = try #require(try await phone.event("grant_code")["code"] as? String)
@@ -284,9 +293,7 @@ struct PixieCommandTests {
         _ = try await tabletListens.event("prompt")
         tabletListens.type(laptopCode)
         #expect(await laptop.exit() == 0, "\(laptop.text)")
-        let devices = try PixieProcess(["devices", "--home", "laptop", "--json"], in: directory)
-        #expect(await devices.exit() == 0)
-        #expect((try JSONSerialization.jsonObject(with: Data(devices.text.utf8)) as? [Any])?.count == 4)
+        #expect(try await deviceCount(home: "laptop") == 4)
     }
 
     @Test("rejected, and no sibling online: the new device does not join, and says why")
@@ -296,8 +303,7 @@ struct PixieCommandTests {
             server.stop()
             try? FileManager.default.removeItem(at: directory)
         }
-        #expect(
-            await (try PixieProcess(["init"] + setup(server, home: "phone", name: "phone"), in: directory)).exit() == 0)
+        try await createAccount(server)
         let listener = try PixieProcess(["listen", "--home", "phone", "--reject", "--once", "--json"], in: directory)
         defer { listener.stop() }
         _ = try await listener.event("listening")
@@ -311,9 +317,7 @@ struct PixieCommandTests {
             ["signin"] + setup(server, home: "tablet", name: "tablet") + ["--wait", "2"], in: directory)
         #expect(await lonely.exit() == 1)
         #expect(lonely.text.contains("no device of this account answered within 2 s"), "\(lonely.text)")
-        let devices = try PixieProcess(["devices", "--home", "phone", "--json"], in: directory)
-        #expect(await devices.exit() == 0)
-        #expect((try JSONSerialization.jsonObject(with: Data(devices.text.utf8)) as? [Any])?.count == 1)
+        #expect(try await deviceCount(home: "phone") == 1)
 
         // Usage errors are 64.
         let usage = try PixieProcess(["signin", "--home", "x", "--server", "ftp://x"], in: directory)
