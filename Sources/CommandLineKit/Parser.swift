@@ -36,6 +36,10 @@ enum CommandParser {
             if let subcommand = configuration.subcommands.first(where: { $0.configuration.commandName == first }) {
                 return try parse(subcommand, Array(words.dropFirst()), path: path + [first])
             }
+            // `tool help [subcommand ...]`, as in swift-argument-parser and git: the help of the command named.
+            if first == "help", !configuration.subcommands.isEmpty {
+                throw helpRequest(type, Array(words.dropFirst()), path: path)
+            }
         }
         if words.contains("--help") || words.contains("-h") {
             throw CommandLineError.help(HelpGenerator.help(for: type, path: path))
@@ -49,6 +53,29 @@ enum CommandParser {
         }
 
         return try parseLeaf(type, words, path: path)
+    }
+
+    /// The help of the subcommand that `words` name under `type` (`help devices approve`), or a usage error
+    /// naming the word that is not a subcommand.
+    static func helpRequest(
+        _ type: any ParsableCommand.Type, _ words: [String], path: [String]
+    ) -> CommandLineError {
+        var type = type
+        var path = path
+        for word in words {
+            guard let subcommand = type.configuration.subcommands.first(where: { $0.configuration.commandName == word })
+            else {
+                let names = type.configuration.subcommands.map { $0.configuration.commandName }
+                return CommandLineError.usage(
+                    message: names.isEmpty
+                        ? "'\(path.joined(separator: " "))' has no subcommands, so there is no help for '\(word)'"
+                        : "unknown subcommand '\(word)'; the subcommands are \(names.joined(separator: ", "))",
+                    command: path.joined(separator: " "))
+            }
+            type = subcommand
+            path.append(word)
+        }
+        return CommandLineError.help(HelpGenerator.help(for: type, path: path))
     }
 
     /// Parses the words of a command that is not dispatching to a subcommand.

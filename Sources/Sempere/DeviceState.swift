@@ -54,6 +54,13 @@ public struct DeviceState: Codable, Sendable, Equatable {
         Self.directory(root: root).appendingPathComponent("\(vaultID).notes.age")
     }
 
+    /// Where this device keeps a copy of the newest vault.json it accepted,
+    /// `<root>/vaults/<vault_id>.vault.json`: home puts it back when vault.json is deleted from the folder,
+    /// and every device can say what happened (not secret: the same bytes as the synced file).
+    public func vaultCopyFile(root: URL) -> URL {
+        Self.directory(root: root).appendingPathComponent("\(vaultID).vault.json")
+    }
+
     /// Saves the state as `<root>/vaults/<vault_id>.json`.
     public func save(root: URL) throws {
         let directory = Self.directory(root: root)
@@ -61,7 +68,7 @@ public struct DeviceState: Codable, Sendable, Equatable {
             try FileManager.default.createDirectory(
                 at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         } catch {
-            throw SempereError(.io, "cannot create \(directory.path): \(error.localizedDescription)")
+            throw SempereError(.io, "cannot create \(directory.path): \(plainDescription(of: error))")
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
@@ -76,9 +83,10 @@ public struct DeviceState: Codable, Sendable, Equatable {
         do {
             names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
         } catch {
-            throw SempereError(.io, "cannot list \(directory.path): \(error.localizedDescription)")
+            throw SempereError(.io, "cannot list \(directory.path): \(plainDescription(of: error))")
         }
-        return try names.filter { $0.hasSuffix(".json") && !$0.hasPrefix(".") }.map { name in
+        return try names.filter { $0.hasSuffix(".json") && !$0.hasSuffix(".vault.json") && !$0.hasPrefix(".") }.map {
+            name in
             try load(directory.appendingPathComponent(name))
         }.sorted { $0.folder < $1.folder }
     }
@@ -92,7 +100,8 @@ public struct DeviceState: Codable, Sendable, Equatable {
             state = try JSONDecoder().decode(DeviceState.self, from: data)
         } catch {
             throw SempereError(
-                .invalidEncoding, "\(file.path) does not parse (\(error)): restore it, or join the vault again")
+                .invalidEncoding,
+                "\(file.path) does not parse (\(plainDescription(of: error))): restore it, or join the vault again")
         }
         guard state.format == Self.format, file.lastPathComponent == "\(state.vaultID).json" else {
             throw SempereError(

@@ -115,7 +115,7 @@ public struct FileKeyStore: KeyStore {
         do {
             entries = try FileManager.default.contentsOfDirectory(atPath: directory.path)
         } catch {
-            throw SempereError(.io, "cannot list \(directory.path): \(error.localizedDescription)")
+            throw SempereError(.io, "cannot list \(directory.path): \(plainDescription(of: error))")
         }
         let names = entries.compactMap { entry -> String? in
             for suffix in [".key", ".age"] where entry.hasSuffix(suffix) {

@@ -27,6 +27,10 @@ public struct SempereError: Error, Sendable, CustomStringConvertible {
             case notHome
             case notFound
             case untrustedNote
+            case expired
+            case weakPassphrase
+            case emptyNote
+            case unsafeDestination
         }
 
         let backing: Backing
@@ -74,6 +78,15 @@ public struct SempereError: Error, Sendable, CustomStringConvertible {
         public static let notFound = Code(backing: .notFound)
         /// A note not signed by a device listed for its epoch: set aside, never read as a note.
         public static let untrustedNote = Code(backing: .untrustedNote)
+        /// Something valid only for a while (a join request's words) is past its time.
+        public static let expired = Code(backing: .expired)
+        /// A passphrase too weak for what it protects (the passphrase copy of the recovery key, which the
+        /// storage provider can attack offline).
+        public static let weakPassphrase = Code(backing: .weakPassphrase)
+        /// A note with no text: an edit that emptied it is not saved.
+        public static let emptyNote = Code(backing: .emptyNote)
+        /// A place Sempere refuses to write to, such as plaintext into the synced vault folder.
+        public static let unsafeDestination = Code(backing: .unsafeDestination)
 
         public var description: String { backing.rawValue }
     }

@@ -134,6 +134,25 @@ struct CommandTests {
         let top = Tool.helpMessage()
         #expect(top.contains("SUBCOMMANDS:") && top.contains("greet") && top.contains("Add two numbers."))
     }
+
+    @Test("`tool help <subcommand>`, which the help text advertises, shows that subcommand's help")
+    func helpSubcommand() throws {
+        #expect(Tool.helpMessage().contains("See 'tool help <subcommand>'"))
+        do {
+            _ = try parse(["help", "greet"])
+            Issue.record("help greet did not end parsing")
+        } catch CommandLineError.help(let text) {
+            #expect(text.contains("OVERVIEW: Say hello.") && text.contains("USAGE: tool greet"))
+        }
+        do {
+            _ = try parse(["help"])
+            Issue.record("help did not end parsing")
+        } catch CommandLineError.help(let text) {
+            #expect(text.contains("SUBCOMMANDS:"))
+        }
+        #expect(usageMessage(["help", "nope"])?.contains("unknown subcommand 'nope'") == true)
+        #expect(usageMessage(["help", "greet", "more"])?.contains("has no subcommands") == true)
+    }
 }
 
 struct Runner: ParsableCommand {

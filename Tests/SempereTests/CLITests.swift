@@ -239,7 +239,9 @@ struct CLITests {
         let listing = try #require(try scratch.run("B", ["ls", "--json"]).json() as? [String: Any])
         #expect((listing["set_aside"] as? [Any])?.count == 1)
         let removed = try scratch.run("B", ["rm", String(id.prefix(8))])
-        #expect(removed.status == 1 && removed.err.contains("set aside and is kept"), "\(removed.err)")
+        #expect(
+            removed.status == 1 && removed.err.contains("is set aside")
+                && removed.err.contains("it is kept, not removed"), "\(removed.err)")
         #expect(FileManager.default.fileExists(atPath: moved.path))
     }
 
@@ -268,6 +270,10 @@ struct CLITests {
             #expect(setAside.contains { $0["path"]?.hasSuffix("abababababababababababababababab.age") == true })
             let found = try scratch.run(device, ["search", "milk"])
             #expect(found.status == 0 && found.out.contains("Groceries"), "\(found.err)")
+            // The plain listing names each set-aside path once, then its reason.
+            let plain = try scratch.run(device, ["ls"])
+            let line = try #require(plain.out.split(separator: "\n").first { $0.contains("cdcdcdcd") })
+            #expect(line.components(separatedBy: String(repeating: "cd", count: 16)).count == 2, "\(line)")
         }
     }
 
@@ -315,7 +321,7 @@ struct CLITests {
         let config = scratch.config("C")
         let created = try Self.run(
             ["create", scratch.vault, "--name", "Desk", "--config", config, "--passphrase-copy"],
-            environment: ["HOME": scratch.root.path, "SEMPERE_PASSPHRASE": "correct horse"])
+            environment: ["HOME": scratch.root.path, "SEMPERE_PASSPHRASE": "correct horse battery staple"])
         #expect(created.status == 0, "\(created.err)")
         #expect(FileManager.default.fileExists(atPath: scratch.vault + "/recovery.age"))
         let secret = try #require(created.out.split(separator: "\n").first { $0.contains("SEMPERE-KIT-1") })
@@ -325,7 +331,7 @@ struct CLITests {
         let page = scratch.root.appendingPathComponent("kit.html")
         let reprinted = try Self.run(
             ["kit", "print", "--html", page.path, "--config", config],
-            environment: ["HOME": scratch.root.path, "SEMPERE_PASSPHRASE": "correct horse"])
+            environment: ["HOME": scratch.root.path, "SEMPERE_PASSPHRASE": "correct horse battery staple"])
         #expect(reprinted.status == 0 && reprinted.out.contains(secret), "\(reprinted.err)")
         let html = try String(contentsOf: page, encoding: .utf8)
         #expect(html.contains("<svg") && html.filter { $0 != " " }.contains(secret))

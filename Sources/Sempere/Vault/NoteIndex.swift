@@ -87,10 +87,10 @@ public struct NoteIndex: Codable, Sendable {
         let files = paths.map { path -> Data in
             do {
                 return try folder.readNote(at: path)
-            } catch {
+            } catch _ {
                 unreadable[path] =
-                    "\(path) cannot be read (\((error as? SempereError)?.reason ?? "\(error)")): check its "
-                    + "permissions, or whether the sync client is still writing it"
+                    "it cannot be read: check its permissions, whether it is a link to a file that is gone, or "
+                    + "whether the sync client is still writing it"
                 return Data()
             }
         }
@@ -111,7 +111,8 @@ public struct NoteIndex: Codable, Sendable {
             } catch let error as SempereError {
                 opened.set(job, .failure(error))
             } catch {
-                opened.set(job, .failure(SempereError(.untrustedNote, "\(paths[index]) does not open: \(error)")))
+                opened.set(
+                    job, .failure(SempereError(.untrustedNote, "it does not open: \(plainDescription(of: error))")))
             }
         }
         for (job, index) in stale.enumerated() {
@@ -131,7 +132,7 @@ public struct NoteIndex: Codable, Sendable {
             if let markdown = entry.markdown, let author = entry.author, let epoch = entry.epoch {
                 return (path, .success(VaultNote.Opened(markdown: markdown, author: author, epoch: epoch)))
             }
-            return (path, .failure(SempereError(.untrustedNote, entry.setAside ?? "\(path) was set aside")))
+            return (path, .failure(SempereError(.untrustedNote, entry.setAside ?? "it was set aside")))
         }
     }
 }

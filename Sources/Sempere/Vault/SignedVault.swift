@@ -43,7 +43,7 @@ public struct SignedVault: Sendable {
         do {
             file = try JSONDecoder().decode(File.self, from: data)
         } catch {
-            throw SempereError(.malformedVault, "vault.json does not parse: \(error)")
+            throw SempereError(.malformedVault, "vault.json does not parse: \(plainDescription(of: error))")
         }
         guard file.format == Self.format else {
             throw SempereError(
@@ -58,7 +58,7 @@ public struct SignedVault: Sendable {
         } catch let error as SempereError {
             throw error
         } catch {
-            throw SempereError(.malformedVault, "vault.json's signature is malformed: \(error)")
+            throw SempereError(.malformedVault, "vault.json's signature is malformed: \(plainDescription(of: error))")
         }
     }
 

@@ -121,7 +121,9 @@ public struct VaultBody: Codable, Sendable, Equatable {
         do {
             return try decoder.decode(VaultBody.self, from: bytes)
         } catch {
-            throw SempereError(.malformedVault, "vault.json's body is not a vault body this version reads: \(error)")
+            throw SempereError(
+                .malformedVault,
+                "vault.json's body is not a vault body this version reads: \(plainDescription(of: error))")
         }
     }
 }

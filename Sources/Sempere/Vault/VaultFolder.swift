@@ -28,7 +28,7 @@ public struct VaultFolder: Sendable {
             do {
                 try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
             } catch {
-                throw SempereError(.io, "cannot create \(folder.path): \(error.localizedDescription)")
+                throw SempereError(.io, "cannot create \(folder.path): \(plainDescription(of: error))")
             }
         }
     }
@@ -99,7 +99,7 @@ public struct VaultFolder: Sendable {
                 at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
         } catch {
             throw SempereError(
-                .io, "cannot create \(target.deletingLastPathComponent().path): \(error.localizedDescription)")
+                .io, "cannot create \(target.deletingLastPathComponent().path): \(plainDescription(of: error))")
         }
         try AtomicWrite.write(file, to: target, mode: 0o644)
     }
@@ -112,7 +112,7 @@ public struct VaultFolder: Sendable {
         do {
             try FileManager.default.removeItem(at: url.appendingPathComponent(path))
         } catch {
-            throw SempereError(.io, "cannot remove \(path): \(error.localizedDescription)")
+            throw SempereError(.io, "cannot remove \(path): \(plainDescription(of: error))")
         }
     }
 
@@ -154,7 +154,7 @@ public struct VaultFolder: Sendable {
         do {
             try FileManager.default.removeItem(at: file)
         } catch {
-            throw SempereError(.io, "cannot remove \(file.path): \(error.localizedDescription)")
+            throw SempereError(.io, "cannot remove \(file.path): \(plainDescription(of: error))")
         }
     }
 
@@ -200,7 +200,7 @@ public struct VaultFolder: Sendable {
         do {
             return try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { !$0.hasPrefix(".") }
         } catch {
-            throw SempereError(.io, "cannot list \(folder.path): \(error.localizedDescription)")
+            throw SempereError(.io, "cannot list \(folder.path): \(plainDescription(of: error))")
         }
     }
 

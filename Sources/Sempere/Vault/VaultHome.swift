@@ -43,7 +43,7 @@ public struct VaultHome: Sendable {
         return wraps
     }
 
-    private func checkHome(_ vault: SignedVault) throws {
+    func checkHome(_ vault: SignedVault) throws {
         guard vault.body.home == credentials.id else {
             throw SempereError(
                 .notHome,
@@ -64,7 +64,9 @@ public struct VaultHome: Sendable {
     public func approve(
         name: String, signingKey: HybridSignature.PublicKey, wrapRecipient: String, in vault: SignedVault
     ) throws -> SignedVault {
+        try checkHome(vault)
         let id = VaultKeys.identifier(for: signingKey)
+        try Self.checkNameIsFree(name, in: vault.body, except: nil)
         guard vault.body.device(id) == nil else {
             throw SempereError(.malformedVault, "device \(name) (\(id)) is already in the vault")
         }
@@ -96,11 +98,26 @@ public struct VaultHome: Sendable {
         }
     }
 
+    /// Device names identify devices in commands (`sempere devices remove iPhone`), so two listed devices
+    /// never share one (compared without regard to case).
+    static func checkNameIsFree(_ name: String, in body: VaultBody, except deviceID: String?) throws {
+        if let other = body.devices.first(where: {
+            $0.id != deviceID && $0.name.caseInsensitiveCompare(name) == .orderedSame
+        }) {
+            throw SempereError(
+                .alreadyExists,
+                "another device of this vault is named \"\(other.name)\" (\(other.id.prefix(8))): choose another "
+                    + "name, or rename that device first")
+        }
+    }
+
     /// Renames a device.
     public func rename(deviceID: String, to name: String, in vault: SignedVault) throws -> SignedVault {
+        try checkHome(vault)
         guard vault.body.device(deviceID) != nil else {
             throw SempereError(.notFound, "no device \(deviceID) in this vault: see `sempere devices list`")
         }
+        try Self.checkNameIsFree(name, in: vault.body, except: deviceID)
         return try next(vault) { body in
             if let index = body.devices.firstIndex(where: { $0.id == deviceID }) { body.devices[index].name = name }
         }
@@ -112,11 +129,15 @@ public struct VaultHome: Sendable {
     public func remove(
         deviceID: String, from vault: SignedVault, existingNotes: [VaultBody.NoteReference]
     ) throws -> SignedVault {
+        try checkHome(vault)
         guard let device = vault.body.device(deviceID) else {
             throw SempereError(.notFound, "no device \(deviceID) in this vault: see `sempere devices list`")
         }
         guard deviceID != vault.body.home else {
-            throw SempereError(.notHome, "home cannot remove itself; hand home to another device first (part 2)")
+            throw SempereError(
+                .notHome,
+                "home cannot remove itself: the vault would have no device to manage it. Handing the home role to "
+                    + "another device (Make Home) is not built yet")
         }
         let old = try VaultKeyring(vault: vault.body, credentials: credentials).current
         let fresh = WrapIdentity.generate(postQuantum: vault.body.postQuantum)

@@ -156,11 +156,37 @@ public struct RecoveryKit: Sendable {
     /// identity, encrypted with `passphrase`, so stock `age -d -i recovery.age` opens the recovery wraps
     /// after asking for it. A comment line carries the kit secret, so Sempere can take over with it too.
     public func passphraseCopy(passphrase: String, postQuantum: Bool, workFactor: Int = 18) throws -> Data {
+        try Self.checkPassphrase(passphrase)
         let identity = try wrapIdentity(postQuantum: postQuantum)
         let keyFile =
             "# Sempere recovery key for vault \(vaultID)\n# sempere-kit: \(secretString)\n"
             + "# public key: \(identity.recipientString)\n\(identity.string)\n"
         return try AgeKeyFile.encrypt(keyFile, passphrase: passphrase, workFactor: workFactor)
+    }
+
+    /// The shortest passphrase the passphrase copy accepts, in characters.
+    public static let minimumPassphraseLength = 16
+    /// The fewest different characters it must use.
+    public static let minimumDistinctCharacters = 8
+
+    /// Refuses a passphrase too weak for the copy, which sits in the synced folder: the storage provider
+    /// (and anyone who gets the files) can try guesses offline, for ever, at the price of one scrypt
+    /// (about a second of one core at work factor 18). A guess list of common passwords is tried in
+    /// hours, every 8-character password in years on a GPU farm. 16 characters of a sentence, or four
+    /// random words, are out of such reach (age's own passphrase suggestion is ten random words). So:
+    /// at least ``minimumPassphraseLength`` characters, of which at least ``minimumDistinctCharacters``
+    /// differ (which turns away "aaaa…" and "1234123412341234").
+    public static func checkPassphrase(_ passphrase: String) throws {
+        guard passphrase.count >= minimumPassphraseLength, Set(passphrase).count >= minimumDistinctCharacters
+        else {
+            throw SempereError(
+                .weakPassphrase,
+                "the passphrase copy needs a passphrase of at least \(minimumPassphraseLength) characters, at least "
+                    + "\(minimumDistinctCharacters) of them different (this one has \(passphrase.count), "
+                    + "\(Set(passphrase).count) different): the copy sits in the synced folder, where the storage "
+                    + "provider can try guesses offline for ever. Four random words, or a sentence only you know, "
+                    + "will do")
+        }
     }
 
     /// The kit recovered from its passphrase copy.

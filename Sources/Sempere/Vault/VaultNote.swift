@@ -45,8 +45,9 @@ public enum VaultNote {
 
     /// Opens the note at `path` and checks who wrote it. Throws `.untrustedNote` for a note the provider
     /// (or a removed device after its removal) could have made: no trailer, a signature that fails, an
-    /// author not listed during the note's epoch, an epoch other than the one whose key opens it, or a
-    /// removed device's note that is not in the record of the notes that existed when it was removed.
+    /// author not listed during the note's epoch, an epoch other than the one whose key opens it, a note
+    /// outside its signer's folder, or a removed device's note that is not in the record of the notes that
+    /// existed when it was removed. The reason says which, without the path (callers name the note).
     public static func open(_ file: Data, path: String, vault: VaultBody, keyring: VaultKeyring) throws -> Opened {
         var opened: (plaintext: Data, epoch: Int)?
         for (epoch, identity) in keyring.identities.sorted(by: { $0.key > $1.key }) {
@@ -57,14 +58,16 @@ public enum VaultNote {
         }
         guard let (plaintext, epoch) = opened else {
             throw SempereError(
-                .untrustedNote, "\(path) does not open with any of this vault's keys: set aside in Repair, not read")
+                .untrustedNote,
+                "it does not open with any of this vault's keys this device holds (a key of a newer device list "
+                    + "this device has not seen yet, or a file that is not a note)")
         }
         // Parsed as bytes: the trailer is ASCII, and the Markdown before it is signed as bytes.
         let marker = Data(("\n" + prefix).utf8)
         guard plaintext.hasSuffix(Data(" -->\n".utf8)),
             let start = plaintext.range(of: marker, options: .backwards)
         else {
-            throw SempereError(.untrustedNote, "\(path) has no author signature: set aside in Repair, not read")
+            throw SempereError(.untrustedNote, "it has no author signature line, so it was not written by Sempere")
         }
         let markdownBytes = plaintext[..<start.lowerBound]
         // Split on bytes: String.split goes through grapheme breaking, 100 times slower on 4.5 KB.
@@ -78,7 +81,8 @@ public enum VaultNote {
             claimed == epoch, let signatureBytes = fields["signature"].flatMap({ Data(base64Encoded: $0) }),
             let signature = try? HybridSignature.Signature(rawRepresentation: signatureBytes)
         else {
-            throw SempereError(.untrustedNote, "\(path)'s author line is malformed or names the wrong epoch: set aside")
+            throw SempereError(
+                .untrustedNote, "its author line is malformed, or names another epoch than the key that opens it")
         }
         // The signer is the author, and a note lives in its author's folder: a listed device that signs a note
         // for another device's path (overwriting that device's note) is set aside, never shown as that device's.
@@ -86,21 +90,22 @@ public enum VaultNote {
         guard folder.count == 3, folder[0] == "notes", folder[1] == author else {
             throw SempereError(
                 .untrustedNote,
-                "\(path) is signed by device \(author.prefix(8)), which is not the device whose folder holds it: set "
-                    + "aside in Repair, not read")
+                "it is signed by device \(author.prefix(8)), not by the device whose folder holds it (each device "
+                    + "writes only its own folder)")
         }
-        let markdown = String(decoding: markdownBytes, as: UTF8.self)
-        guard let device = try authorRecord(author, epoch: epoch, path: path, file: file, vault: vault),
-            let key = keyring.signingKeys[device.id],
+        let device = try authorRecord(author, epoch: epoch, path: path, file: file, vault: vault)
+        guard let key = keyring.signingKeys[device.id],
             key.isValidSignature(
                 signature,
                 for: signedBytes(vaultID: vault.vaultID, path: path, epoch: epoch, markdown: Data(markdownBytes)),
                 context: context)
         else {
             throw SempereError(
-                .untrustedNote, "\(path) is not signed by a device listed in its epoch: set aside in Repair, not read")
+                .untrustedNote,
+                "its signature does not verify under the key of \(device.name) (\(author.prefix(8))), whose note it "
+                    + "claims to be: it was forged or altered")
         }
-        return Opened(markdown: markdown, author: author, epoch: epoch)
+        return Opened(markdown: String(decoding: markdownBytes, as: UTF8.self), author: author, epoch: epoch)
     }
 
     /// A removed device's own notes that the vault did not record when it was removed (so the other
@@ -144,25 +149,41 @@ public enum VaultNote {
         return (Data(plaintext[..<start.lowerBound]), signature)
     }
 
-    /// The device record that may have written a note of `epoch`, or nil.
+    /// The device record that may have written a note of `epoch`; throws `.untrustedNote` saying why none may.
     static func authorRecord(
         _ author: String, epoch: Int, path: String, file: Data, vault: VaultBody
-    ) throws -> VaultBody.Device? {
+    ) throws -> VaultBody.Device {
         // The generation at which the note's epoch ended (nil: it is the current epoch).
         let ended = vault.epochs.first { $0.number == epoch + 1 }?.startedIn
         if let device = vault.device(author) {
             // A listed device, added before the epoch ended.
-            return ended.map { device.addedIn < $0 } ?? true ? device : nil
+            guard ended.map({ device.addedIn < $0 }) ?? true else {
+                throw SempereError(
+                    .untrustedNote,
+                    "it names \(device.name) (\(author.prefix(8))) as its author in epoch \(epoch), which ended "
+                        + "before that device was added")
+            }
+            return device
         }
-        guard let removal = vault.removed.first(where: { $0.device.id == author }), let ended,
-            ended <= removal.removedIn
-        else { return nil }
+        guard let removal = vault.removed.first(where: { $0.device.id == author }) else {
+            throw SempereError(
+                .untrustedNote,
+                "its author, device \(author.prefix(8)), is not a device of this vault, listed or removed")
+        }
         // A removed device keeps its old keys: only the notes recorded when the epoch ended are its.
         let digest = SHA256.hash(data: file).description
-        let recorded = vault.records.first { $0.epoch == epoch }?.notes.contains {
-            $0.path == path && $0.sha256 == digest
+        let recorded =
+            ended.map { $0 <= removal.removedIn } == true
+            && vault.records.first { $0.epoch == epoch }?.notes.contains { $0.path == path && $0.sha256 == digest }
+                == true
+        guard recorded else {
+            throw SempereError(
+                .untrustedNote,
+                "it was written by \(removal.device.name) (\(author.prefix(8))), which was removed from the vault "
+                    + "(generation \(removal.removedIn)), and it is not among the notes that existed at its removal: "
+                    + "written after the removal, or changed since (From Before a Device Change)")
         }
-        return recorded == true ? removal.device : nil
+        return removal.device
     }
 }
 

@@ -86,8 +86,9 @@ struct ScenarioTests {
             try home.folder.requests().contains { $0.body.requestID == request.body.requestID }
         }
         let found = try JoinRequest.matching(words: shownOnDevice, in: try home.folder.requests())
-        let (vault, homeWords) = try JoinApproval.approve(
+        let approved = try JoinApproval.approve(
             found, typedWords: shownOnDevice, vault: try home.vault(), home: VaultHome(credentials: home.keys))
+        let (vault, homeWords) = (approved.vault, approved.words)
         try home.folder.write(vault)
         home.pin = try vault.accept(pinned: home.pin!)
         try settle(provider, all) { try device.folder.unverifiedVault().body.device(device.keys.id) != nil }

@@ -70,13 +70,14 @@ struct VaultTests {
         f.vault = try f.homeActions.remove(deviceID: f.phone.id, from: f.vault, existingNotes: [record])
         #expect(f.vault.body.epochs.count == 2 && f.vault.body.currentEpoch.wraps[f.phone.id] == nil)
 
-        #expect(throws: SempereError.self) { try VaultKeyring(vault: f.vault.body, credentials: f.phone) }
+        expectSempereError(.removed) { try VaultKeyring(vault: f.vault.body, credentials: f.phone) }
         let fresh = try VaultNote.seal(
             markdown: "new", path: "notes/\(f.home.id)/2.age", vault: f.vault.body, author: f.home)
         // The removed device's old keys do not open the new epoch's note.
-        #expect(throws: (any Error).self) {
+        let unreadable = expectSempereError(.untrustedNote) {
             try VaultNote.open(fresh, path: "notes/\(f.home.id)/2.age", vault: f.vault.body, keyring: phoneKeysBefore)
         }
+        #expect(unreadable?.reason.contains("does not open with any of this vault's keys") == true)
         // Home reads both: the new note, and the phone's old note through the record.
         let homeKeys = try VaultKeyring(vault: f.vault.body, credentials: f.home)
         #expect(
@@ -96,10 +97,65 @@ struct VaultTests {
         let late = try VaultNote.seal(
             markdown: "written after removal", path: "notes/\(f.phone.id)/9.age", vault: staleBody, author: f.phone)
         let homeKeys = try VaultKeyring(vault: f.vault.body, credentials: f.home)
-        let error = #expect(throws: SempereError.self) {
+        let error = expectSempereError(.untrustedNote) {
             try VaultNote.open(late, path: "notes/\(f.phone.id)/9.age", vault: f.vault.body, keyring: homeKeys)
         }
-        #expect(error?.code == .untrustedNote)
+        // Said as what it is: written by a device after its removal, not "not signed by a listed device".
+        #expect(error?.reason.contains("which was removed from the vault") == true, "\(String(describing: error))")
+        #expect(error?.reason.contains("From Before a Device Change") == true)
+    }
+
+    @Test("a forged note: a listed device named as its author, a signature line that does not verify")
+    func forgedSignature() throws {
+        var f = try Fixture()
+        try f.approvePhone()
+        let keys = try VaultKeyring(vault: f.vault.body, credentials: f.phone)
+        let recipient = try #require(try AgeKeyFile.recipients(from: f.vault.body.currentEpoch.recipient).first)
+        let path = "notes/\(f.home.id)/1.age"
+        // A well-formed trailer naming home as the author, with a signature made by a key that is not home's
+        // over exactly the bytes home would sign, then one with home's genuine signature of other text.
+        let markdown = "# Transfer\n\nSend everything to the provider.\n"
+        let stranger = DeviceKeys.generate(postQuantum: false)
+        let signedBytes =
+            Data(f.vault.body.vaultID.utf8) + Data([0]) + Data(path.utf8) + Data([0]) + Data("1".utf8) + Data([0])
+            + Data(markdown.utf8)
+        let strangerSignature = try stranger.signingKey.signature(
+            for: signedBytes, context: Data("sempere/v1/note".utf8))
+        let genuine = try VaultNote.seal(markdown: "# Hello\n", path: path, vault: f.vault.body, author: f.home)
+        let genuineTrailer = try #require(
+            String(
+                decoding: try Age.decrypt(genuine, identities: [try Self.epochKey(f, credentials: f.home)]),
+                as: UTF8.self
+            )
+            .components(separatedBy: "\n<!-- ").last)
+        for trailer in [
+            "sempere-note v1 author=\(f.home.id) epoch=1 signature=\(strangerSignature.rawRepresentation.base64EncodedString()) -->\n",
+            genuineTrailer,
+        ] {
+            let forged = try Age.encrypt(Data((markdown + "\n<!-- " + trailer).utf8), to: [recipient])
+            let error = expectSempereError(.untrustedNote) {
+                try VaultNote.open(forged, path: path, vault: f.vault.body, keyring: keys)
+            }
+            #expect(error?.reason.contains("its signature does not verify") == true, "\(String(describing: error))")
+        }
+        // The same construction with home's own key over those bytes is home's note: the check is the signature.
+        let homeSignature = try f.home.signingKey.signature(for: signedBytes, context: Data("sempere/v1/note".utf8))
+        let real = try Age.encrypt(
+            Data(
+                (markdown
+                    + "\n<!-- sempere-note v1 author=\(f.home.id) epoch=1 signature=\(homeSignature.rawRepresentation.base64EncodedString()) -->\n")
+                    .utf8), to: [recipient])
+        #expect(try VaultNote.open(real, path: path, vault: f.vault.body, keyring: keys).markdown == markdown)
+    }
+
+    /// The current epoch's vault identity, unwrapped with `credentials`.
+    static func epochKey(_ f: Fixture, credentials: DeviceKeys) throws -> any AgeIdentity {
+        let wrap = try #require(f.vault.body.currentEpoch.wraps[credentials.id])
+        return try WrapIdentity(
+            string: String(
+                decoding: try Age.decrypt(Data(wrap.utf8), identities: [credentials.identity.ageIdentity]),
+                as: UTF8.self)
+        ).ageIdentity
     }
 
     @Test("the provider cannot forge a note, move one, or sign one with a key of its own")
@@ -145,7 +201,8 @@ struct VaultTests {
             try VaultNote.open(overwrite, path: path, vault: f.vault.body, keyring: keys)
         }
         #expect(error?.code == .untrustedNote)
-        #expect(error?.reason.contains("not the device whose folder holds it") == true, "\(String(describing: error))")
+        #expect(
+            error?.reason.contains("not by the device whose folder holds it") == true, "\(String(describing: error))")
         // The same note in the phone's own folder is the phone's.
         let own = "notes/\(f.phone.id)/1.age"
         let mine = try VaultNote.seal(markdown: "mine", path: own, vault: f.vault.body, author: f.phone)
@@ -170,12 +227,7 @@ struct VaultTests {
         let (_, pin2) = try Fixture.follow(try f.vault.encoded(), pin: f.pin)
 
         // Rollback: the old generation after the new one was accepted.
-        #expect(throws: SempereError.self) { try Fixture.follow(generation1, pin: pin2) }
-        do {
-            _ = try Fixture.follow(generation1, pin: pin2)
-        } catch let error as SempereError {
-            #expect(error.code == .rollback)
-        }
+        expectSempereError(.rollback) { try Fixture.follow(generation1, pin: pin2) }
 
         // Injected device: an entry added to the body without home's signature.
         var injected = f.vault.body

@@ -1,0 +1,567 @@
+import Foundation
+import SiblingsCrypto
+
+/// A device's session with one vault: what an app opens to read and write notes and, on home, to manage
+/// the devices (docs/sempere-format.md). The `sempere` command is a thin shell around it.
+///
+/// Opening checks vault.json against the pin this device keeps (``DeviceState``), so a rolled-back, forked
+/// or swapped vault is refused, and saves the newer pin and a copy of the list. Every note is opened and
+/// checked through ``VaultNote/open(_:path:vault:keyring:)``: its author is its signer, never its path, and
+/// a note whose checks fail is set aside with the reason, never shown and never deleted.
+public struct VaultSession: Sendable {
+    /// This device's configuration root (``DeviceState/configRoot(override:environment:)``).
+    public let configRoot: URL
+    public let keys: DeviceKeys
+    public let folder: VaultFolder
+    public private(set) var state: DeviceState
+    public private(set) var vault: SignedVault
+    /// What opening found that the person should be told: a copy of vault.json that was refused and why,
+    /// or a deleted vault.json that home put back.
+    public private(set) var notices: [String]
+
+    public var body: VaultBody { vault.body }
+    /// Whether this device manages the vault's devices.
+    public var isHome: Bool { body.home == keys.id }
+
+    // MARK: - Opening
+
+    /// The key store of the device whose configuration root is `configRoot` (`<root>/keys`).
+    public static func keyStore(configRoot: URL) throws -> FileKeyStore {
+        try FileKeyStore(directory: DeviceState.keyStoreDirectory(root: configRoot))
+    }
+
+    /// This device's keys, which ``create(folder:homeName:postQuantum:passphrase:configRoot:)`` or
+    /// ``askToJoin(folder:name:configRoot:now:)`` made.
+    public static func deviceKeys(configRoot: URL) throws -> DeviceKeys {
+        let store = try keyStore(configRoot: configRoot)
+        guard let keys = try DeviceKeys.load(from: store) else {
+            throw SempereError(
+                .notFound,
+                "this device has no keys in \(store.directory.path): run `sempere create` or `sempere join` first")
+        }
+        return keys
+    }
+
+    /// Opens the vault in `folder` (the only vault this device is in when nil), checked against the pin.
+    ///
+    /// When vault.json is gone from the folder, home puts back the list it signed last (and says so in
+    /// ``notices``); any other device refuses with a message that says what happened and what to do.
+    public init(configRoot: URL, folder path: String? = nil) throws {
+        self.configRoot = configRoot
+        keys = try Self.deviceKeys(configRoot: configRoot)
+        var state = try DeviceState.find(root: configRoot, folder: path)
+        let folder = VaultFolder(url: URL(fileURLWithPath: state.folder))
+        self.folder = folder
+        var notices: [String] = []
+        guard folder.isFolder("") else {
+            throw SempereError(
+                .notFound,
+                "the vault folder \(state.folder) is missing: is the synced folder there (mounted, or moved)?")
+        }
+        if try folder.vaultCandidates().isEmpty {
+            notices.append(try Self.restoreDeletedList(folder: folder, state: state, root: configRoot, keys: keys))
+        }
+        let (vault, pin, refused) = try folder.vault(pinned: state.pin)
+        for (name, error) in refused { notices.append("\(name) refused: \(error.reason)") }
+        let copy = state.vaultCopyFile(root: configRoot)
+        if pin != state.pin || !FileManager.default.fileExists(atPath: copy.path) {
+            state.pin = pin
+            try state.save(root: configRoot)
+            try AtomicWrite.write(try vault.encoded(), to: copy, mode: 0o600)
+        }
+        self.state = state
+        self.vault = vault
+        self.notices = notices
+    }
+
+    /// vault.json was deleted: home writes back the copy of the list it signed last; another device says
+    /// what happened. Returns the notice to show.
+    static func restoreDeletedList(
+        folder: VaultFolder, state: DeviceState, root: URL, keys: DeviceKeys
+    ) throws
+        -> String
+    {
+        let copy = FileManager.default.contents(atPath: state.vaultCopyFile(root: root).path).flatMap {
+            try? SignedVault(parsing: $0)
+        }
+        if let copy, copy.body.home == keys.id, (try? copy.accept(pinned: state.pin)) != nil {
+            try folder.write(copy)
+            return
+                "vault.json was missing from \(folder.url.path) (deleted by the storage provider, or by mistake): "
+                + "this device, its home, put back the device list it signed last (generation "
+                + "\(copy.body.generation)); nothing else changed"
+        }
+        let home = copy.flatMap { $0.body.device($0.body.home)?.name }.map { "\($0), the home device," } ?? "home"
+        throw SempereError(
+            .notFound,
+            "vault.json is missing from \(folder.url.path): it was deleted (by the storage provider, or by "
+                + "mistake), and nothing was changed here. \(home) keeps the device list it signed and puts it back "
+                + "the next time it runs a sempere command on this vault; then run this again")
+    }
+
+    // MARK: - Creating and joining
+
+    /// Creates a vault in `folder` with this device as its home, and returns the session and the
+    /// recovery kit to show once. With `passphrase`, the passphrase copy of the recovery key is kept in
+    /// the vault as recovery.age (``RecoveryKit/checkPassphrase(_:)`` sets the floor).
+    ///
+    /// Refuses a folder that holds a vault, or notes or requests of one whose vault.json is gone: a new
+    /// vault there would set every one of them aside.
+    public static func create(
+        folder url: URL, homeName: String, postQuantum: Bool, passphrase: String?, configRoot: URL
+    ) throws -> (session: VaultSession, kit: RecoveryKit) {
+        try checkDeviceName(homeName)
+        if let passphrase { try RecoveryKit.checkPassphrase(passphrase) }
+        let folder = VaultFolder(url: url)
+        if FileManager.default.fileExists(atPath: url.appendingPathComponent(VaultFolder.vaultFile).path) {
+            throw SempereError(
+                .alreadyExists,
+                "\(url.path) already holds a vault: join it with `sempere join \(url.path) --name \(homeName)` instead")
+        }
+        let leftovers = try folder.notePaths().count + folder.names(in: "requests").count
+        if leftovers > 0 {
+            throw SempereError(
+                .alreadyExists,
+                "\(url.path) has no vault.json but holds \(leftovers) note or join request file(s) of a vault: its "
+                    + "vault.json was deleted. A new vault here would set all of them aside, so none was made. Run "
+                    + "any sempere command on that vault's home device, which puts vault.json back; to start a "
+                    + "separate vault, choose an empty folder")
+        }
+        let store = try keyStore(configRoot: configRoot)
+        let existing = try DeviceKeys.load(from: store)
+        if postQuantum, let existing, !existing.identity.isPostQuantum {
+            throw SempereError(
+                .invalidSecret,
+                "this device's keys are classical (X25519), made once for another vault; a post-quantum vault "
+                    + "needs a device with post-quantum keys: use another configuration directory (--config) for it")
+        }
+        try folder.create()
+        let keys = try existing ?? DeviceKeys.loadOrCreate(in: store, postQuantum: postQuantum)
+        let created = try VaultHome.createVault(homeName: homeName, credentials: keys, postQuantum: postQuantum)
+        try folder.write(created.vault)
+        if let passphrase {
+            try folder.writeRecoveryCopy(
+                try created.kit.passphraseCopy(passphrase: passphrase, postQuantum: postQuantum))
+        }
+        let state = DeviceState(folder: url.path, pin: created.pin)
+        try state.save(root: configRoot)
+        try AtomicWrite.write(try created.vault.encoded(), to: state.vaultCopyFile(root: configRoot), mode: 0o600)
+        return (try VaultSession(configRoot: configRoot, folder: url.path), created.kit)
+    }
+
+    /// Step 1 of joining, on the new device: writes a join request into `folder` and returns it (show its
+    /// ``JoinRequest/words`` and ``JoinRequest/code``). The device's keys are made first if it has none,
+    /// of the type the folder's vault.json shows; home refuses a key of another type. This device's
+    /// earlier requests in the folder are removed: only the newest one's words are shown.
+    public static func askToJoin(
+        folder url: URL, name: String, configRoot: URL, now: Date = Date()
+    ) throws -> JoinRequest {
+        try checkDeviceName(name)
+        let folder = VaultFolder(url: url)
+        guard folder.isFolder("") else {
+            throw SempereError(
+                .notFound, "\(url.path) does not exist: give the vault's folder as this device syncs it")
+        }
+        let unverified = try folder.unverifiedVault()
+        if let state = try? DeviceState.find(root: configRoot, folder: url.path),
+            state.vaultID == unverified.body.vaultID
+        {
+            throw SempereError(.alreadyExists, "this device is already in the vault in \(url.path)")
+        }
+        let keys = try DeviceKeys.loadOrCreate(
+            in: try keyStore(configRoot: configRoot), postQuantum: unverified.body.postQuantum)
+        if unverified.body.postQuantum && !keys.identity.isPostQuantum {
+            throw SempereError(
+                .invalidSecret,
+                "this vault is post-quantum but this device's keys are classical: join from another configuration "
+                    + "directory (--config)")
+        }
+        for old in try folder.requests() where old.body.signingKey == keys.publicKey.rawRepresentation {
+            try folder.removeRequest(old)
+        }
+        let request = try JoinRequest(name: name, credentials: keys, now: now)
+        try folder.write(request)
+        return request
+    }
+
+    /// Step 3 of joining, on the new device: checks home's words or code against the vault.json in
+    /// `folder` and this device's own unexpired request, pins that vault, removes the request, and opens
+    /// the session.
+    public static func finishJoin(
+        folder url: URL, check: JoinCheck, configRoot: URL, now: Date = Date()
+    ) throws -> VaultSession {
+        let keys = try deviceKeys(configRoot: configRoot)
+        let folder = VaultFolder(url: url)
+        let vault = try folder.unverifiedVault()
+        let mine = try folder.requests().filter { $0.body.signingKey == keys.publicKey.rawRepresentation }
+            .sorted { $0.body.createdAt > $1.body.createdAt }
+        guard !mine.isEmpty else {
+            throw SempereError(
+                .notFound,
+                "this device has no join request in \(url.path): run `sempere join \(url.path) --name <device>` first")
+        }
+        var lastError: SempereError?
+        for request in mine {
+            do {
+                let pin = try JoinApproval.accept(check, vault: vault, request: request, credentials: keys, now: now)
+                let state = DeviceState(folder: url.path, pin: pin)
+                try state.save(root: configRoot)
+                try AtomicWrite.write(try vault.encoded(), to: state.vaultCopyFile(root: configRoot), mode: 0o600)
+                for done in mine { try? folder.removeRequest(done) }
+                return try VaultSession(configRoot: configRoot, folder: url.path)
+            } catch let error as SempereError {
+                // The words name one request; a typo in them is the same for every request.
+                if [.unknownWord, .ambiguousWord, .wrongWordCount, .invalidEncoding].contains(error.code) {
+                    throw error
+                }
+                // The newest request's reason is the one to show, unless an older one is only not listed yet.
+                if lastError == nil || error.code == .notFound { lastError = error }
+            }
+        }
+        throw lastError!
+    }
+
+    /// A device name: shown in lists and typed in commands, so printable, one line, at most 64 characters.
+    static func checkDeviceName(_ name: String) throws {
+        let trimmed = name.trimmingCharacters(in: .whitespaces)
+        guard !trimmed.isEmpty, name.count <= 64,
+            !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control || $0 == "\u{2028}" })
+        else {
+            throw SempereError(
+                .invalidName, "a device name is 1 to 64 characters on one line, without control characters")
+        }
+    }
+
+    // MARK: - Devices (home)
+
+    /// A device's name, listed or removed, else the start of its id.
+    public func name(of id: String) -> String {
+        body.device(id)?.name ?? body.removed.first { $0.device.id == id }?.device.name ?? String(id.prefix(8))
+    }
+
+    /// The listed device named by `text`: its name (any case), or a unique start of its id.
+    public func device(matching text: String) throws -> VaultBody.Device {
+        let byName = body.devices.filter { $0.name.caseInsensitiveCompare(text) == .orderedSame }
+        if byName.count == 1 { return byName[0] }
+        let byID = body.devices.filter { $0.id.hasPrefix(text.lowercased()) }
+        if byName.isEmpty, byID.count == 1, !text.isEmpty { return byID[0] }
+        if byName.count > 1 || byID.count > 1 {
+            throw SempereError(
+                .notFound, "\"\(text)\" names more than one device: use more of its id (`sempere devices list`)")
+        }
+        throw SempereError(.notFound, "no device \"\(text)\" in this vault: see `sempere devices list`")
+    }
+
+    func checkHome() throws {
+        guard isHome else {
+            throw SempereError(
+                .notHome,
+                "only the home device (\(name(of: body.home))) manages devices: run this there")
+        }
+    }
+
+    /// On home: approves the join request that the new device's words or code name, lists it, and
+    /// returns what home shows back.
+    public mutating func approve(_ check: JoinCheck) throws -> JoinApproval.Approved {
+        try checkHome()
+        let requests = try folder.requests()
+        let request: JoinRequest
+        switch check {
+        case .words(let words): request = try JoinRequest.matching(words: words, in: requests)
+        case .code(let code): request = try JoinRequest.matching(code: code, in: requests)
+        }
+        let approved = try JoinApproval.approve(request, vault: vault, home: VaultHome(credentials: keys))
+        if !approved.alreadyListed { try publish(approved.vault) }
+        return approved
+    }
+
+    /// On home: removes `device` and starts a new epoch, recording the notes that exist now.
+    public mutating func remove(device: VaultBody.Device) throws {
+        try checkHome()
+        try publish(
+            try VaultHome(credentials: keys).remove(
+                deviceID: device.id, from: vault, existingNotes: try folder.noteReferences()))
+    }
+
+    /// On home: renames `device`.
+    public mutating func rename(device: VaultBody.Device, to name: String) throws {
+        try checkHome()
+        try Self.checkDeviceName(name)
+        try publish(try VaultHome(credentials: keys).rename(deviceID: device.id, to: name, in: vault))
+    }
+
+    /// Writes vault.json after a change home made, and follows it.
+    mutating func publish(_ updated: SignedVault) throws {
+        try folder.write(updated)
+        state.pin = try updated.accept(pinned: state.pin)
+        try state.save(root: configRoot)
+        try AtomicWrite.write(try updated.encoded(), to: state.vaultCopyFile(root: configRoot), mode: 0o600)
+        vault = updated
+    }
+
+    // MARK: - Notes
+
+    /// A note that opened and passed every check.
+    public struct Note: Sendable {
+        public let path: String
+        public let id: String
+        /// The device that signed it (always the device whose folder holds it).
+        public let author: String
+        public let epoch: Int
+        public let markdown: String
+        public let modified: Date?
+
+        /// The first line, without its heading marks.
+        public var title: String { VaultSession.title(of: markdown) }
+    }
+
+    /// A file that is not shown as a note, and why: it is never read as one and never deleted.
+    public struct SetAside: Sendable {
+        public let path: String
+        public let reason: String
+    }
+
+    public struct Listing: Sendable {
+        /// Newest first.
+        public let notes: [Note]
+        public let setAside: [SetAside]
+    }
+
+    /// Every note, opened and checked through this device's encrypted note index (only the notes that
+    /// changed since the last listing are opened again), and everything set aside.
+    public func list() throws -> Listing {
+        let indexFile = state.noteIndexFile(root: configRoot)
+        var index = NoteIndex.load(from: indexFile, identity: keys.identity)
+        let results = try index.refresh(folder: folder, vault: vault, keyring: try keyring())
+        try index.save(to: indexFile, identity: keys.identity)
+        var notes: [Note] = []
+        var setAside: [SetAside] = []
+        for (path, result) in results {
+            switch result {
+            case .success(let opened):
+                let modified =
+                    (try? FileManager.default.attributesOfItem(atPath: folder.url.appendingPathComponent(path).path))?[
+                        .modificationDate] as? Date
+                notes.append(
+                    Note(
+                        path: path, id: Self.noteID(path), author: opened.author, epoch: opened.epoch,
+                        markdown: opened.markdown, modified: modified))
+            case .failure(let error):
+                setAside.append(SetAside(path: path, reason: error.reason))
+            }
+        }
+        setAside += try folder.setAside().map {
+            SetAside(
+                path: $0,
+                reason: "not part of the vault layout (a sync conflict copy, or a stray file or folder)")
+        }
+        notes.sort { ($0.modified ?? .distantPast) > ($1.modified ?? .distantPast) }
+        return Listing(notes: notes, setAside: setAside.sorted { $0.path < $1.path })
+    }
+
+    func keyring() throws -> VaultKeyring { try VaultKeyring(vault: body, credentials: keys) }
+
+    /// The note path named by a note id or a unique start of one.
+    public func notePath(matching text: String) throws -> String {
+        let wanted = text.lowercased()
+        let matches = try folder.notePaths().filter { $0 == text || Self.noteID($0).hasPrefix(wanted) }
+        guard !wanted.isEmpty, let first = matches.first else {
+            throw SempereError(.notFound, "no note \"\(text)\" in this vault: see `sempere ls`")
+        }
+        guard matches.count == 1 else {
+            throw SempereError(.notFound, "\"\(text)\" starts more than one note id: use more of it")
+        }
+        return first
+    }
+
+    /// The note at `path`, opened and checked; a note whose checks fail is never shown: the error says why
+    /// it is set aside.
+    public func open(notePath path: String) throws -> VaultNote.Opened {
+        do {
+            return try VaultNote.open(try folder.readNote(at: path), path: path, vault: body, keyring: try keyring())
+        } catch let error as SempereError where error.code == .untrustedNote {
+            throw SempereError(
+                .untrustedNote, "note \(Self.noteID(path).prefix(8)) is set aside, never shown: \(error.reason)")
+        }
+    }
+
+    /// Seals `markdown` as a new note of this device; returns its path.
+    @discardableResult
+    public func newNote(markdown: String) throws -> String {
+        let path = VaultFolder.notePath(author: keys.id, noteID: VaultFolder.newNoteID())
+        try write(markdown, at: path)
+        return path
+    }
+
+    /// Imports files as notes, one each, after checking them all: every file must be readable, non-empty
+    /// UTF-8 (a note is UTF-8 Markdown, and changing a file's bytes to make it so would lose data
+    /// silently). Returns the new notes' paths, in order.
+    public func importNotes(_ files: [URL]) throws -> [String] {
+        var texts: [String] = []
+        for file in files {
+            guard let data = FileManager.default.contents(atPath: file.path) else {
+                throw SempereError(.io, "cannot read \(file.path), so nothing was imported: check the path")
+            }
+            guard let text = String(validating: data, as: UTF8.self) else {
+                throw SempereError(
+                    .invalidEncoding,
+                    "\(file.path) is not UTF-8 text, so nothing was imported: a note is UTF-8 Markdown, and sempere "
+                        + "does not change a file's bytes to make it one. Convert it first, for example "
+                        + "`iconv -f latin1 -t utf-8 \(file.path) > converted.md`")
+            }
+            guard !text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
+                throw SempereError(.emptyNote, "\(file.path) is empty, so nothing was imported")
+            }
+            texts.append(text)
+        }
+        return try texts.map { try newNote(markdown: $0) }
+    }
+
+    /// The note at `path` when this device may edit it: it opens, and this device signed it.
+    public func editableNote(at path: String) throws -> VaultNote.Opened {
+        let opened = try open(notePath: path)
+        guard opened.author == keys.id else {
+            throw SempereError(
+                .notFound,
+                "note \(Self.noteID(path).prefix(8)) was written by \(name(of: opened.author)); each device edits "
+                    + "only its own notes: `sempere cat \(Self.noteID(path).prefix(8)) | sempere new <title>` makes "
+                    + "a copy")
+        }
+        return opened
+    }
+
+    /// Replaces this device's note at `path` with `markdown`. An empty text is refused (as git refuses an
+    /// empty commit message): removing a note is ``removeNote(at:)``.
+    public func updateNote(at path: String, markdown: String) throws {
+        _ = try editableNote(at: path)
+        guard !markdown.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
+            throw SempereError(
+                .emptyNote,
+                "the edited note is empty, so it was not saved and note \(Self.noteID(path).prefix(8)) is unchanged; "
+                    + "to delete it, `sempere rm \(Self.noteID(path).prefix(8))`")
+        }
+        try write(markdown, at: path)
+    }
+
+    /// Removes this device's note at `path`. Only a note that opens and that this device signed is removed.
+    /// A set-aside one is kept ("never deleted unless you say so", and only through Repair): removing it
+    /// here could lose another device's note that the provider moved into this folder.
+    public func removeNote(at path: String) throws {
+        let opened: VaultNote.Opened
+        do {
+            opened = try open(notePath: path)
+        } catch let error as SempereError where error.code == .untrustedNote {
+            throw SempereError(.untrustedNote, "\(error.reason); it is kept, not removed (Repair will handle it)")
+        }
+        guard opened.author == keys.id else {
+            throw SempereError(
+                .notFound,
+                "note \(Self.noteID(path).prefix(8)) was written by \(name(of: opened.author)); only its author "
+                    + "removes it (each device writes only its own notes)")
+        }
+        try folder.removeNote(at: path)
+    }
+
+    func write(_ markdown: String, at path: String) throws {
+        try folder.writeNote(try VaultNote.seal(markdown: markdown, path: path, vault: body, author: keys), at: path)
+    }
+
+    // MARK: - Export
+
+    /// Writes every note as a plaintext Markdown file (mode 0600) into `directory`, created 0700 if
+    /// missing, and returns the files written and what was set aside (not exported). Refuses a directory
+    /// inside the vault folder: plaintext there would be synced to the provider.
+    public func export(to directory: URL) throws -> (written: [(id: String, file: URL)], setAside: [SetAside]) {
+        try checkOutsideVault(directory)
+        let listing = try list()
+        var written: [(id: String, file: URL)] = []
+        for note in listing.notes {
+            let safe = String(note.title.map { $0.isLetter || $0.isNumber || $0 == "-" ? $0 : "_" }.prefix(60))
+            let file = directory.appendingPathComponent("\(safe)-\(note.id.prefix(8)).md")
+            try AtomicWrite.write(Data(note.markdown.utf8), to: file, mode: 0o600)
+            written.append((note.id, file))
+        }
+        return (written, listing.setAside)
+    }
+
+    /// On a device that was removed: writes its own notes that the vault did not record at its removal
+    /// (what it "had not synced") into `directory`, as `unsynced-<id>.md`.
+    public static func exportUnsynced(
+        configRoot: URL, folder path: String?, to directory: URL
+    ) throws -> [(id: String, file: URL)] {
+        let keys = try deviceKeys(configRoot: configRoot)
+        let state = try DeviceState.find(root: configRoot, folder: path)
+        let folder = VaultFolder(url: URL(fileURLWithPath: state.folder))
+        let (vault, _, _) = try folder.vault(pinned: state.pin)
+        try checkOutside(directory, vault: folder.url)
+        var written: [(id: String, file: URL)] = []
+        for note in try VaultNote.unsynced(folder: folder, vault: vault.body, credentials: keys) {
+            let id = noteID(note.path)
+            let file = directory.appendingPathComponent("unsynced-\(id.prefix(8)).md")
+            try AtomicWrite.write(Data(note.markdown.utf8), to: file, mode: 0o600)
+            written.append((id, file))
+        }
+        return written
+    }
+
+    func checkOutsideVault(_ directory: URL) throws { try Self.checkOutside(directory, vault: folder.url) }
+
+    /// Refuses `directory` when it is the vault folder or inside it (following symbolic links), and
+    /// creates it (0700) otherwise.
+    static func checkOutside(_ directory: URL, vault: URL) throws {
+        func resolved(_ url: URL) -> String {
+            // The nearest existing ancestor, with its links resolved, and the rest appended.
+            var existing = url.standardizedFileURL
+            var rest: [String] = []
+            while !FileManager.default.fileExists(atPath: existing.path), existing.path != "/" {
+                rest.insert(existing.lastPathComponent, at: 0)
+                existing = existing.deletingLastPathComponent()
+            }
+            return rest.reduce(existing.resolvingSymlinksInPath()) { $0.appendingPathComponent($1) }.path
+        }
+        let target = resolved(directory)
+        let vaultPath = resolved(vault)
+        guard target != vaultPath, !target.hasPrefix(vaultPath + "/") else {
+            throw SempereError(
+                .unsafeDestination,
+                "\(directory.path) is inside the vault folder \(vault.path), which is synced: exported notes are "
+                    + "plaintext, so nothing was written. Export to a private folder outside it")
+        }
+        do {
+            try FileManager.default.createDirectory(
+                at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw SempereError(.io, "cannot create \(directory.path): \(plainDescription(of: error))")
+        }
+    }
+
+    // MARK: - Recovery kit
+
+    /// The recovery kit, from the passphrase copy in the vault (recovery.age).
+    public func recoveryKit(passphrase: String) throws -> RecoveryKit {
+        guard
+            let file = FileManager.default.contents(
+                atPath: folder.url.appendingPathComponent(VaultFolder.recoveryFile).path)
+        else {
+            throw SempereError(
+                .notFound,
+                "this vault has no passphrase copy of the recovery key (recovery.age): the kit exists only on the "
+                    + "paper printed at `sempere create`")
+        }
+        return try RecoveryKit(passphraseCopy: file, passphrase: passphrase, vaultID: body.vaultID)
+    }
+
+    // MARK: - Names
+
+    /// The note id in a note path (`notes/<device>/<id>.age`).
+    public static func noteID(_ path: String) -> String {
+        String(path.split(separator: "/").last.map { $0.hasSuffix(".age") ? $0.dropLast(4) : $0 } ?? "")
+    }
+
+    /// A note's title: its first non-empty line without heading marks, or "(untitled)".
+    public static func title(of markdown: String) -> String {
+        let line = markdown.split(separator: "\n", omittingEmptySubsequences: true).first.map(String.init) ?? ""
+        let title = line.drop(while: { $0 == "#" }).trimmingCharacters(in: .whitespaces)
+        return title.isEmpty ? "(untitled)" : title
+    }
+}

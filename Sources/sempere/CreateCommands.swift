@@ -1,0 +1,108 @@
+import CommandLineKit
+import Foundation
+import Sempere
+
+struct Create: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "create",
+        abstract: "Create a vault in a folder, with this device as its home, and print the recovery kit.",
+        discussion: """
+            Makes this device's keys (once), the vault and its folder layout, and prints the recovery kit: its \
+            secret and a QR code of it. The kit is shown only now and never stored: print it or write it down. \
+            With --passphrase-copy, a copy of the recovery key is also kept in the vault as recovery.age, \
+            encrypted with a passphrase read from $SEMPERE_PASSPHRASE or the first line of standard input: at \
+            least 16 characters, since the storage provider can try guesses against that copy offline. The \
+            folder must not hold notes of another vault.
+            """)
+
+    @Argument(help: "The folder to hold the vault (for example inside a synced folder).") var folder: String
+    @Option(name: .long("name"), help: "This device's name, as the device list shows it.") var name: String
+    @Flag(name: .long("post-quantum"), help: "Use post-quantum (X-Wing) keys for the vault and this device.")
+    var postQuantum: Bool
+    @Flag(name: .long("passphrase-copy"), help: "Keep a passphrase-encrypted copy of the recovery key in the vault.")
+    var passphraseCopy: Bool
+    @Flag(name: .long("json"), help: "Print the result as JSON.") var json: Bool
+    @OptionGroup var options: ConfigOption
+
+    func validate() throws {
+        guard !name.trimmingCharacters(in: .whitespaces).isEmpty else { throw ValidationError("--name is empty") }
+    }
+
+    func run() async throws {
+        try reporting {
+            let path = absolutePath(folder)
+            let passphrase = passphraseCopy ? try readPassphrase(for: "--passphrase-copy") : nil
+            let (session, kit) = try VaultSession.create(
+                folder: URL(fileURLWithPath: path), homeName: name, postQuantum: postQuantum, passphrase: passphrase,
+                configRoot: try options.configRoot())
+            let vaultID = session.body.vaultID
+            let secret = kit.secretString
+            if json {
+                try printJSON([
+                    "vault_id": vaultID, "folder": path, "device_id": session.keys.id, "device_name": name,
+                    "recovery_kit": secret, "passphrase_copy": passphrase != nil,
+                ])
+                return
+            }
+            streams.out("Created the vault \(vaultID) in \(path).")
+            streams.out("This device, \(name) (\(session.keys.id.prefix(8))), is its home: it manages devices.")
+            streams.out("")
+            streams.out("RECOVERY KIT for vault \(vaultID)")
+            streams.out("")
+            streams.out("    \(secret)")
+            streams.out("")
+            streams.out(terminalQR(Data(secret.utf8)))
+            streams.out(
+                "Print this page or write the kit down now, and keep it as safe as your notes: it is shown only "
+                    + "once and stored nowhere. With it and your files, anyone can read everything.")
+            if passphrase != nil {
+                streams.out("A passphrase copy of the recovery key is in \(path)/recovery.age.")
+            }
+            streams.out("")
+            streams.out("Next: `sempere new <title>` writes a note; `sempere join \(path) --name <device>` on another")
+            streams.out("device asks to join, and `sempere devices approve --words \"...\"` here approves it.")
+        }
+    }
+}
+
+struct Kit: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "kit", abstract: "The recovery kit: print it again from its passphrase copy.",
+        subcommands: [KitPrint.self])
+}
+
+struct KitPrint: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "print",
+        abstract: "Print the recovery kit again, from the passphrase copy in the vault (recovery.age).",
+        discussion: """
+            The kit itself is stored nowhere: `sempere create` shows it once. If the vault has a passphrase copy \
+            (`create --passphrase-copy`), this opens it with the passphrase from $SEMPERE_PASSPHRASE or the first \
+            line of standard input and prints the kit again; --html writes a printable page (print it, then \
+            delete the file).
+            """)
+
+    @OptionalOption(name: .long("html"), help: "Also write the printable kit page to this file (0600).")
+    var html: String?
+    @OptionGroup var options: VaultOptions
+
+    func run() async throws {
+        try reporting {
+            let session = try options.session()
+            let kit = try session.recoveryKit(passphrase: try readPassphrase(for: "the passphrase copy"))
+            if let html {
+                let url = URL(fileURLWithPath: absolutePath(html))
+                guard
+                    FileManager.default.createFile(
+                        atPath: url.path, contents: Data(try kit.page().utf8), attributes: [.posixPermissions: 0o600])
+                else { throw failure("cannot write \(url.path): check that its folder exists and is writable") }
+                streams.err("sempere: wrote the kit page to \(url.path): print it, then delete the file")
+            }
+            streams.out("RECOVERY KIT for vault \(session.body.vaultID)")
+            streams.out("")
+            streams.out("    \(kit.secretString)")
+            streams.out("")
+            streams.out(terminalQR(Data(kit.secretString.utf8)))
+        }
+    }
+}

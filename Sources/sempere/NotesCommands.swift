@@ -1,0 +1,277 @@
+import CommandLineKit
+import Foundation
+import Sempere
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+struct New: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "new", abstract: "Write a note: the title, then Markdown from --text or standard input.")
+
+    @Argument(help: "The note's title (its first line).") var title: String
+    @OptionalOption(name: .long("text"), help: "The note's Markdown (else read from standard input).")
+    var text: String?
+    @Flag(name: .long("json"), help: "Print the result as JSON.") var json: Bool
+    @OptionGroup var options: VaultOptions
+
+    func run() async throws {
+        try reporting {
+            let session = try options.session()
+            if text == nil && isatty(STDIN_FILENO) == 1 {
+                streams.err("Type the note's Markdown, then Ctrl-D on a line of its own.")
+            }
+            let content = text ?? readStandardInput()
+            var markdown = "# \(title)\n" + (content.isEmpty ? "" : "\n" + content)
+            if !markdown.hasSuffix("\n") { markdown += "\n" }
+            let path = try session.newNote(markdown: markdown)
+            let id = VaultSession.noteID(path)
+            if json {
+                try printJSON(["id": id, "path": path, "title": title])
+                return
+            }
+            streams.out(id)
+        }
+    }
+}
+
+struct List: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ls",
+        abstract: "List the notes: title, id, author, date; and what is set aside, with the reason.")
+
+    @Flag(name: .long("json"), help: "Print the list as JSON.") var json: Bool
+    @OptionGroup var options: VaultOptions
+
+    func run() async throws {
+        try reporting {
+            let session = try options.session()
+            let listing = try session.list()
+            if json {
+                try printJSON([
+                    "notes": listing.notes.map { note in
+                        [
+                            "id": note.id, "path": note.path, "title": note.title, "author": note.author,
+                            "author_name": session.name(of: note.author), "modified": isoDate(note.modified),
+                            "mine": note.author == session.keys.id,
+                        ] as [String: Any]
+                    },
+                    "set_aside": listing.setAside.map { ["path": $0.path, "reason": $0.reason] },
+                ])
+                return
+            }
+            if listing.notes.isEmpty { streams.out("No notes yet: `sempere new <title>` writes one.") }
+            for note in listing.notes {
+                streams.out(
+                    "\(note.id.prefix(8))  \(isoDate(note.modified))  \(session.name(of: note.author))  \(note.title)")
+            }
+            if !listing.setAside.isEmpty {
+                streams.out("")
+                streams.out("Set aside (never shown as notes, never deleted):")
+                for item in listing.setAside { streams.out("  \(item.path): \(item.reason)") }
+            }
+        }
+    }
+}
+
+struct Cat: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "cat", abstract: "Print a note's Markdown.")
+
+    @Argument(help: "The note's id, or the start of it.") var id: String
+    @OptionGroup var options: VaultOptions
+
+    func run() async throws {
+        try reporting {
+            let session = try options.session()
+            let note = try session.open(notePath: try session.notePath(matching: id))
+            FileHandle.standardOutput.write(Data(note.markdown.utf8))
+            if !note.markdown.hasSuffix("\n") { streams.out("") }
+        }
+    }
+}
+
+struct Remove: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rm", abstract: "Delete one of this device's own notes (never a set-aside one).")
+
+    @Argument(help: "The note's id, or the start of it.") var id: String
+    @Flag(name: .long("json"), help: "Print the result as JSON.") var json: Bool
+    @OptionGroup var options: VaultOptions
+
+    func run() async throws {
+        try reporting {
+            let session = try options.session()
+            let path = try session.notePath(matching: id)
+            try session.removeNote(at: path)
+            let id = VaultSession.noteID(path)
+            if json {
+                try printJSON(["id": id, "removed": true])
+                return
+            }
+            streams.out("Removed note \(id).")
+        }
+    }
+}
+
+struct Search: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "search", abstract: "Find notes whose text contains the words (case-insensitive).")
+
+    @Argument(help: "The text to look for.") var text: String
+    @Flag(name: .long("json"), help: "Print the matches as JSON.") var json: Bool
+    @OptionGroup var options: VaultOptions
+
+    func run() async throws {
+        try reporting {
+            let session = try options.session()
+            var matches: [(note: VaultSession.Note, lines: [String])] = []
+            for note in try session.list().notes {
+                let lines = note.markdown.split(separator: "\n").map(String.init).filter {
+                    $0.range(of: text, options: .caseInsensitive) != nil
+                }
+                if !lines.isEmpty { matches.append((note, lines)) }
+            }
+            if json {
+                try printJSON(matches.map { ["id": $0.note.id, "title": $0.note.title, "lines": $0.lines] })
+                return
+            }
+            if matches.isEmpty { throw failure("no note contains \"\(text)\"") }
+            for match in matches {
+                streams.out("\(match.note.id.prefix(8))  \(match.note.title)")
+                for line in match.lines { streams.out("    \(line)") }
+            }
+        }
+    }
+}
+
+struct Import: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "import",
+        abstract: "Import Markdown files as notes, one note each (UTF-8 only; all are checked first).")
+
+    @Arguments(help: "The Markdown files.") var files: [String]
+    @Flag(name: .long("json"), help: "Print the result as JSON.") var json: Bool
+    @OptionGroup var options: VaultOptions
+
+    func run() async throws {
+        try reporting {
+            let session = try options.session()
+            let paths = try session.importNotes(files.map { URL(fileURLWithPath: absolutePath($0)) })
+            let imported = zip(files, paths).map { ["file": $0, "id": VaultSession.noteID($1)] }
+            if json { return try printJSON(imported) }
+            for item in imported { streams.out("\(item["id"]!)  \(item["file"]!)") }
+        }
+    }
+}
+
+struct Export: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "export",
+        abstract: "Write every note as a decrypted Markdown file into a folder (plaintext: keep it private).",
+        discussion: """
+            The folder is created 0700 if missing and each file is 0600. A folder inside the vault folder is \
+            refused, since the provider would sync the plaintext.
+            """)
+
+    @Argument(help: "The folder to write into (created 0700 if missing).") var directory: String
+    @Flag(
+        name: .long("unsynced"),
+        help: "On a device that was removed: save its own notes that the vault did not record.")
+    var unsynced: Bool
+    @Flag(name: .long("json"), help: "Print the result as JSON.") var json: Bool
+    @OptionGroup var options: VaultOptions
+
+    func run() async throws {
+        try reporting {
+            let target = URL(fileURLWithPath: absolutePath(directory))
+            if unsynced {
+                let written = try VaultSession.exportUnsynced(
+                    configRoot: try options.configRoot(), folder: options.vault.map(absolutePath), to: target)
+                if json { return try printJSON(written.map { ["id": $0.id, "file": $0.file.path] }) }
+                for item in written { streams.out(item.file.path) }
+                return
+            }
+            let session = try options.session()
+            let (written, setAside) = try session.export(to: target)
+            for item in setAside { streams.err("sempere: warning: \(item.path) is set aside and not exported") }
+            streams.err(
+                "sempere: warning: the \(written.count) files in \(target.path) are plaintext, readable by anyone "
+                    + "who can read that folder; do not put it in a synced folder, and delete it when done")
+            if json { return try printJSON(written.map { ["id": $0.id, "file": $0.file.path] }) }
+            for item in written { streams.out(item.file.path) }
+        }
+    }
+}
+
+struct Edit: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "edit",
+        abstract: "Edit one of this device's notes in $EDITOR, through a private temporary file.",
+        discussion: """
+            The note is decrypted into a file of mode 0600 in a new directory of mode 0700, $VISUAL or $EDITOR \
+            (else vi) edits it, the result is encrypted back, and the file and its directory are deleted \
+            whatever happens. An edit that empties the note is not saved (as git aborts on an empty message).
+            """)
+
+    @Argument(help: "The note's id, or the start of it.") var id: String
+    @OptionGroup var options: VaultOptions
+
+    func run() async throws {
+        try reporting {
+            let session = try options.session()
+            let path = try session.notePath(matching: id)
+            let note = try session.editableNote(at: path)
+            let edited = try editInPrivateFile(note.markdown)
+            let id = VaultSession.noteID(path)
+            guard edited != note.markdown else {
+                streams.out("No change to note \(id).")
+                return
+            }
+            try session.updateNote(at: path, markdown: edited)
+            streams.out("Saved note \(id).")
+        }
+    }
+
+    /// Runs the editor on `text` in a 0600 file inside a fresh 0700 directory; both are removed on return.
+    func editInPrivateFile(_ text: String) throws -> String {
+        let base = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        var template = Array("\(base)/sempere-edit-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else {
+            throw failure("cannot create a private temporary directory in \(base): \(String(cString: strerror(errno)))")
+        }
+        let directory = String(cString: made)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        chmod(directory, 0o700)
+        let file = directory + "/note.md"
+        let descriptor = Glibc.open(file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw failure("cannot create \(file): \(String(cString: strerror(errno)))") }
+        let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
+        defer { unlink(file) }
+        do {
+            try handle.write(contentsOf: Data(text.utf8))
+            try handle.close()
+        } catch {
+            throw failure("cannot write \(file) (is \(base) full?); the note is unchanged")
+        }
+
+        let environment = ProcessInfo.processInfo.environment
+        let editor = [environment["VISUAL"], environment["EDITOR"]].compactMap { $0 }.first { !$0.isEmpty } ?? "vi"
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", "\(editor) \"$1\"", "sh", file]
+        try process.runWithSignalsUnblocked()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw failure(
+                "the editor (\(editor)) exited with status \(process.terminationStatus); the note is unchanged")
+        }
+        guard let data = FileManager.default.contents(atPath: file) else {
+            throw failure("the edited file is gone (\(file)); the note is unchanged")
+        }
+        guard let edited = String(validating: data, as: UTF8.self) else {
+            throw failure("the edited file is not UTF-8 text; the note is unchanged")
+        }
+        return edited
+    }
+}

@@ -1,0 +1,111 @@
+import CommandLineKit
+import Foundation
+import Sempere
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `sempere`: a notes vault on any synced folder (README.md, docs/sempere-format.md). Each command parses
+/// its arguments, calls `VaultSession` in the Sempere library, and prints.
+struct SempereCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sempere",
+        abstract: "A notes vault on any synced folder: every note is an age file, every device has its own key.",
+        discussion: """
+            Start with `sempere create <folder> --name <device>` on the first device (it becomes home, which \
+            manages devices), or `sempere join <folder> --name <device>` on another one. This device's keys and \
+            state live in --config, else $SEMPERE_CONFIG, else $XDG_CONFIG_HOME/sempere, else ~/.config/sempere.
+            """,
+        version: "sempere 0.2.0",
+        subcommands: [
+            Create.self, Join.self, Devices.self, New.self, List.self, Cat.self, Remove.self, Search.self,
+            Import.self, Export.self, Edit.self, Kit.self,
+        ])
+}
+
+/// The options every command that works on a vault takes.
+struct VaultOptions: ParsableArguments {
+    @OptionalOption(name: .long("vault"), help: "The vault folder (needed when this device is in several).")
+    var vault: String?
+    @OptionalOption(name: .long("config"), help: "This device's configuration directory.") var config: String?
+
+    /// This device's configuration root.
+    func configRoot() throws -> URL {
+        try DeviceState.configRoot(override: config, environment: ProcessInfo.processInfo.environment)
+    }
+
+    /// The vault, opened and checked against this device's pin; what opening noticed is shown as warnings.
+    func session() throws -> VaultSession {
+        let session = try VaultSession(configRoot: try configRoot(), folder: vault.map(absolutePath))
+        for notice in session.notices { streams.err("sempere: warning: \(notice)") }
+        return session
+    }
+}
+
+/// Only `--config`, for the commands that make a vault or join one.
+struct ConfigOption: ParsableArguments {
+    @OptionalOption(name: .long("config"), help: "This device's configuration directory.") var config: String?
+
+    func configRoot() throws -> URL {
+        try DeviceState.configRoot(override: config, environment: ProcessInfo.processInfo.environment)
+    }
+}
+
+let streams = StandardStreams()
+
+/// Says what went wrong on standard error and returns the failure status to throw.
+func failure(_ message: String) -> ExitCode {
+    streams.err("sempere: error: \(message)")
+    return .failure
+}
+
+/// Runs `body`, turning the library's errors into a message on standard error and exit status 1.
+func reporting(_ body: () throws -> Void) throws {
+    do {
+        try body()
+    } catch let error as SempereError {
+        throw failure(error.reason)
+    } catch let error as ExitCode {
+        throw error
+    } catch {
+        throw failure("unexpected error (please report it): \(error.localizedDescription)")
+    }
+}
+
+func printJSON(_ value: Any) throws {
+    let data = try JSONSerialization.data(
+        withJSONObject: value, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+    streams.out(String(decoding: data, as: UTF8.self))
+}
+
+func absolutePath(_ path: String) -> String {
+    let url =
+        path.hasPrefix("/")
+        ? URL(fileURLWithPath: path)
+        : URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(path)
+    return url.standardizedFileURL.path
+}
+
+func isoDate(_ date: Date?) -> String { date.map { ISO8601DateFormatter().string(from: $0) } ?? "" }
+
+func readStandardInput() -> String {
+    String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+}
+
+/// The passphrase from $SEMPERE_PASSPHRASE, else the first line of standard input; `purpose` says what
+/// it is for when there is none.
+func readPassphrase(for purpose: String) throws -> String {
+    let passphrase =
+        ProcessInfo.processInfo.environment["SEMPERE_PASSPHRASE"]
+        ?? readStandardInput().split(separator: "\n", omittingEmptySubsequences: false).first.map(String.init)
+    guard let passphrase, !passphrase.isEmpty else {
+        throw failure("\(purpose) needs a passphrase in $SEMPERE_PASSPHRASE or on standard input")
+    }
+    return passphrase
+}
+
+/// A QR code for the terminal, or nothing when it cannot be made (the words or string suffice).
+func terminalQR(_ payload: some DataProtocol) -> String {
+    (try? QRCode(payload).terminalText()) ?? ""
+}

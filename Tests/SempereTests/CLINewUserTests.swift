@@ -1,0 +1,125 @@
+import Foundation
+import Testing
+
+/// `sempere` tried as a new user would, mistakes included: each test is a step that once went wrong.
+extension CLITests {
+    @Test("a deleted vault.json: the phone says what happened, home puts it back, create refuses the folder")
+    func deletedVaultFile() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        _ = try Self.twoDevices(scratch)
+        #expect(try scratch.run("A", ["new", "Taxes", "--text", "keep me"]).status == 0)
+        let vaultFile = URL(fileURLWithPath: scratch.vault).appendingPathComponent("vault.json")
+        let signed = try Data(contentsOf: vaultFile)
+        try FileManager.default.removeItem(at: vaultFile)
+
+        // The phone changes nothing, and says who puts it back.
+        let phone = try scratch.run("B", ["ls"])
+        #expect(phone.status == 1 && phone.err.contains("vault.json is missing"), "\(phone.err)")
+        #expect(phone.err.contains("Laptop, the home device, keeps the device list it signed"))
+        #expect(!FileManager.default.fileExists(atPath: vaultFile.path))
+
+        // A new vault in that folder would set every note aside: refused, and the folder is untouched.
+        let create = try scratch.run("C", ["create", scratch.vault, "--name", "Other"])
+        #expect(create.status == 1 && create.err.contains("vault.json was deleted"), "\(create.err)")
+        #expect(!FileManager.default.fileExists(atPath: vaultFile.path))
+
+        // Home puts back exactly the list it signed, and says so; then the phone reads the note.
+        let home = try scratch.run("A", ["ls"])
+        #expect(home.status == 0 && home.err.contains("put back the device list it signed last"), "\(home.err)")
+        #expect(try Data(contentsOf: vaultFile) == signed)
+        let after = try scratch.run("B", ["ls"])
+        #expect(after.status == 0 && after.out.contains("Taxes"), "\(after.err)")
+    }
+
+    @Test(
+        "join by pasted codes, both ways; a second request replaces the first; joining a missing folder makes no keys")
+    func joinWithCodes() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        #expect(try scratch.run("A", ["create", scratch.vault, "--name", "Laptop"]).status == 0)
+
+        let missing = try scratch.run(
+            "B", ["join", scratch.root.appendingPathComponent("nope").path, "--name", "Phone"])
+        #expect(missing.status == 1 && missing.err.contains("does not exist"), "\(missing.err)")
+        #expect(!FileManager.default.fileExists(atPath: scratch.config("B") + "/keys/device-signing-key"))
+
+        let first = try #require(
+            try scratch.run("B", ["join", scratch.vault, "--name", "Phone", "--json"]).json() as? [String: Any])
+        let asked = try scratch.run("B", ["join", scratch.vault, "--name", "Phone", "--json"])
+        let request = try #require(try asked.json() as? [String: Any])
+        let code = try #require(request["code"] as? String)
+        #expect(code.hasPrefix("sempere-join-request:") && request["expires"] as? String != nil)
+        // Only the newest request is in the folder: the first one's words no longer approve anything.
+        let requests = try FileManager.default.contentsOfDirectory(atPath: scratch.vault + "/requests")
+        #expect(requests.count == 1, "\(requests)")
+        let old = try scratch.run("A", ["devices", "approve", "--words", try #require(first["words"] as? String)])
+        #expect(old.status == 1 && old.err.contains("no join request here shows the words"), "\(old.err)")
+
+        let approved = try scratch.run("A", ["devices", "approve", "--code", code, "--json"])
+        #expect(approved.status == 0, "\(approved.err)")
+        let homeCode = try #require((try approved.json() as? [String: Any])?["code"] as? String)
+        let wrong = try scratch.run("B", ["join", scratch.vault, "--code", String(homeCode.dropLast()) + "A"])
+        #expect(wrong.status == 1, "\(wrong.out)")
+        let joined = try scratch.run("B", ["join", scratch.vault, "--code", homeCode])
+        #expect(joined.status == 0 && joined.out.contains("Joined the vault"), "\(joined.err)")
+        let text = try scratch.run("B", ["join", scratch.vault, "--name", "Phone"])
+        #expect(text.status == 1 && text.err.contains("already in the vault"), "\(text.err)")
+    }
+
+    @Test(
+        "refused with what to do: a weak passphrase, non-UTF-8 import, export into the vault, an emptied note, a duplicate name"
+    )
+    func newUserMistakes() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+
+        // A one-character passphrase for the copy that sits in the synced folder: nothing is created.
+        let weak = try scratch.run(
+            "A", ["create", scratch.vault, "--name", "Laptop", "--passphrase-copy"],
+            environment: ["SEMPERE_PASSPHRASE": "x"])
+        #expect(weak.status == 1 && weak.err.contains("at least 16 characters"), "\(weak.err)")
+        #expect(!FileManager.default.fileExists(atPath: scratch.vault + "/vault.json"))
+
+        let (_, phoneID) = try Self.twoDevices(scratch)
+
+        // Latin-1 bytes are refused, and the valid file beside them is not imported either.
+        let good = scratch.root.appendingPathComponent("good.md")
+        let latin1 = scratch.root.appendingPathComponent("latin1.md")
+        try Data("# Fine\n".utf8).write(to: good)
+        try Data([0x23, 0x20, 0x43, 0x61, 0x66, 0xE9, 0x0A]).write(to: latin1)  // "# Café" in Latin-1
+        let imported = try scratch.run("A", ["import", good.path, latin1.path])
+        #expect(imported.status == 1 && imported.err.contains("is not UTF-8 text"), "\(imported.err)")
+        #expect(imported.err.contains("iconv"))
+        let listed = try #require(try scratch.run("A", ["ls", "--json"]).json() as? [String: Any])
+        #expect((listed["notes"] as? [Any])?.isEmpty == true)
+
+        // Plaintext into the synced vault folder is refused; nothing is written there.
+        #expect(try scratch.run("A", ["new", "Secret", "--text", "plain"]).status == 0)
+        let inside = scratch.vault + "/export"
+        let export = try scratch.run("A", ["export", inside])
+        #expect(export.status == 1 && export.err.contains("inside the vault folder"), "\(export.err)")
+        #expect(!FileManager.default.fileExists(atPath: inside))
+
+        // An editor that empties the note saves nothing.
+        let id = try #require(
+            ((try scratch.run("A", ["ls", "--json"]).json() as? [String: Any])?["notes"] as? [[String: Any]])?.first?[
+                "id"] as? String)
+        let emptied = try scratch.run("A", ["edit", id], environment: ["EDITOR": "truncate -s 0"])
+        #expect(emptied.status == 1 && emptied.err.contains("empty, so it was not saved"), "\(emptied.err)")
+        #expect(try scratch.run("A", ["cat", id]).out.contains("plain"))
+
+        // Two devices of one name could not be told apart in commands.
+        let rename = try scratch.run("A", ["devices", "rename", phoneID, "laptop"])
+        #expect(rename.status == 1 && rename.err.contains("another device of this vault is named"), "\(rename.err)")
+
+        // A device that is not home is told so, and nothing about parts of a plan.
+        let notHome = try scratch.run("B", ["devices", "remove", "Laptop"])
+        #expect(notHome.status == 1 && notHome.err.contains("only the home device (Laptop)"), "\(notHome.err)")
+        #expect(!notHome.err.contains("part 2"))
+
+        // `sempere help <command>`, which the help advertises.
+        let help = try scratch.run("A", ["help", "devices", "approve"])
+        #expect(help.status == 0 && help.out.contains("USAGE: sempere devices approve"), "\(help.err)")
+    }
+}
