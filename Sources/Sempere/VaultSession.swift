@@ -63,6 +63,12 @@ public struct VaultSession: Sendable {
         }
         let (vault, pin, refused) = try folder.vault(pinned: state.pin)
         for (name, error) in refused { notices.append("\(name) refused: \(error.reason)") }
+        if pin.homeSigningKey != state.pin.homeSigningKey, let home = vault.body.device(vault.body.home) {
+            notices.append(
+                home.id == keys.id
+                    ? "this device is home now: it manages the vault's devices (the home role was handed to it)"
+                    : "\(home.name) (\(home.id.prefix(8))) is home now: it manages the vault's devices")
+        }
         let copy = state.vaultCopyFile(root: configRoot)
         if pin != state.pin || !FileManager.default.fileExists(atPath: copy.path) {
             state.pin = pin
@@ -283,6 +289,22 @@ public struct VaultSession: Sendable {
                 deviceID: device.id, from: vault, existingNotes: try folder.noteReferences()))
     }
 
+    /// On home: Make Home. `device` manages the devices from now on; a new epoch starts. This device stays
+    /// listed, as any other device.
+    public mutating func makeHome(_ device: VaultBody.Device) throws {
+        try checkHome()
+        try publish(
+            try VaultHome(credentials: keys).makeHome(
+                deviceID: device.id, in: vault, existingNotes: try folder.noteReferences()))
+    }
+
+    /// Writes an epoch change: the list of files first, then the vault.json that commits to it, so a
+    /// crash between the two leaves the old vault.json and an unused list (written again next time).
+    mutating func publish(_ change: VaultHome.EpochChange) throws {
+        try folder.write(change.fileList)
+        try publish(change.vault)
+    }
+
     /// On home: renames `device`.
     public mutating func rename(device: VaultBody.Device, to name: String) throws {
         try checkHome()
@@ -359,7 +381,9 @@ public struct VaultSession: Sendable {
         return Listing(notes: notes, setAside: setAside.sorted { $0.path < $1.path })
     }
 
-    func keyring() throws -> VaultKeyring { try VaultKeyring(vault: body, credentials: keys) }
+    func keyring() throws -> VaultKeyring {
+        try VaultKeyring(vault: body, credentials: keys, fileLists: EpochFileLists(folder: folder))
+    }
 
     /// The note path named by a note id or a unique start of one.
     public func notePath(matching text: String) throws -> String {
@@ -378,7 +402,8 @@ public struct VaultSession: Sendable {
     /// it is set aside.
     public func open(notePath path: String) throws -> VaultNote.Opened {
         do {
-            return try VaultNote.open(try folder.readNote(at: path), path: path, vault: body, keyring: try keyring())
+            return try VaultNote.open(
+                try folder.readNote(at: path), path: path, vault: body, keyring: try keyring())
         } catch let error as SempereError where error.code == .untrustedNote {
             throw SempereError(
                 .untrustedNote, "note \(Self.noteID(path).prefix(8)) is set aside, never shown: \(error.reason)")

@@ -72,7 +72,8 @@ func sempereTable(_ options: Bench) throws {
         let removeStart = clock.now
         let removed = try VaultHome(credentials: home).remove(
             deviceID: vault.body.devices.last!.id, from: vault, existingNotes: try folder.noteReferences())
-        try folder.write(removed)
+        try folder.write(removed.fileList)
+        try folder.write(removed.vault)
         let removeTime = seconds(clock.now - removeStart)
         guard try folder.noteReferences() == before else { throw BenchError("removing a device rewrote a note") }
 

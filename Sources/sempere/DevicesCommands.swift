@@ -5,8 +5,10 @@ import Sempere
 struct Devices: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "devices",
-        abstract: "List the vault's devices; on home, approve, remove and rename them.",
-        subcommands: [DevicesList.self, DevicesApprove.self, DevicesRemove.self, DevicesRename.self])
+        abstract: "List the vault's devices; on home, approve, remove and rename them, or hand the home role on.",
+        subcommands: [
+            DevicesList.self, DevicesApprove.self, DevicesRemove.self, DevicesRename.self, DevicesMakeHome.self,
+        ])
 }
 
 struct DevicesList: ParsableCommand {
@@ -143,6 +145,36 @@ struct DevicesRename: ParsableCommand {
                 return
             }
             streams.out("Renamed \(target.name) (\(target.id.prefix(8))) to \(newName).")
+        }
+    }
+}
+
+struct DevicesMakeHome: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "make-home",
+        abstract: "On home: hand the home role to another listed device (Make Home); a new epoch starts.",
+        discussion: """
+            The device named manages the vault's devices from now on; this one stays listed as any other. Do \
+            it before you retire this device. The vault gets a new key, as with any device change.
+            """)
+
+    @Argument(help: "The device's name or the start of its id.") var device: String
+    @Flag(name: .long("json"), help: "Print the result as JSON.") var json: Bool
+    @OptionGroup var options: VaultOptions
+
+    func run() async throws {
+        try reporting {
+            var session = try options.session()
+            let target = try session.device(matching: device)
+            try session.makeHome(target)
+            let epoch = session.body.currentEpoch.number
+            if json {
+                try printJSON(["home": target.id, "name": target.name, "epoch": epoch])
+                return
+            }
+            streams.out(
+                "\(target.name) (\(target.id.prefix(8))) is home from now on: it manages the devices. New notes use "
+                    + "epoch \(epoch)'s key.")
         }
     }
 }

@@ -123,3 +123,36 @@ extension CLITests {
         #expect(help.status == 0 && help.out.contains("USAGE: sempere devices approve"), "\(help.err)")
     }
 }
+
+extension CLITests {
+    @Test("Make Home: the laptop hands home to the phone, which then removes the laptop; the laptop is told")
+    func makeHome() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        _ = try Self.twoDevices(scratch)
+        #expect(try scratch.run("A", ["new", "Taxes", "--text", "keep me"]).status == 0)
+        let notListed = try scratch.run("A", ["devices", "make-home", "Tablet"])
+        #expect(notListed.status == 1 && notListed.err.contains("no device \"Tablet\""), "\(notListed.err)")
+        let handed = try scratch.run("A", ["devices", "make-home", "Phone", "--json"])
+        #expect(handed.status == 0, "\(handed.err)")
+        #expect((try handed.json() as? [String: Any])?["epoch"] as? Int == 2)
+
+        // The phone is told it is home, and manages the devices; the laptop no longer does.
+        let list = try scratch.run("B", ["devices", "list", "--json"])
+        #expect(list.err.contains("this device is home now"), "\(list.err)")
+        let devices = try #require((try list.json() as? [String: Any])?["devices"] as? [[String: Any]])
+        #expect(devices.first { $0["name"] as? String == "Phone" }?["home"] as? Bool == true)
+        let refused = try scratch.run("A", ["devices", "rename", "Phone", "Mobile"])
+        #expect(refused.status == 1 && refused.err.contains("only the home device (Phone)"), "\(refused.err)")
+        let removed = try scratch.run("B", ["devices", "remove", "Laptop"])
+        #expect(removed.status == 0, "\(removed.err)")
+
+        // The laptop is out; its note of epoch 1 stays readable to the phone through the record.
+        let out = try scratch.run("A", ["ls"])
+        #expect(out.status == 1 && out.err.contains("removed"), "\(out.err)")
+        let listed = try scratch.run("B", ["ls"])
+        #expect(
+            listed.status == 0 && listed.out.contains("Taxes") && !listed.out.contains("Set aside"), "\(listed.out)")
+        #expect(FileManager.default.fileExists(atPath: scratch.vault + "/records/epoch-2.json"))
+    }
+}

@@ -289,8 +289,18 @@ public struct JoinApproval: Sendable {
             throw SempereError(
                 .notFound, "the vault does not list this device yet: wait for it to sync, then try again")
         }
+        // The words vouch for the home this body names, so the body must be signed by that home itself (not
+        // a handoff's, signed by the home before), and the handoffs before it are history this device
+        // does not need: it follows this home from here on.
+        guard vault.signer == vault.body.home else {
+            throw SempereError(
+                .notFound,
+                "vault.json was just handed to a new home and is not yet signed by it: wait for the next change "
+                    + "from home, or ask home to approve again")
+        }
         let pin = VaultPin(
-            vaultID: vault.body.vaultID, homeSigningKey: home.signingKey, generation: 0, bodySHA256: "")
+            vaultID: vault.body.vaultID, homeSigningKey: home.signingKey, generation: vault.body.generation,
+            bodySHA256: vault.bodySHA256)
         return try vault.accept(pinned: pin)
     }
 

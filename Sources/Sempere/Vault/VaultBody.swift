@@ -16,6 +16,8 @@ public struct VaultBody: Codable, Sendable, Equatable {
     public var recovery: Recovery
     public var epochs: [Epoch]
     public var records: [Record]
+    /// Every handoff of the home role, oldest first (empty in a v1 vault).
+    public var handoffs: [Handoff]
 
     public struct Device: Codable, Sendable, Equatable {
         public var id: String
@@ -74,15 +76,59 @@ public struct VaultBody: Codable, Sendable, Equatable {
         }
     }
 
+    /// The end of an epoch: its identity sealed to the next epoch, and the record of the note files that
+    /// existed then (the guide: "a record keeps the old key and lists the files that existed").
+    ///
+    /// The list itself is `records/epoch-<n>.json` beside vault.json (``EpochFileList``), committed to by
+    /// its SHA-256 and count here, so vault.json stays small however many notes there are. A vault made
+    /// by sempere 0.1 (`sempere-vault-v1`) carries the list inline in `notes` instead; both are read.
     public struct Record: Codable, Sendable, Equatable {
         public var epoch: Int
         /// That epoch's vault identity, as an armored age file to the next epoch's recipient.
         public var sealedIdentity: String
-        /// The notes that existed when the epoch ended.
-        public var notes: [NoteReference]
+        /// v1 only: the notes that existed when the epoch ended.
+        public var notes: [NoteReference]?
+        /// SHA-256 of the bytes of records/epoch-<n>.json, lower-case hex.
+        public var notesSHA256: String?
+        /// How many notes that list holds.
+        public var notesCount: Int?
 
         enum CodingKeys: String, CodingKey {
-            case epoch, sealedIdentity = "sealed_identity", notes
+            case epoch, sealedIdentity = "sealed_identity", notes, notesSHA256 = "notes_sha256"
+            case notesCount = "notes_count"
+        }
+    }
+
+    /// Home hands its role to another listed device (Make Home), signed by the home that hands it over:
+    /// a device that follows the old home follows the new one only through such a record, and a device
+    /// that missed the handoff's vault.json finds it in every later one.
+    public struct Handoff: Codable, Sendable, Equatable {
+        /// The generation of the body in which the new home took over.
+        public var generation: UInt64
+        public var from: String
+        public var to: String
+        /// The new home's signing key (as listed).
+        public var toSigningKey: Data
+        /// The old home's HybridSignature over ``signedBytes(vaultID:)``, context "sempere/v1/handoff".
+        public var signature: Data
+
+        enum CodingKeys: String, CodingKey {
+            case generation, from, to, toSigningKey = "to_signing_key", signature
+        }
+
+        public init(generation: UInt64, from: String, to: String, toSigningKey: Data, signature: Data) {
+            self.generation = generation
+            self.from = from
+            self.to = to
+            self.toSigningKey = toSigningKey
+            self.signature = signature
+        }
+
+        static let context = Data("sempere/v1/handoff".utf8)
+
+        func signedBytes(vaultID: String) -> Data {
+            Data(vaultID.utf8) + Data([0]) + Data(String(generation).utf8) + Data([0]) + Data(from.utf8) + Data([0])
+                + Data(to.utf8) + Data([0]) + toSigningKey
         }
     }
 
@@ -99,7 +145,42 @@ public struct VaultBody: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case vaultID = "vault_id", generation, home, homeGeneration = "home_generation", postQuantum = "post_quantum"
-        case devices, removed, recovery, epochs, records
+        case devices, removed, recovery, epochs, records, handoffs
+    }
+
+    init(
+        vaultID: String, generation: UInt64, home: String, homeGeneration: UInt64, postQuantum: Bool,
+        devices: [Device], removed: [Removal], recovery: Recovery, epochs: [Epoch], records: [Record],
+        handoffs: [Handoff] = []
+    ) {
+        self.vaultID = vaultID
+        self.generation = generation
+        self.home = home
+        self.homeGeneration = homeGeneration
+        self.postQuantum = postQuantum
+        self.devices = devices
+        self.removed = removed
+        self.recovery = recovery
+        self.epochs = epochs
+        self.records = records
+        self.handoffs = handoffs
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            vaultID: try container.decode(String.self, forKey: .vaultID),
+            generation: try container.decode(UInt64.self, forKey: .generation),
+            home: try container.decode(String.self, forKey: .home),
+            homeGeneration: try container.decode(UInt64.self, forKey: .homeGeneration),
+            postQuantum: try container.decode(Bool.self, forKey: .postQuantum),
+            devices: try container.decode([Device].self, forKey: .devices),
+            removed: try container.decode([Removal].self, forKey: .removed),
+            recovery: try container.decode(Recovery.self, forKey: .recovery),
+            epochs: try container.decode([Epoch].self, forKey: .epochs),
+            records: try container.decode([Record].self, forKey: .records),
+            // Absent in a v1 body.
+            handoffs: try container.decodeIfPresent([Handoff].self, forKey: .handoffs) ?? [])
     }
 
     public var currentEpoch: Epoch { epochs[epochs.count - 1] }

@@ -7,6 +7,7 @@ import SiblingsCrypto
 /// vault.json                          written only by home
 /// notes/<device_id>/<note_id>.age     each device writes only its own folder
 /// requests/<request_id>.json          each joining device writes only its own request
+/// records/epoch-<n>.json              written only by home: the notes that existed when epoch n ended
 /// recovery.age                        the optional passphrase copy of the recovery key
 /// ```
 ///
@@ -140,6 +141,21 @@ public struct VaultFolder: Sendable {
         text.count == 32 && text.allSatisfy { $0.isHexDigit && !$0.isUppercase }
     }
 
+    // MARK: Records
+
+    /// Writes an epoch's file list (home only, before the vault.json that commits to it).
+    public func write(_ list: EpochFileList) throws {
+        let target = url.appendingPathComponent(EpochFileList.path(epoch: list.epoch))
+        do {
+            try FileManager.default.createDirectory(
+                at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
+        } catch {
+            throw SempereError(
+                .io, "cannot create \(target.deletingLastPathComponent().path): \(plainDescription(of: error))")
+        }
+        try AtomicWrite.write(list.bytes, to: target, mode: 0o644)
+    }
+
     // MARK: Join requests
 
     public func write(_ request: JoinRequest) throws {
@@ -170,7 +186,8 @@ public struct VaultFolder: Sendable {
     /// Files that are not part of the layout (conflict copies, strays): never read, never deleted.
     public func setAside() throws -> [String] {
         var strays: [String] = []
-        for name in try names(in: "") where ![Self.vaultFile, Self.recoveryFile, "notes", "requests"].contains(name) {
+        for name in try names(in: "")
+        where ![Self.vaultFile, Self.recoveryFile, "notes", "requests", "records"].contains(name) {
             strays.append(name)
         }
         for device in try names(in: "notes") {

@@ -123,12 +123,39 @@ public struct VaultHome: Sendable {
         }
     }
 
+    /// A change that ends an epoch: the new vault.json, and the list of the note files that existed, which
+    /// is written to records/epoch-<n>.json before vault.json (``VaultFolder/write(_:)-(EpochFileList)``).
+    public struct EpochChange: Sendable {
+        public let vault: SignedVault
+        public let fileList: EpochFileList
+    }
+
+    /// Ends the current epoch inside `body` (whose generation is already the new one): a fresh vault
+    /// identity wrapped to the devices `body` lists and to the kit, and a record that seals the old
+    /// identity to it and commits to the list of `existingNotes`.
+    private func endEpoch(
+        _ body: inout VaultBody, reason: String, existingNotes: [VaultBody.NoteReference], old: WrapIdentity
+    ) throws -> EpochFileList {
+        let fresh = WrapIdentity.generate(postQuantum: body.postQuantum)
+        let list = try EpochFileList(vaultID: body.vaultID, epoch: body.currentEpoch.number, notes: existingNotes)
+        body.records.append(
+            VaultBody.Record(
+                epoch: body.currentEpoch.number, sealedIdentity: try VaultKeys.wrap(old, to: fresh.recipientString),
+                notes: nil, notesSHA256: list.sha256, notesCount: list.notes.count))
+        body.epochs.append(
+            VaultBody.Epoch(
+                number: body.currentEpoch.number + 1, startedIn: body.generation, reason: reason,
+                recipient: fresh.recipientString,
+                wraps: try Self.wraps(of: fresh, devices: body.devices, recovery: body.recovery)))
+        return list
+    }
+
     /// Removes a device and starts a new epoch: a new vault identity wrapped to the devices still listed
-    /// and to the kit, and a record that keeps the old identity sealed under the new one and lists the
-    /// notes that existed, so old notes stay readable to those devices.
+    /// and to the kit, and a record that keeps the old identity sealed under the new one and commits to
+    /// the list of the notes that existed, so old notes stay readable to those devices.
     public func remove(
         deviceID: String, from vault: SignedVault, existingNotes: [VaultBody.NoteReference]
-    ) throws -> SignedVault {
+    ) throws -> EpochChange {
         try checkHome(vault)
         guard let device = vault.body.device(deviceID) else {
             throw SempereError(.notFound, "no device \(deviceID) in this vault: see `sempere devices list`")
@@ -136,24 +163,51 @@ public struct VaultHome: Sendable {
         guard deviceID != vault.body.home else {
             throw SempereError(
                 .notHome,
-                "home cannot remove itself: the vault would have no device to manage it. Handing the home role to "
-                    + "another device (Make Home) is not built yet")
+                "home cannot remove itself: the vault would have no device to manage it. Hand the home role to "
+                    + "another device first (`sempere devices make-home <device>`), then remove this one there")
         }
         let old = try VaultKeyring(vault: vault.body, credentials: credentials).current
-        let fresh = WrapIdentity.generate(postQuantum: vault.body.postQuantum)
-        return try next(vault) { body in
+        var list: EpochFileList?
+        let updated = try next(vault) { body in
             body.devices.removeAll { $0.id == deviceID }
             body.removed.append(VaultBody.Removal(device: device, removedIn: body.generation))
-            body.records.append(
-                VaultBody.Record(
-                    epoch: body.currentEpoch.number, sealedIdentity: try VaultKeys.wrap(old, to: fresh.recipientString),
-                    notes: existingNotes))
-            body.epochs.append(
-                VaultBody.Epoch(
-                    number: body.currentEpoch.number + 1, startedIn: body.generation, reason: "removed",
-                    recipient: fresh.recipientString,
-                    wraps: try Self.wraps(of: fresh, devices: body.devices, recovery: body.recovery)))
+            list = try endEpoch(&body, reason: "removed", existingNotes: existingNotes, old: old)
         }
+        return EpochChange(vault: updated, fileList: list!)
+    }
+
+    /// Make Home: hands the home role to another listed device. A new epoch starts (as with any device
+    /// change), the body names the new home, and a handoff record signed by this (the old) home lets
+    /// every device follow the new home's lists from now on, even one that never saw this vault.json.
+    /// This body itself is signed by the old home, the last one it signs.
+    public func makeHome(
+        deviceID: String, in vault: SignedVault, existingNotes: [VaultBody.NoteReference]
+    ) throws -> EpochChange {
+        try checkHome(vault)
+        guard let device = vault.body.device(deviceID) else {
+            throw SempereError(
+                .notFound,
+                "no device \(deviceID) in this vault: the home role goes only to a listed device (`sempere devices "
+                    + "list`)")
+        }
+        guard deviceID != credentials.id else {
+            throw SempereError(.alreadyExists, "this device is home already")
+        }
+        let old = try VaultKeyring(vault: vault.body, credentials: credentials).current
+        var list: EpochFileList?
+        let updated = try next(vault) { body in
+            var handoff = VaultBody.Handoff(
+                generation: body.generation, from: credentials.id, to: device.id, toSigningKey: device.signingKey,
+                signature: Data())
+            handoff.signature = try credentials.signingKey.signature(
+                for: handoff.signedBytes(vaultID: body.vaultID), context: VaultBody.Handoff.context
+            ).rawRepresentation
+            body.handoffs.append(handoff)
+            body.home = device.id
+            body.homeGeneration += 1
+            list = try endEpoch(&body, reason: "handoff", existingNotes: existingNotes, old: old)
+        }
+        return EpochChange(vault: updated, fileList: list!)
     }
 }
 
@@ -165,8 +219,13 @@ public struct VaultKeyring: Sendable {
     /// Every listed and removed device's signing key, decoded once (decoding expands ML-DSA's matrix),
     /// so opening many notes does not decode a key per note.
     let signingKeys: [String: HybridSignature.PublicKey]
+    /// The epochs' file lists, for the notes of devices removed since (``EpochFileList``).
+    public let fileLists: EpochFileLists
 
-    public init(vault: VaultBody, credentials: DeviceKeys) throws {
+    /// The keys `credentials` opens in `vault`; `fileLists` are where the records' lists are read (without
+    /// them, a removed device's old notes cannot be checked against a compact record and are set aside).
+    public init(vault: VaultBody, credentials: DeviceKeys, fileLists: EpochFileLists = EpochFileLists()) throws {
+        self.fileLists = fileLists
         guard vault.device(credentials.id) != nil else {
             if vault.removed.contains(where: { $0.device.id == credentials.id }) {
                 throw SempereError(

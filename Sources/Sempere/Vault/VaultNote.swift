@@ -93,7 +93,8 @@ public enum VaultNote {
                 "it is signed by device \(author.prefix(8)), not by the device whose folder holds it (each device "
                     + "writes only its own folder)")
         }
-        let device = try authorRecord(author, epoch: epoch, path: path, file: file, vault: vault)
+        let device = try authorRecord(
+            author, epoch: epoch, path: path, file: file, vault: vault, lists: keyring.fileLists)
         guard let key = keyring.signingKeys[device.id],
             key.isValidSignature(
                 signature,
@@ -116,7 +117,10 @@ public enum VaultNote {
         folder: VaultFolder, vault: VaultBody, credentials: DeviceKeys
     ) throws -> [(path: String, markdown: String)] {
         let identities = try VaultKeyring.ofRemovedDevice(vault: vault, credentials: credentials)
-        let recorded = Set(vault.records.flatMap { $0.notes.map(\.path) })
+        // A list that is missing or altered counts as recording nothing: the device then saves more of its
+        // own signed notes, never fewer.
+        let lists = EpochFileLists(folder: folder)
+        let recorded = Set(vault.records.flatMap { (try? lists.paths(record: $0, vaultID: vault.vaultID)) ?? [] })
         var saved: [(path: String, markdown: String)] = []
         let ownKey = credentials.signingKey.publicKey
         for path in try folder.notePaths()
@@ -151,7 +155,7 @@ public enum VaultNote {
 
     /// The device record that may have written a note of `epoch`; throws `.untrustedNote` saying why none may.
     static func authorRecord(
-        _ author: String, epoch: Int, path: String, file: Data, vault: VaultBody
+        _ author: String, epoch: Int, path: String, file: Data, vault: VaultBody, lists: EpochFileLists
     ) throws -> VaultBody.Device {
         // The generation at which the note's epoch ended (nil: it is the current epoch).
         let ended = vault.epochs.first { $0.number == epoch + 1 }?.startedIn
@@ -172,10 +176,17 @@ public enum VaultNote {
         }
         // A removed device keeps its old keys: only the notes recorded when the epoch ended are its.
         let digest = SHA256.hash(data: file).description
-        let recorded =
-            ended.map { $0 <= removal.removedIn } == true
-            && vault.records.first { $0.epoch == epoch }?.notes.contains { $0.path == path && $0.sha256 == digest }
-                == true
+        var recorded = false
+        if let ended, ended <= removal.removedIn, let record = vault.records.first(where: { $0.epoch == epoch }) {
+            do {
+                recorded = try lists.contains(path: path, sha256: digest, record: record, vaultID: vault.vaultID)
+            } catch let error as SempereError {
+                throw SempereError(
+                    .untrustedNote,
+                    "it was written by \(removal.device.name) (\(author.prefix(8))), since removed, and cannot be "
+                        + "checked against the record of the notes that existed at its removal: \(error.reason)")
+            }
+        }
         guard recorded else {
             throw SempereError(
                 .untrustedNote,

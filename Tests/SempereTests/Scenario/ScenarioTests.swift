@@ -32,7 +32,8 @@ struct ScenarioTests {
 
         func readAll() throws -> (notes: [String: String], setAside: [String]) {
             let vault = try vault()
-            let keyring = try VaultKeyring(vault: vault.body, credentials: keys)
+            let keyring = try VaultKeyring(
+                vault: vault.body, credentials: keys, fileLists: EpochFileLists(folder: folder))
             var notes: [String: String] = [:]
             var setAside: [String] = []
             for path in try folder.notePaths() {
@@ -152,7 +153,8 @@ struct ScenarioTests {
         let references = try home.folder.noteReferences()
         let removal = try VaultHome(credentials: home.keys).remove(
             deviceID: laptop.keys.id, from: try home.vault(), existingNotes: references)
-        try home.folder.write(removal)
+        try home.folder.write(removal.fileList)
+        try home.folder.write(removal.vault)
         try Self.settle(provider, all) {
             try phone.vault().body.epochs.count == 2 && laptop.vault().body.epochs.count == 2
         }

@@ -66,10 +66,14 @@ struct NoteIndexTests {
         #expect(again.openedInLastRefresh == 1)
 
         // A removal changes what is trusted: everything is checked again under the new list.
-        let removed = try VaultHome(credentials: home).remove(
+        let change = try VaultHome(credentials: home).remove(
             deviceID: phone.id, from: updated, existingNotes: try folder.noteReferences())
+        try folder.write(change.fileList)
+        let removed = change.vault
         let results = try again.refresh(
-            folder: folder, vault: removed, keyring: try VaultKeyring(vault: removed.body, credentials: home))
+            folder: folder, vault: removed,
+            keyring: try VaultKeyring(
+                vault: removed.body, credentials: home, fileLists: EpochFileLists(folder: folder)))
         #expect(again.openedInLastRefresh == 20)
         #expect(results.filter { (try? $0.result.get()) != nil }.count == 19)
     }

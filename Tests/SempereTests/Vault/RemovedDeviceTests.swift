@@ -33,7 +33,9 @@ struct RemovedDeviceTests {
         try folder.writeNote(
             try Age.encrypt(Data("pay up\n<!-- sempere-note v1 -->\n".utf8), to: [recipient]), at: planted)
 
-        let removed = try VaultHome(credentials: home).remove(deviceID: phone.id, from: vault, existingNotes: recorded)
+        let change = try VaultHome(credentials: home).remove(deviceID: phone.id, from: vault, existingNotes: recorded)
+        try folder.write(change.fileList)
+        let removed = change.vault
         let error = #expect(throws: SempereError.self) { try VaultKeyring(vault: removed.body, credentials: phone) }
         #expect(error?.code == .removed && error?.reason.contains("export --unsynced") == true)
 

@@ -67,7 +67,8 @@ struct VaultTests {
             markdown: "old", path: "notes/\(f.phone.id)/1.age", vault: f.vault.body, author: f.phone)
         let record = VaultBody.NoteReference(
             path: "notes/\(f.phone.id)/1.age", sha256: SHA256.hash(data: old).description)
-        f.vault = try f.homeActions.remove(deviceID: f.phone.id, from: f.vault, existingNotes: [record])
+        let change = try f.homeActions.remove(deviceID: f.phone.id, from: f.vault, existingNotes: [record])
+        f.vault = change.vault
         #expect(f.vault.body.epochs.count == 2 && f.vault.body.currentEpoch.wraps[f.phone.id] == nil)
 
         expectSempereError(.removed) { try VaultKeyring(vault: f.vault.body, credentials: f.phone) }
@@ -79,7 +80,8 @@ struct VaultTests {
         }
         #expect(unreadable?.reason.contains("does not open with any of this vault's keys") == true)
         // Home reads both: the new note, and the phone's old note through the record.
-        let homeKeys = try VaultKeyring(vault: f.vault.body, credentials: f.home)
+        let homeKeys = try VaultKeyring(
+            vault: f.vault.body, credentials: f.home, fileLists: EpochFileLists([change.fileList]))
         #expect(
             try VaultNote.open(fresh, path: "notes/\(f.home.id)/2.age", vault: f.vault.body, keyring: homeKeys).epoch
                 == 2)
@@ -93,10 +95,12 @@ struct VaultTests {
         var f = try Fixture()
         try f.approvePhone()
         let staleBody = f.vault.body  // what the phone still has
-        f.vault = try f.homeActions.remove(deviceID: f.phone.id, from: f.vault, existingNotes: [])
+        let change = try f.homeActions.remove(deviceID: f.phone.id, from: f.vault, existingNotes: [])
+        f.vault = change.vault
         let late = try VaultNote.seal(
             markdown: "written after removal", path: "notes/\(f.phone.id)/9.age", vault: staleBody, author: f.phone)
-        let homeKeys = try VaultKeyring(vault: f.vault.body, credentials: f.home)
+        let homeKeys = try VaultKeyring(
+            vault: f.vault.body, credentials: f.home, fileLists: EpochFileLists([change.fileList]))
         let error = expectSempereError(.untrustedNote) {
             try VaultNote.open(late, path: "notes/\(f.phone.id)/9.age", vault: f.vault.body, keyring: homeKeys)
         }

@@ -1,0 +1,132 @@
+import Foundation
+import SiblingsCrypto
+
+/// The list of note files that existed when an epoch ended: `records/epoch-<n>.json`, written by home
+/// beside vault.json before the vault.json that commits to it (docs/sempere-format.md, "Records").
+///
+/// vault.json's record holds only this file's SHA-256 and count, so vault.json stays a few kilobytes at
+/// 10,000 notes, and a command reads a list only when it meets a note whose author has since been
+/// removed. The bytes are canonical JSON (sorted keys, no whitespace, notes sorted by path):
+///
+///     {"epoch":1,"format":"sempere-epoch-files-v1","notes":[{"path":"notes/…","sha256":"…"}],"vault_id":"…"}
+public struct EpochFileList: Sendable, Equatable {
+    public static let format = "sempere-epoch-files-v1"
+
+    public let vaultID: String
+    public let epoch: Int
+    /// Sorted by path.
+    public let notes: [VaultBody.NoteReference]
+    /// The file's exact bytes.
+    public let bytes: Data
+
+    struct File: Codable {
+        var format: String
+        var vaultID: String
+        var epoch: Int
+        var notes: [VaultBody.NoteReference]
+
+        enum CodingKeys: String, CodingKey {
+            case format, vaultID = "vault_id", epoch, notes
+        }
+    }
+
+    public init(vaultID: String, epoch: Int, notes: [VaultBody.NoteReference]) throws {
+        let sorted = notes.sorted { $0.path < $1.path }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        self.vaultID = vaultID
+        self.epoch = epoch
+        self.notes = sorted
+        self.bytes = try encoder.encode(File(format: Self.format, vaultID: vaultID, epoch: epoch, notes: sorted))
+    }
+
+    /// The list in `bytes`, checked against the record that commits to it.
+    init(parsing bytes: Data, record: VaultBody.Record, vaultID: String) throws {
+        guard let expected = record.notesSHA256, SHA256.hash(data: bytes).description == expected else {
+            throw SempereError(
+                .malformedVault,
+                "\(Self.path(epoch: record.epoch)) is not the list vault.json commits to (its SHA-256 differs): it "
+                    + "was altered or replaced")
+        }
+        let file: File
+        do {
+            file = try JSONDecoder().decode(File.self, from: bytes)
+        } catch {
+            throw SempereError(
+                .malformedVault, "\(Self.path(epoch: record.epoch)) does not parse: \(plainDescription(of: error))")
+        }
+        guard file.format == Self.format, file.vaultID == vaultID, file.epoch == record.epoch else {
+            throw SempereError(.malformedVault, "\(Self.path(epoch: record.epoch)) is not this epoch's list")
+        }
+        self.vaultID = vaultID
+        self.epoch = file.epoch
+        self.notes = file.notes
+        self.bytes = bytes
+    }
+
+    public var sha256: String { SHA256.hash(data: bytes).description }
+
+    /// The list's path in the vault folder.
+    public static func path(epoch: Int) -> String { "records/epoch-\(epoch).json" }
+}
+
+/// The epochs' file lists as one command needs them: read from the vault folder on first use, checked
+/// against vault.json's commitment, and kept for the rest of the command. A list that is missing or
+/// altered answers with the error, so the notes that depend on it are set aside, never trusted.
+public final class EpochFileLists: @unchecked Sendable {
+    // @unchecked: the cache is only touched under the lock.
+    private let folder: VaultFolder?
+    private let given: [Int: EpochFileList]
+    private let lock = NSLock()
+    private var cache: [Int: Result<Set<String>, any Error>] = [:]
+
+    /// The lists in `folder`'s records/.
+    public init(folder: VaultFolder) {
+        self.folder = folder
+        self.given = [:]
+    }
+
+    /// Lists held in memory (a test, or home right after it made them).
+    public init(_ lists: [EpochFileList] = []) {
+        self.folder = nil
+        self.given = Dictionary(lists.map { ($0.epoch, $0) }, uniquingKeysWith: { $1 })
+    }
+
+    /// Whether the record of `record.epoch` lists the note file `path` with this SHA-256.
+    func contains(path: String, sha256: String, record: VaultBody.Record, vaultID: String) throws -> Bool {
+        if let inline = record.notes { return inline.contains { $0.path == path && $0.sha256 == sha256 } }
+        lock.lock()
+        defer { lock.unlock() }
+        if cache[record.epoch] == nil {
+            cache[record.epoch] = Result {
+                Set(try list(record: record, vaultID: vaultID).notes.map { $0.path + "\u{0}" + $0.sha256 })
+            }
+        }
+        return try cache[record.epoch]!.get().contains(path + "\u{0}" + sha256)
+    }
+
+    /// Every path the record of `record.epoch` lists.
+    func paths(record: VaultBody.Record, vaultID: String) throws -> [String] {
+        if let inline = record.notes { return inline.map(\.path) }
+        return try list(record: record, vaultID: vaultID).notes.map(\.path)
+    }
+
+    private func list(record: VaultBody.Record, vaultID: String) throws -> EpochFileList {
+        let bytes: Data
+        if let folder {
+            do {
+                bytes = try folder.read(EpochFileList.path(epoch: record.epoch))
+            } catch {
+                throw SempereError(
+                    .notFound,
+                    "the record of the notes that existed at the end of epoch \(record.epoch) "
+                        + "(\(EpochFileList.path(epoch: record.epoch))) is missing")
+            }
+        } else if let list = given[record.epoch] {
+            bytes = list.bytes
+        } else {
+            throw SempereError(.notFound, "the record of the notes of epoch \(record.epoch) is not at hand")
+        }
+        return try EpochFileList(parsing: bytes, record: record, vaultID: vaultID)
+    }
+}
