@@ -63,7 +63,9 @@ public struct VaultSession: Sendable {
         }
         let (vault, pin, refused) = try folder.vault(pinned: state.pin)
         for (name, error) in refused { notices.append("\(name) refused: \(error.reason)") }
-        if pin.homeSigningKey != state.pin.homeSigningKey, let home = vault.body.device(vault.body.home) {
+        if pin.takeoverGeneration > state.pin.takeoverGeneration, let home = vault.body.device(vault.body.home) {
+            notices.append(Self.takeoverAlert(home: home, thisDevice: keys.id, body: vault.body))
+        } else if pin.homeSigningKey != state.pin.homeSigningKey, let home = vault.body.device(vault.body.home) {
             notices.append(
                 home.id == keys.id
                     ? "this device is home now: it manages the vault's devices (the home role was handed to it)"
@@ -296,6 +298,107 @@ public struct VaultSession: Sendable {
         try publish(
             try VaultHome(credentials: keys).makeHome(
                 deviceID: device.id, in: vault, existingNotes: try folder.noteReferences()))
+    }
+
+    // MARK: - Takeover
+
+    /// What every other device shows after a takeover, on its next command: what happened, and what to do
+    /// in each case (the guide: "If you did not do it, someone has your recovery kit").
+    static func takeoverAlert(home: VaultBody.Device, thisDevice: String, body: VaultBody) -> String {
+        let kept = body.device(thisDevice) != nil
+        return "THE VAULT WAS TAKEN OVER with the recovery kit: \(home.name) (\(home.id.prefix(8))) is home now. "
+            + (kept
+                ? "This device was kept. "
+                : "This device was not kept, so it is removed: it reads no new notes. ")
+            + "If the takeover was yours, nothing more to do (devices the old home added since must be approved "
+            + "again). If it was not, someone has your recovery kit: take over again with it now, from a device you "
+            + "hold (`sempere takeover`), which beats this one"
+    }
+
+    /// Takes the vault over with the recovery kit, this device (listed) becoming home; the devices named in
+    /// `keep` (names or id starts) stay listed with it, every other one is removed.
+    public mutating func takeOver(kit: RecoveryKit, keep: [String]) throws {
+        let kept = Set(try keep.map { try device(matching: $0).id })
+        try publish(
+            try VaultTakeover.takeOver(
+                vault, kit: kit, newHome: keys, newHomeName: nil, keep: kept,
+                existingNotes: try folder.noteReferences()))
+    }
+
+    /// A device with nothing but the recovery kit takes over the vault in `folder` and becomes its home
+    /// under `name` (its keys are made if it has none). vault.json is checked from the kit alone: the chain
+    /// of homes from the first one, which the kit signed at creation. `keep` names the listed devices
+    /// (names or id starts) that stay.
+    public static func takeOver(
+        folder url: URL, kit: RecoveryKit, name: String?, keep: [String], configRoot: URL
+    ) throws -> VaultSession {
+        let folder = VaultFolder(url: url)
+        if let state = try? DeviceState.find(root: configRoot, folder: url.path), state.vaultID == kit.vaultID {
+            var session = try VaultSession(configRoot: configRoot, folder: url.path)
+            try session.takeOver(kit: kit, keep: keep)
+            return session
+        }
+        let kitKey = try kit.signingKey().publicKey
+        var best: (vault: SignedVault, pin: VaultPin)?
+        var firstError: SempereError?
+        for name in try folder.vaultCandidates() {
+            do {
+                let vault = try SignedVault(parsing: try folder.read(name))
+                let pin = try vault.accept(kitSigningKey: kitKey)
+                if best == nil
+                    || (pin.takeoverGeneration, pin.generation) > (best!.pin.takeoverGeneration, best!.pin.generation)
+                {
+                    best = (vault, pin)
+                }
+            } catch let error as SempereError {
+                if firstError == nil { firstError = error }
+            }
+        }
+        guard let (vault, pin) = best else {
+            throw firstError ?? SempereError(.notFound, "\(url.path) has no vault.json: is this the vault folder?")
+        }
+        guard let name else {
+            throw SempereError(
+                .invalidName, "this device is not in the vault: give it a name to be listed under as home (--name)")
+        }
+        try checkDeviceName(name)
+        let session = try Self.partial(
+            vault: vault, pin: pin, folder: url, configRoot: configRoot, postQuantum: vault.body.postQuantum)
+        let kept = Set(
+            try keep.map { text in
+                try session.device(matching: text).id
+            })
+        let keys = session.keys
+        let change = try VaultTakeover.takeOver(
+            vault, kit: kit, newHome: keys, newHomeName: name, keep: kept, existingNotes: try folder.noteReferences())
+        try folder.write(change.fileList)
+        try folder.write(change.vault)
+        let state = DeviceState(folder: url.path, pin: try change.vault.accept(pinned: pin))
+        try state.save(root: configRoot)
+        try AtomicWrite.write(try change.vault.encoded(), to: state.vaultCopyFile(root: configRoot), mode: 0o600)
+        return try VaultSession(configRoot: configRoot, folder: url.path)
+    }
+
+    /// A session over a vault this device is not in yet, for naming its devices (takeover from the kit).
+    private static func partial(
+        vault: SignedVault, pin: VaultPin, folder: URL, configRoot: URL, postQuantum: Bool
+    ) throws -> VaultSession {
+        let keys = try DeviceKeys.loadOrCreate(in: try keyStore(configRoot: configRoot), postQuantum: postQuantum)
+        return VaultSession(
+            configRoot: configRoot, keys: keys, folder: VaultFolder(url: folder),
+            state: DeviceState(folder: folder.path, pin: pin), vault: vault, notices: [])
+    }
+
+    private init(
+        configRoot: URL, keys: DeviceKeys, folder: VaultFolder, state: DeviceState, vault: SignedVault,
+        notices: [String]
+    ) {
+        self.configRoot = configRoot
+        self.keys = keys
+        self.folder = folder
+        self.state = state
+        self.vault = vault
+        self.notices = notices
     }
 
     /// Writes an epoch change: the list of files first, then the vault.json that commits to it, so a

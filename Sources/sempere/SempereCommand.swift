@@ -20,7 +20,7 @@ struct SempereCommand: ParsableCommand {
         version: "sempere 0.2.0",
         subcommands: [
             Create.self, Join.self, Devices.self, New.self, List.self, Cat.self, Remove.self, Search.self,
-            Import.self, Export.self, Edit.self, Kit.self,
+            Import.self, Export.self, Edit.self, Kit.self, Takeover.self,
         ])
 }
 

@@ -156,3 +156,45 @@ extension CLITests {
         #expect(FileManager.default.fileExists(atPath: scratch.vault + "/records/epoch-2.json"))
     }
 }
+
+extension CLITests {
+    @Test(
+        "takeover: a new device with nothing but the kit becomes home; the phone is kept and alerted; the old home is out"
+    )
+    func takeover() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let created = try scratch.run("A", ["create", scratch.vault, "--name", "Laptop", "--json"])
+        let kit = try #require((try created.json() as? [String: Any])?["recovery_kit"] as? String)
+        let asked = try #require(
+            try scratch.run("B", ["join", scratch.vault, "--name", "Phone", "--json"]).json() as? [String: Any])
+        let approved = try scratch.run(
+            "A", ["devices", "approve", "--words", try #require(asked["words"] as? String), "--json"])
+        let homeWords = try #require((try approved.json() as? [String: Any])?["words"] as? String)
+        #expect(try scratch.run("B", ["join", scratch.vault, "--words", homeWords]).status == 0)
+        #expect(try scratch.run("A", ["new", "Taxes", "--text", "keep me"]).status == 0)
+
+        // The laptop is lost. A new device, C, has only the kit.
+        let unsure = try scratch.run("C", ["takeover", scratch.vault, "--name", "Desk"], input: kit)
+        #expect(unsure.status == 1 && unsure.err.contains("--keep") && unsure.err.contains("Phone"), "\(unsure.err)")
+        let wrongKit = try scratch.run(
+            "C", ["takeover", scratch.vault, "--name", "Desk", "--keep", "Phone"],
+            environment: ["SEMPERE_KIT": "SEMPERE-KIT-1-" + String(repeating: "A", count: 52)])
+        #expect(wrongKit.status == 1, "\(wrongKit.err)")
+        let took = try scratch.run(
+            "C", ["takeover", scratch.vault, "--name", "Desk", "--keep", "Phone", "--json"], input: kit)
+        #expect(took.status == 0, "\(took.err)")
+        #expect((try took.json() as? [String: Any])?["devices"] as? [String] == ["Phone", "Desk"])
+
+        // The phone shows the alert once, then follows the new home and reads the laptop's note.
+        let phone = try scratch.run("B", ["ls"])
+        #expect(phone.status == 0 && phone.err.contains("THE VAULT WAS TAKEN OVER"), "\(phone.err)")
+        #expect(phone.err.contains("someone has your recovery kit") && phone.out.contains("Taxes"))
+        #expect(!(try scratch.run("B", ["ls"])).err.contains("TAKEN OVER"))
+        let desk = try scratch.run("C", ["ls"])
+        #expect(desk.status == 0 && desk.out.contains("Taxes"), "\(desk.err)")
+        // The old home, found again (or in a thief's hands), is out: it was not kept.
+        let laptop = try scratch.run("A", ["ls"])
+        #expect(laptop.status == 1 && laptop.err.contains("removed"), "\(laptop.err)")
+    }
+}

@@ -300,7 +300,8 @@ public struct JoinApproval: Sendable {
         }
         let pin = VaultPin(
             vaultID: vault.body.vaultID, homeSigningKey: home.signingKey, generation: vault.body.generation,
-            bodySHA256: vault.bodySHA256)
+            bodySHA256: vault.bodySHA256, takeoverGeneration: vault.body.takeoverGeneration,
+            recoverySigningKey: vault.body.recovery.signingKey)
         return try vault.accept(pinned: pin)
     }
 

@@ -78,13 +78,33 @@ public struct SignedVault: Sendable {
 
     /// Decides whether a device that has pinned `pinned` follows this vault.json, and returns the new
     /// pin. Refuses another vault, a signer other than the home this device follows (or one it handed
-    /// the role to, by a handoff record signed by the home before it), a bad signature, an older
-    /// generation (rollback) and a different list of the same generation (fork).
+    /// the role to, by a handoff record signed by the home before it, or one a takeover signed by the
+    /// pinned recovery kit made home), a bad signature, a list from before a takeover this device has
+    /// seen, an older generation (rollback) and a different list of the same generation (fork).
     public func accept(pinned: VaultPin) throws -> VaultPin {
         guard body.vaultID == pinned.vaultID else {
             throw SempereError(
                 .wrongVault,
                 "this vault.json is for vault \(body.vaultID), not \(pinned.vaultID): the folder was swapped")
+        }
+        if body.takeoverGeneration < pinned.takeoverGeneration {
+            throw SempereError(
+                .rollback,
+                "this vault.json is from before a takeover this device has seen: the vault was taken over with the "
+                    + "recovery kit since, and changes from the old home that the takeover did not see are dropped. "
+                    + "It is never acted on")
+        }
+        if body.takeoverGeneration > pinned.takeoverGeneration {
+            // A takeover beats any list from the old home, whatever its generation: its authority is the kit.
+            guard let kit = pinned.recoverySigningKey else {
+                throw SempereError(
+                    .badSignature,
+                    "vault.json says the vault was taken over, but this device has not yet pinned the recovery kit's "
+                        + "key to check it (its state is from sempere 0.1): take over from a device that has")
+            }
+            let homeKey = try verifyTakeovers(after: pinned.takeoverGeneration, kitKey: kit)
+            return try verifySigner(
+                startingAt: homeKey, after: body.takeovers.last!.generation, pinned: nil)
         }
         if body.generation < pinned.generation {
             throw SempereError(
@@ -92,11 +112,101 @@ public struct SignedVault: Sendable {
                 "vault.json is generation \(body.generation), older than generation \(pinned.generation) already "
                     + "accepted: the storage provider served an old copy; wait for it to sync, and never act on it")
         }
-        // Follow the home role from the pinned home through every handoff made since, each signed by the
-        // home that handed it on.
-        var homeKey = pinned.homeSigningKey
+        do {
+            return try verifySigner(startingAt: pinned.homeSigningKey, after: pinned.generation, pinned: pinned)
+        } catch let error as SempereError where body.takeoverGeneration > 0 {
+            // Two holders of the kit, each taking over: a second genuine takeover of the same generation.
+            if let last = body.takeovers.last, last.takeoverGeneration == body.takeoverGeneration,
+                last.homeSigningKey != pinned.homeSigningKey, let kit = pinned.recoverySigningKey,
+                (try? verify(last, kitKey: kit)) != nil,
+                body.handoffs.allSatisfy({ $0.generation <= last.generation })
+            {
+                throw SempereError(
+                    .fork,
+                    "two takeovers with the recovery kit: the one this device follows, and another that makes "
+                        + "\(body.home.prefix(8)) home. Whoever holds the kit holds everything: if the other was "
+                        + "not yours, someone has your kit. Take over again with it now, from a device you hold")
+            }
+            throw error
+        }
+    }
+
+    /// For a device that holds nothing but the recovery kit: accepts this vault.json when its chain of
+    /// homes checks out from the first home, which the kit signed at creation, through every takeover
+    /// (signed by the kit) and handoff since; returns the pin to keep.
+    public func accept(kitSigningKey kitKey: HybridSignature.PublicKey) throws -> VaultPin {
+        guard body.recovery.signingKey == kitKey.rawRepresentation else {
+            throw SempereError(
+                .wrongVault, "this recovery kit is not this vault's (or it was replaced): check the kit and the folder")
+        }
+        if body.takeoverGeneration > 0 {
+            let homeKey = try verifyTakeovers(after: 0, kitKey: kitKey.rawRepresentation)
+            return try verifySigner(startingAt: homeKey, after: body.takeovers.last!.generation, pinned: nil)
+        }
+        guard let genesis = body.genesis,
+            let signature = try? HybridSignature.Signature(rawRepresentation: genesis.kitSignature),
+            kitKey.isValidSignature(
+                signature, for: genesis.signedBytes(vaultID: body.vaultID), context: VaultBody.Genesis.context),
+            genesis.home
+                == VaultKeys.identifier(for: try HybridSignature.PublicKey(rawRepresentation: genesis.homeSigningKey))
+        else {
+            throw SempereError(
+                .badSignature,
+                "vault.json's first home is not signed by this recovery kit (a vault made before sempere 0.2 has no "
+                    + "such signature): it cannot be checked from the kit alone; take over from a device of the vault")
+        }
+        return try verifySigner(startingAt: genesis.homeSigningKey, after: 0, pinned: nil)
+    }
+
+    /// Checks the takeovers after `after` (consecutive, each signed by the kit and by the home it names)
+    /// and returns the last one's home key.
+    func verifyTakeovers(after: UInt64, kitKey: Data) throws -> Data {
+        let newer = body.takeovers.filter { $0.takeoverGeneration > after }
+        guard newer.map(\.takeoverGeneration) == Array((after + 1)...max(after + 1, body.takeoverGeneration)),
+            let last = newer.last, last.generation <= body.generation
+        else {
+            throw SempereError(
+                .badSignature,
+                "vault.json claims takeover \(body.takeoverGeneration) without the records of the takeovers since "
+                    + "\(after): it was forged")
+        }
+        for record in newer { try verify(record, kitKey: kitKey) }
+        return last.homeSigningKey
+    }
+
+    /// Checks one takeover record: signed by `kitKey` and by the home it names, which it keeps.
+    func verify(_ record: VaultBody.Takeover, kitKey: Data) throws {
+        let bytes = record.signedBytes(vaultID: body.vaultID)
+        guard record.kitSigningKey == kitKey,
+            let kit = try? HybridSignature.PublicKey(rawRepresentation: kitKey),
+            let kitSignature = try? HybridSignature.Signature(rawRepresentation: record.kitSignature),
+            kit.isValidSignature(kitSignature, for: bytes, context: VaultBody.Takeover.context)
+        else {
+            throw SempereError(
+                .badSignature,
+                "vault.json's takeover \(record.takeoverGeneration) is not signed by the recovery kit this device "
+                    + "follows: it was forged, and is never acted on")
+        }
+        guard let home = try? HybridSignature.PublicKey(rawRepresentation: record.homeSigningKey),
+            record.home == VaultKeys.identifier(for: home), record.kept.contains(record.home),
+            let homeSignature = try? HybridSignature.Signature(rawRepresentation: record.homeSignature),
+            home.isValidSignature(homeSignature, for: bytes, context: VaultBody.Takeover.context)
+        else {
+            throw SempereError(
+                .badSignature,
+                "vault.json's takeover \(record.takeoverGeneration) is not signed by the new home it names as well "
+                    + "as by the kit: a takeover needs both")
+        }
+    }
+
+    /// From the home key `startKey` (the pinned home, or a takeover's), follows every handoff after
+    /// generation `after`, checks that the body names the home reached and is signed by it (or, for a
+    /// handoff's own body, by the home that handed over), and returns the new pin. `pinned` is the pin
+    /// when no takeover intervened (for the fork check, and to re-accept a handoff's own body).
+    func verifySigner(startingAt startKey: Data, after: UInt64, pinned: VaultPin?) throws -> VaultPin {
+        var homeKey = startKey
         var signers = [homeKey]
-        for handoff in body.handoffs where handoff.generation > pinned.generation {
+        for handoff in body.handoffs where handoff.generation > after {
             let from = try HybridSignature.PublicKey(rawRepresentation: homeKey)
             guard handoff.from == VaultKeys.identifier(for: from), handoff.generation <= body.generation,
                 let signature = try? HybridSignature.Signature(rawRepresentation: handoff.signature),
@@ -111,8 +221,6 @@ public struct SignedVault: Sendable {
             homeKey = handoff.toSigningKey
             signers.append(homeKey)
         }
-        // The body's home is the last one the chain reaches, listed with that key; the body is signed by it,
-        // or, for the body of a handoff itself, by the home that handed over.
         guard let home = body.device(body.home), home.signingKey == homeKey else {
             throw SempereError(
                 .badSignature,
@@ -126,9 +234,9 @@ public struct SignedVault: Sendable {
             // The handoff's own body. Walked just now: the key before the last step. Accepted before (the
             // pin is this very body): the old home as this body lists it.
             signerKey =
-                last.generation > pinned.generation
+                last.generation > after
                 ? signers[signers.count - 2]
-                : (bodySHA256 == pinned.bodySHA256 ? body.device(signer)?.signingKey : nil)
+                : (bodySHA256 == pinned?.bodySHA256 ? body.device(signer)?.signingKey : nil)
         }
         guard let signerKey,
             VaultKeys.identifier(for: try HybridSignature.PublicKey(rawRepresentation: signerKey)) == signer
@@ -143,12 +251,13 @@ public struct SignedVault: Sendable {
             throw SempereError(
                 .badSignature, "vault.json's signature does not verify: it was altered after home signed it")
         }
-        if body.generation == pinned.generation && bodySHA256 != pinned.bodySHA256 {
+        if let pinned, body.generation == pinned.generation, bodySHA256 != pinned.bodySHA256 {
             throw SempereError(
                 .fork, "two different device lists claim generation \(body.generation): the vault was tampered with")
         }
         return VaultPin(
-            vaultID: pinned.vaultID, homeSigningKey: homeKey, generation: body.generation, bodySHA256: bodySHA256)
+            vaultID: body.vaultID, homeSigningKey: homeKey, generation: body.generation, bodySHA256: bodySHA256,
+            takeoverGeneration: body.takeoverGeneration, recoverySigningKey: body.recovery.signingKey)
     }
 }
 
@@ -159,11 +268,37 @@ public struct VaultPin: Codable, Sendable, Equatable {
     public var homeSigningKey: Data
     public var generation: UInt64
     public var bodySHA256: String
+    /// How many takeovers the accepted list had seen: a list with fewer is one a takeover dropped.
+    public var takeoverGeneration: UInt64
+    /// The recovery kit's signing key in the accepted list: the only key that can authorise a takeover.
+    /// (nil in a pin saved before sempere 0.2, until the next list is accepted.)
+    public var recoverySigningKey: Data?
 
-    public init(vaultID: String, homeSigningKey: Data, generation: UInt64, bodySHA256: String) {
+    public init(
+        vaultID: String, homeSigningKey: Data, generation: UInt64, bodySHA256: String,
+        takeoverGeneration: UInt64 = 0, recoverySigningKey: Data? = nil
+    ) {
         self.vaultID = vaultID
         self.homeSigningKey = homeSigningKey
         self.generation = generation
         self.bodySHA256 = bodySHA256
+        self.takeoverGeneration = takeoverGeneration
+        self.recoverySigningKey = recoverySigningKey
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case vaultID, homeSigningKey, generation, bodySHA256, takeoverGeneration, recoverySigningKey
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            vaultID: try container.decode(String.self, forKey: .vaultID),
+            homeSigningKey: try container.decode(Data.self, forKey: .homeSigningKey),
+            generation: try container.decode(UInt64.self, forKey: .generation),
+            bodySHA256: try container.decode(String.self, forKey: .bodySHA256),
+            // Absent in a pin saved by sempere 0.1.
+            takeoverGeneration: try container.decodeIfPresent(UInt64.self, forKey: .takeoverGeneration) ?? 0,
+            recoverySigningKey: try container.decodeIfPresent(Data.self, forKey: .recoverySigningKey))
     }
 }

@@ -18,6 +18,13 @@ public struct VaultBody: Codable, Sendable, Equatable {
     public var records: [Record]
     /// Every handoff of the home role, oldest first (empty in a v1 vault).
     public var handoffs: [Handoff]
+    /// Grows by one with each takeover: a list with a higher one wins over any with a lower one,
+    /// whatever their generations (0 in a v1 vault).
+    public var takeoverGeneration: UInt64
+    /// Every takeover, oldest first.
+    public var takeovers: [Takeover]
+    /// The first home, signed by the kit (nil in a vault made before sempere 0.2).
+    public var genesis: Genesis?
 
     public struct Device: Codable, Sendable, Equatable {
         public var id: String
@@ -132,6 +139,72 @@ public struct VaultBody: Codable, Sendable, Equatable {
         }
     }
 
+    /// A takeover with the recovery kit (the guide: "the recovery key and the new home sign the new list
+    /// together"): both sign this record, which names the new home and the devices kept. Every later
+    /// vault.json carries it, so a device that missed the takeover's own vault.json still follows it.
+    public struct Takeover: Codable, Sendable, Equatable {
+        /// The body's `takeover_generation` from this takeover on (one more than before it).
+        public var takeoverGeneration: UInt64
+        /// The generation of the body the takeover made.
+        public var generation: UInt64
+        public var home: String
+        public var homeSigningKey: Data
+        /// The ids of the devices kept listed, sorted (the new home among them).
+        public var kept: [String]
+        /// The recovery signing key that signed, and its signature; then the new home's.
+        public var kitSigningKey: Data
+        public var kitSignature: Data
+        public var homeSignature: Data
+
+        enum CodingKeys: String, CodingKey {
+            case takeoverGeneration = "takeover_generation", generation, home, homeSigningKey = "home_signing_key"
+            case kept, kitSigningKey = "kit_signing_key", kitSignature = "kit_signature"
+            case homeSignature = "home_signature"
+        }
+
+        public init(
+            takeoverGeneration: UInt64, generation: UInt64, home: String, homeSigningKey: Data, kept: [String],
+            kitSigningKey: Data, kitSignature: Data = Data(), homeSignature: Data = Data()
+        ) {
+            self.takeoverGeneration = takeoverGeneration
+            self.generation = generation
+            self.home = home
+            self.homeSigningKey = homeSigningKey
+            self.kept = kept
+            self.kitSigningKey = kitSigningKey
+            self.kitSignature = kitSignature
+            self.homeSignature = homeSignature
+        }
+
+        static let context = Data("sempere/v1/takeover".utf8)
+
+        /// What both keys sign.
+        public func signedBytes(vaultID: String) -> Data {
+            var bytes = Data(vaultID.utf8) + Data([0]) + Data(String(takeoverGeneration).utf8) + Data([0])
+            bytes += Data(String(generation).utf8) + Data([0]) + Data(home.utf8) + Data([0]) + homeSigningKey
+            bytes += Data([0]) + Data(kept.joined(separator: ",").utf8) + Data([0]) + kitSigningKey
+            return bytes
+        }
+    }
+
+    /// The first home, signed by the recovery kit when the vault was made: what lets a device that holds
+    /// nothing but the kit check the whole chain of homes (handoffs and takeovers) up to today's.
+    public struct Genesis: Codable, Sendable, Equatable {
+        public var home: String
+        public var homeSigningKey: Data
+        public var kitSignature: Data
+
+        enum CodingKeys: String, CodingKey {
+            case home, homeSigningKey = "home_signing_key", kitSignature = "kit_signature"
+        }
+
+        static let context = Data("sempere/v1/genesis".utf8)
+
+        func signedBytes(vaultID: String) -> Data {
+            Data(vaultID.utf8) + Data([0]) + Data(home.utf8) + Data([0]) + homeSigningKey
+        }
+    }
+
     public struct NoteReference: Codable, Sendable, Equatable {
         public var path: String
         /// SHA-256 of the note file's bytes, lower-case hex.
@@ -146,12 +219,13 @@ public struct VaultBody: Codable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey {
         case vaultID = "vault_id", generation, home, homeGeneration = "home_generation", postQuantum = "post_quantum"
         case devices, removed, recovery, epochs, records, handoffs
+        case takeoverGeneration = "takeover_generation", takeovers, genesis
     }
 
     init(
         vaultID: String, generation: UInt64, home: String, homeGeneration: UInt64, postQuantum: Bool,
         devices: [Device], removed: [Removal], recovery: Recovery, epochs: [Epoch], records: [Record],
-        handoffs: [Handoff] = []
+        handoffs: [Handoff] = [], takeoverGeneration: UInt64 = 0, takeovers: [Takeover] = [], genesis: Genesis? = nil
     ) {
         self.vaultID = vaultID
         self.generation = generation
@@ -164,6 +238,9 @@ public struct VaultBody: Codable, Sendable, Equatable {
         self.epochs = epochs
         self.records = records
         self.handoffs = handoffs
+        self.takeoverGeneration = takeoverGeneration
+        self.takeovers = takeovers
+        self.genesis = genesis
     }
 
     public init(from decoder: any Decoder) throws {
@@ -180,7 +257,10 @@ public struct VaultBody: Codable, Sendable, Equatable {
             epochs: try container.decode([Epoch].self, forKey: .epochs),
             records: try container.decode([Record].self, forKey: .records),
             // Absent in a v1 body.
-            handoffs: try container.decodeIfPresent([Handoff].self, forKey: .handoffs) ?? [])
+            handoffs: try container.decodeIfPresent([Handoff].self, forKey: .handoffs) ?? [],
+            takeoverGeneration: try container.decodeIfPresent(UInt64.self, forKey: .takeoverGeneration) ?? 0,
+            takeovers: try container.decodeIfPresent([Takeover].self, forKey: .takeovers) ?? [],
+            genesis: try container.decodeIfPresent(Genesis.self, forKey: .genesis))
     }
 
     public var currentEpoch: Epoch { epochs[epochs.count - 1] }

@@ -26,12 +26,17 @@ public struct VaultHome: Sendable {
         let epoch = VaultBody.Epoch(
             number: 1, startedIn: 1, reason: "created", recipient: identity.recipientString,
             wraps: try wraps(of: identity, devices: [home], recovery: recovery))
+        var genesis = VaultBody.Genesis(home: home.id, homeSigningKey: home.signingKey, kitSignature: Data())
+        genesis.kitSignature = try recoverySigning.signature(
+            for: genesis.signedBytes(vaultID: vaultID), context: VaultBody.Genesis.context
+        ).rawRepresentation
         let body = VaultBody(
             vaultID: vaultID, generation: 1, home: home.id, homeGeneration: 1, postQuantum: postQuantum,
-            devices: [home], removed: [], recovery: recovery, epochs: [epoch], records: [])
+            devices: [home], removed: [], recovery: recovery, epochs: [epoch], records: [], genesis: genesis)
         let vault = try SignedVault.sign(body, signer: home.id, key: credentials.signingKey)
         let pin = VaultPin(
-            vaultID: vaultID, homeSigningKey: home.signingKey, generation: 1, bodySHA256: vault.bodySHA256)
+            vaultID: vaultID, homeSigningKey: home.signingKey, generation: 1, bodySHA256: vault.bodySHA256,
+            recoverySigningKey: recovery.signingKey)
         return (vault, kit, pin)
     }
 
@@ -133,7 +138,7 @@ public struct VaultHome: Sendable {
     /// Ends the current epoch inside `body` (whose generation is already the new one): a fresh vault
     /// identity wrapped to the devices `body` lists and to the kit, and a record that seals the old
     /// identity to it and commits to the list of `existingNotes`.
-    private func endEpoch(
+    static func endEpoch(
         _ body: inout VaultBody, reason: String, existingNotes: [VaultBody.NoteReference], old: WrapIdentity
     ) throws -> EpochFileList {
         let fresh = WrapIdentity.generate(postQuantum: body.postQuantum)
@@ -171,7 +176,7 @@ public struct VaultHome: Sendable {
         let updated = try next(vault) { body in
             body.devices.removeAll { $0.id == deviceID }
             body.removed.append(VaultBody.Removal(device: device, removedIn: body.generation))
-            list = try endEpoch(&body, reason: "removed", existingNotes: existingNotes, old: old)
+            list = try Self.endEpoch(&body, reason: "removed", existingNotes: existingNotes, old: old)
         }
         return EpochChange(vault: updated, fileList: list!)
     }
@@ -205,7 +210,7 @@ public struct VaultHome: Sendable {
             body.handoffs.append(handoff)
             body.home = device.id
             body.homeGeneration += 1
-            list = try endEpoch(&body, reason: "handoff", existingNotes: existingNotes, old: old)
+            list = try Self.endEpoch(&body, reason: "handoff", existingNotes: existingNotes, old: old)
         }
         return EpochChange(vault: updated, fileList: list!)
     }

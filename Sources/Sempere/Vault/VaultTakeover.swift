@@ -1,0 +1,95 @@
+import Foundation
+import SiblingsCrypto
+
+/// Takeover with the recovery kit, for when home is lost, stolen or broken (the guide: "a device with
+/// your recovery key (the paper kit, or the passphrase copy) takes over. On the takeover screen you keep
+/// checked the devices you still have; the recovery key and the new home sign the new list together. A
+/// takeover wins over any change from the old home that it did not see"; docs/sempere-format.md,
+/// "Takeover").
+public enum VaultTakeover {
+    /// Takes `vault` over: `newHome` (this device; listed already, or new, then named `newHomeName`)
+    /// becomes home, the devices in `keep` stay listed, every other listed device is removed, and a new
+    /// epoch starts whose key only the kept devices and the kit get. The kit and the new home both sign
+    /// the takeover record; the body's takeover generation grows by one, so it beats every list the old
+    /// home signs from now on, whatever its generation.
+    ///
+    /// - Parameters:
+    ///   - vault: the newest vault.json this device accepted (or, for a device with nothing but the kit,
+    ///     one accepted with ``SignedVault/accept(kitSigningKey:)``).
+    ///   - existingNotes: the note files that exist now (the record of the epoch that ends).
+    public static func takeOver(
+        _ vault: SignedVault, kit: RecoveryKit, newHome: DeviceKeys, newHomeName: String?, keep: Set<String>,
+        existingNotes: [VaultBody.NoteReference]
+    ) throws -> VaultHome.EpochChange {
+        var body = vault.body
+        let kitSigning = try kit.signingKey()
+        guard kit.vaultID == body.vaultID, kitSigning.publicKey.rawRepresentation == body.recovery.signingKey else {
+            throw SempereError(
+                .wrongVault,
+                "this recovery kit is not the one of vault \(body.vaultID) (or the vault's kit was replaced): check "
+                    + "that it is the kit printed for this vault")
+        }
+        guard let recoveryWrap = body.currentEpoch.wraps["recovery"] else {
+            throw SempereError(.malformedVault, "the current epoch has no wrap for the recovery kit")
+        }
+        let old = try VaultKeys.unwrap(
+            recoveryWrap, with: try kit.wrapIdentity(postQuantum: body.postQuantum).ageIdentity)
+        for id in keep where body.device(id) == nil {
+            throw SempereError(
+                .notFound, "device \(id) is not listed in this vault, so it cannot be kept (see `sempere devices list`)"
+            )
+        }
+        guard !body.removed.contains(where: { $0.device.id == newHome.id }) else {
+            throw SempereError(
+                .removed,
+                "this device was removed from the vault; a takeover needs a device that is listed or new: use "
+                    + "another configuration directory (--config), which makes new keys")
+        }
+        guard newHome.identity.isPostQuantum == body.postQuantum else {
+            throw SempereError(
+                .invalidSecret,
+                body.postQuantum
+                    ? "this vault is post-quantum but this device's keys are classical: take over from another "
+                        + "configuration directory (--config)"
+                    : "this vault is classical but this device's keys are post-quantum: take over from another "
+                        + "configuration directory (--config)")
+        }
+        body.generation += 1
+        body.takeoverGeneration += 1
+        body.homeGeneration += 1
+        if body.device(newHome.id) == nil {
+            guard let newHomeName else {
+                throw SempereError(.invalidName, "this device is not in the vault yet: give it a name (--name)")
+            }
+            try VaultSession.checkDeviceName(newHomeName)
+            let keptNames = VaultBody(
+                vaultID: body.vaultID, generation: 0, home: "", homeGeneration: 0, postQuantum: body.postQuantum,
+                devices: body.devices.filter { keep.contains($0.id) }, removed: [], recovery: body.recovery, epochs: [],
+                records: [])
+            try VaultHome.checkNameIsFree(newHomeName, in: keptNames, except: nil)
+            body.devices.append(
+                VaultBody.Device(
+                    id: newHome.id, name: newHomeName, signingKey: newHome.publicKey.rawRepresentation,
+                    wrapRecipient: newHome.identity.recipientString, addedIn: body.generation))
+        }
+        let kept = keep.union([newHome.id])
+        for device in body.devices where !kept.contains(device.id) {
+            body.removed.append(VaultBody.Removal(device: device, removedIn: body.generation))
+        }
+        body.devices.removeAll { !kept.contains($0.id) }
+        var record = VaultBody.Takeover(
+            takeoverGeneration: body.takeoverGeneration, generation: body.generation, home: newHome.id,
+            homeSigningKey: newHome.publicKey.rawRepresentation, kept: kept.sorted(),
+            kitSigningKey: kitSigning.publicKey.rawRepresentation)
+        let bytes = record.signedBytes(vaultID: body.vaultID)
+        record.kitSignature = try kitSigning.signature(for: bytes, context: VaultBody.Takeover.context)
+            .rawRepresentation
+        record.homeSignature = try newHome.signingKey.signature(for: bytes, context: VaultBody.Takeover.context)
+            .rawRepresentation
+        body.takeovers.append(record)
+        body.home = newHome.id
+        let list = try VaultHome.endEpoch(&body, reason: "takeover", existingNotes: existingNotes, old: old)
+        return VaultHome.EpochChange(
+            vault: try SignedVault.sign(body, signer: newHome.id, key: newHome.signingKey), fileList: list)
+    }
+}
