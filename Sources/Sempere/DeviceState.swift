@@ -68,7 +68,7 @@ public struct DeviceState: Codable, Sendable, Equatable {
             try FileManager.default.createDirectory(
                 at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         } catch {
-            throw SempereError(.io, "cannot create \(directory.path): \(plainDescription(of: error))")
+            throw SempereError(.io, "cannot create \(directory.path): \(plainCreateFailure(at: directory, error))")
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]

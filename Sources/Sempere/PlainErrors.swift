@@ -1,3 +1,4 @@
+import Age
 import Foundation
 
 #if canImport(Glibc)
@@ -10,6 +11,7 @@ import Foundation
 /// goes through here.
 func plainDescription(of error: any Error) -> String {
     if let error = error as? SempereError { return error.reason }
+    if let error = error as? AgeError { return error.reason }
     if let error = error as? DecodingError { return plainDescription(of: error) }
     if let error = error as? CocoaError {
         switch error.code {
@@ -25,7 +27,7 @@ func plainDescription(of error: any Error) -> String {
         if let underlying = error.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
             return String(cString: strerror(Int32(underlying.code)))
         }
-        return "file operation failed (code \(error.code.rawValue))"
+        return "the file system refused it (Foundation error \(error.code.rawValue))"
     }
     if let error = error as? POSIXError { return String(cString: strerror(error.code.rawValue)) }
     let error = error as NSError
@@ -50,4 +52,18 @@ func plainDescription(of error: DecodingError) -> String {
     @unknown default:
         return "it does not decode"
     }
+}
+
+/// Why creating the folder `url` failed, in words: most often something on its path is a file, not a
+/// folder, which Foundation on Linux reports only as an unknown write error.
+func plainCreateFailure(at url: URL, _ error: any Error) -> String {
+    var ancestor = url.standardizedFileURL
+    var isDirectory: ObjCBool = false
+    while ancestor.path != "/" && !FileManager.default.fileExists(atPath: ancestor.path, isDirectory: &isDirectory) {
+        ancestor = ancestor.deletingLastPathComponent()
+    }
+    if ancestor.path != "/" && !isDirectory.boolValue {
+        return "\(ancestor.path) is a file, not a folder"
+    }
+    return plainDescription(of: error)
 }

@@ -58,11 +58,37 @@ public struct VaultSession: Sendable {
                 .notFound,
                 "the vault folder \(state.folder) is missing: is the synced folder there (mounted, or moved)?")
         }
-        if try folder.vaultCandidates().isEmpty {
-            notices.append(try Self.restoreDeletedList(folder: folder, state: state, root: configRoot, keys: keys))
+        // vault.json itself gone (whatever copies a provider made of it): home puts back the list it signed.
+        let vaultFileMissing = !FileManager.default.fileExists(
+            atPath: folder.url.appendingPathComponent(VaultFolder.vaultFile).path)
+        if vaultFileMissing,
+            let restored = try Self.restoreDeletedList(folder: folder, state: state, root: configRoot, keys: keys)
+        {
+            notices.append(restored)
         }
-        let (vault, pin, refused) = try folder.vault(pinned: state.pin)
+        let opened: (vault: SignedVault, pin: VaultPin, refused: [(String, SempereError)])
+        do {
+            opened = try folder.vault(pinned: state.pin)
+        } catch let error as SempereError where vaultFileMissing {
+            throw Self.deletedListError(folder: folder, state: state, root: configRoot, cause: error)
+        }
+        var (vault, pin, refused) = opened
         for (name, error) in refused { notices.append("\(name) refused: \(error.reason)") }
+        // Home completes a kit replacement whose delay has passed.
+        if vault.body.home == keys.id, let pending = vault.body.kitReplacement,
+            Int64(Date().timeIntervalSince1970) >= pending.effectiveAt,
+            let change = try VaultHome(credentials: keys).completeKitReplacement(
+                in: vault, existingNotes: try Self.existingNotes(folder, notices: &notices))
+        {
+            try folder.write(change.fileList)
+            try folder.write(change.vault)
+            pin = try change.vault.accept(pinned: pin)
+            vault = change.vault
+            notices.append(
+                "the new recovery kit is in effect: new notes use epoch \(vault.body.currentEpoch.number)'s key, "
+                    + "which the old kit never gets")
+        }
+        notices += Self.kitNotices(body: vault.body, pin: pin, home: keys.id)
         if pin.takeoverGeneration > state.pin.takeoverGeneration, let home = vault.body.device(vault.body.home) {
             notices.append(Self.takeoverAlert(home: home, thisDevice: keys.id, body: vault.body))
         } else if pin.homeSigningKey != state.pin.homeSigningKey, let home = vault.body.device(vault.body.home) {
@@ -71,40 +97,77 @@ public struct VaultSession: Sendable {
                     ? "this device is home now: it manages the vault's devices (the home role was handed to it)"
                     : "\(home.name) (\(home.id.prefix(8))) is home now: it manages the vault's devices")
         }
-        let copy = state.vaultCopyFile(root: configRoot)
-        if pin != state.pin || !FileManager.default.fileExists(atPath: copy.path) {
+        try Self.saveCopy(of: vault, state: state, root: configRoot)
+        if pin != state.pin {
             state.pin = pin
             try state.save(root: configRoot)
-            try AtomicWrite.write(try vault.encoded(), to: copy, mode: 0o600)
         }
         self.state = state
         self.vault = vault
         self.notices = notices
     }
 
-    /// vault.json was deleted: home writes back the copy of the list it signed last; another device says
-    /// what happened. Returns the notice to show.
+    /// Keeps this device's copy of the list it follows in step with it, written before the pin moves, so
+    /// the copy is never older than the pin (home puts vault.json back from it).
+    static func saveCopy(of vault: SignedVault, state: DeviceState, root: URL) throws {
+        let copy = state.vaultCopyFile(root: root)
+        let current = FileManager.default.contents(atPath: copy.path).flatMap { try? SignedVault(parsing: $0) }
+        if current?.bodySHA256 != vault.bodySHA256 {
+            do {
+                try FileManager.default.createDirectory(
+                    at: copy.deletingLastPathComponent(), withIntermediateDirectories: true,
+                    attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw SempereError(
+                    .io,
+                    "cannot create \(copy.deletingLastPathComponent().path): "
+                        + plainCreateFailure(at: copy.deletingLastPathComponent(), error))
+            }
+            try AtomicWrite.write(try vault.encoded(), to: copy, mode: 0o600)
+        }
+    }
+
+    /// vault.json was deleted: home writes back the copy of the list it signed last and returns what to
+    /// tell; on another device, nil (the copies a provider made may still serve).
     static func restoreDeletedList(
         folder: VaultFolder, state: DeviceState, root: URL, keys: DeviceKeys
     ) throws
-        -> String
+        -> String?
     {
         let copy = FileManager.default.contents(atPath: state.vaultCopyFile(root: root).path).flatMap {
             try? SignedVault(parsing: $0)
         }
-        if let copy, copy.body.home == keys.id, (try? copy.accept(pinned: state.pin)) != nil {
-            try folder.write(copy)
-            return
-                "vault.json was missing from \(folder.url.path) (deleted by the storage provider, or by mistake): "
-                + "this device, its home, put back the device list it signed last (generation "
-                + "\(copy.body.generation)); nothing else changed"
+        guard let copy, copy.body.home == keys.id else { return nil }
+        guard (try? copy.accept(pinned: state.pin)) != nil else {
+            throw SempereError(
+                .notFound,
+                "vault.json is missing from \(folder.url.path), and this device's copy of the list (generation "
+                    + "\(copy.body.generation)) is older than the one it follows (generation \(state.pin.generation)), "
+                    + "so it cannot put it back: restore vault.json from a backup of the folder")
+        }
+        try folder.write(copy)
+        return
+            "vault.json was missing from \(folder.url.path) (deleted by the storage provider, or by mistake): "
+            + "this device, its home, put back the device list it signed last (generation "
+            + "\(copy.body.generation)); nothing else changed"
+    }
+
+    /// What a device that is not home says when vault.json is gone and no copy of it serves.
+    static func deletedListError(
+        folder: VaultFolder, state: DeviceState, root: URL, cause: SempereError
+    )
+        -> SempereError
+    {
+        let copy = FileManager.default.contents(atPath: state.vaultCopyFile(root: root).path).flatMap {
+            try? SignedVault(parsing: $0)
         }
         let home = copy.flatMap { $0.body.device($0.body.home)?.name }.map { "\($0), the home device," } ?? "home"
-        throw SempereError(
+        return SempereError(
             .notFound,
             "vault.json is missing from \(folder.url.path): it was deleted (by the storage provider, or by "
                 + "mistake), and nothing was changed here. \(home) keeps the device list it signed and puts it back "
-                + "the next time it runs a sempere command on this vault; then run this again")
+                + "the next time it runs a sempere command on this vault; then run this again (the copies of it "
+                + "in the folder did not serve: \(cause.reason))")
     }
 
     // MARK: - Creating and joining
@@ -126,14 +189,24 @@ public struct VaultSession: Sendable {
                 .alreadyExists,
                 "\(url.path) already holds a vault: join it with `sempere join \(url.path) --name \(homeName)` instead")
         }
-        let leftovers = try folder.notePaths().count + folder.names(in: "requests").count
-        if leftovers > 0 {
+        let notes = try folder.notePaths().count
+        if notes > 0 {
             throw SempereError(
                 .alreadyExists,
-                "\(url.path) has no vault.json but holds \(leftovers) note or join request file(s) of a vault: its "
-                    + "vault.json was deleted. A new vault here would set all of them aside, so none was made. Run "
-                    + "any sempere command on that vault's home device, which puts vault.json back; to start a "
-                    + "separate vault, choose an empty folder")
+                "\(url.path) has no vault.json but holds \(notes) note(s) of a vault: its vault.json was deleted. A "
+                    + "new vault here would set all of them aside, so none was made. Run any sempere command on that "
+                    + "vault's home device, which puts vault.json back; to start a separate vault, choose an empty "
+                    + "folder")
+        }
+        // Anything else (a recovery.age, join requests, copies of a vault.json) could be another vault's too,
+        // and create would write over some of it.
+        let other = try folder.names(in: "")
+        if !other.isEmpty {
+            throw SempereError(
+                .alreadyExists,
+                "\(url.path) is not empty (it holds \(other.sorted().prefix(3).joined(separator: ", "))"
+                    + "\(other.count > 3 ? ", …" : "")): a vault is made in an empty or new folder, so that nothing "
+                    + "there is overwritten or set aside")
         }
         let store = try keyStore(configRoot: configRoot)
         let existing = try DeviceKeys.load(from: store)
@@ -152,8 +225,8 @@ public struct VaultSession: Sendable {
                 try created.kit.passphraseCopy(passphrase: passphrase, postQuantum: postQuantum))
         }
         let state = DeviceState(folder: url.path, pin: created.pin)
+        try saveCopy(of: created.vault, state: state, root: configRoot)
         try state.save(root: configRoot)
-        try AtomicWrite.write(try created.vault.encoded(), to: state.vaultCopyFile(root: configRoot), mode: 0o600)
         return (try VaultSession(configRoot: configRoot, folder: url.path), created.kit)
     }
 
@@ -213,8 +286,8 @@ public struct VaultSession: Sendable {
             do {
                 let pin = try JoinApproval.accept(check, vault: vault, request: request, credentials: keys, now: now)
                 let state = DeviceState(folder: url.path, pin: pin)
+                try saveCopy(of: vault, state: state, root: configRoot)
                 try state.save(root: configRoot)
-                try AtomicWrite.write(try vault.encoded(), to: state.vaultCopyFile(root: configRoot), mode: 0o600)
                 for done in mine { try? folder.removeRequest(done) }
                 return try VaultSession(configRoot: configRoot, folder: url.path)
             } catch let error as SempereError {
@@ -229,16 +302,7 @@ public struct VaultSession: Sendable {
         throw lastError!
     }
 
-    /// A device name: shown in lists and typed in commands, so printable, one line, at most 64 characters.
-    static func checkDeviceName(_ name: String) throws {
-        let trimmed = name.trimmingCharacters(in: .whitespaces)
-        guard !trimmed.isEmpty, name.count <= 64,
-            !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control || $0 == "\u{2028}" })
-        else {
-            throw SempereError(
-                .invalidName, "a device name is 1 to 64 characters on one line, without control characters")
-        }
-    }
+    static func checkDeviceName(_ name: String) throws { try VaultHome.checkDeviceName(name) }
 
     // MARK: - Devices (home)
 
@@ -270,7 +334,7 @@ public struct VaultSession: Sendable {
 
     /// On home: approves the join request that the new device's words or code name, lists it, and
     /// returns what home shows back.
-    public mutating func approve(_ check: JoinCheck) throws -> JoinApproval.Approved {
+    public mutating func approve(_ check: JoinCheck, now: Date = Date()) throws -> JoinApproval.Approved {
         try checkHome()
         let requests = try folder.requests()
         let request: JoinRequest
@@ -278,7 +342,7 @@ public struct VaultSession: Sendable {
         case .words(let words): request = try JoinRequest.matching(words: words, in: requests)
         case .code(let code): request = try JoinRequest.matching(code: code, in: requests)
         }
-        let approved = try JoinApproval.approve(request, vault: vault, home: VaultHome(credentials: keys))
+        let approved = try JoinApproval.approve(request, vault: vault, home: VaultHome(credentials: keys), now: now)
         if !approved.alreadyListed { try publish(approved.vault) }
         return approved
     }
@@ -286,18 +350,71 @@ public struct VaultSession: Sendable {
     /// On home: removes `device` and starts a new epoch, recording the notes that exist now.
     public mutating func remove(device: VaultBody.Device) throws {
         try checkHome()
-        try publish(
-            try VaultHome(credentials: keys).remove(
-                deviceID: device.id, from: vault, existingNotes: try folder.noteReferences()))
+        let existing = try Self.existingNotes(folder, notices: &notices)
+        try publish(try VaultHome(credentials: keys).remove(deviceID: device.id, from: vault, existingNotes: existing))
     }
 
     /// On home: Make Home. `device` manages the devices from now on; a new epoch starts. This device stays
     /// listed, as any other device.
     public mutating func makeHome(_ device: VaultBody.Device) throws {
         try checkHome()
-        try publish(
-            try VaultHome(credentials: keys).makeHome(
-                deviceID: device.id, in: vault, existingNotes: try folder.noteReferences()))
+        let existing = try Self.existingNotes(folder, notices: &notices)
+        try publish(try VaultHome(credentials: keys).makeHome(deviceID: device.id, in: vault, existingNotes: existing))
+    }
+
+    /// The note files that exist now, for the record of an epoch that ends. A file that cannot be read is
+    /// left out and named in `notices` (it stops nothing: if it is a removed device's note, it is set aside
+    /// later, never trusted), so a provider cannot stop home removing a device with one broken file.
+    static func existingNotes(_ folder: VaultFolder, notices: inout [String]) throws -> [VaultBody.NoteReference] {
+        var references: [VaultBody.NoteReference] = []
+        for path in try folder.notePaths() {
+            do {
+                references.append(
+                    VaultBody.NoteReference(
+                        path: path, sha256: SHA256.hash(data: try folder.readNote(at: path)).description))
+            } catch {
+                notices.append("\(path) cannot be read, so the record of this change does not list it")
+            }
+        }
+        return references
+    }
+
+    // MARK: - The recovery kit
+
+    /// What every device shows about the kit: a replacement waiting for its delay, or an old kit still in
+    /// its grace on this device.
+    static func kitNotices(body: VaultBody, pin: VaultPin, home: String) -> [String] {
+        var notices: [String] = []
+        let homeName = body.device(body.home)?.name ?? String(body.home.prefix(8))
+        if let pending = body.kitReplacement {
+            let when = ISO8601DateFormatter().string(
+                from: Date(timeIntervalSince1970: TimeInterval(pending.effectiveAt)))
+            notices.append(
+                "THE RECOVERY KIT IS BEING REPLACED by the home device, \(homeName): from \(when) the current kit no "
+                    + "longer opens new notes. If you did not ask for this, home is in someone else's hands: take "
+                    + "over with your current kit before then (`sempere takeover`), which cancels it")
+        }
+        if let until = pin.previousRecoveryValidUntil, pin.previousRecoverySigningKey != nil {
+            let when = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: TimeInterval(until)))
+            notices.append(
+                "the home device, \(homeName), replaced the recovery kit without the old kit's signature. If you did "
+                    + "not ask for this, take over with the old kit from this device before \(when) (`sempere "
+                    + "takeover`); after that only the new kit can")
+        }
+        return notices
+    }
+
+    /// On home: replaces the recovery kit and returns the new one to print. With `currentKit` (the vault's
+    /// kit now, which co-signs), at once: a new epoch the old kit never gets. Without, after the vault's
+    /// delay, during which the old kit can still take over.
+    public mutating func replaceKit(currentKit: RecoveryKit?) throws -> VaultHome.KitReplaced {
+        try checkHome()
+        let existing = try Self.existingNotes(folder, notices: &notices)
+        let replaced = try VaultHome(credentials: keys).replaceKit(
+            in: vault, currentKit: currentKit, existingNotes: existing)
+        if let list = replaced.fileList { try folder.write(list) }
+        try publish(replaced.vault)
+        return replaced
     }
 
     // MARK: - Takeover
@@ -319,10 +436,12 @@ public struct VaultSession: Sendable {
     /// `keep` (names or id starts) stay listed with it, every other one is removed.
     public mutating func takeOver(kit: RecoveryKit, keep: [String]) throws {
         let kept = Set(try keep.map { try device(matching: $0).id })
+        let existing = try Self.existingNotes(folder, notices: &notices)
         try publish(
             try VaultTakeover.takeOver(
                 vault, kit: kit, newHome: keys, newHomeName: nil, keep: kept,
-                existingNotes: try folder.noteReferences()))
+                existingNotes: existing, currentIdentity: try keyring().current,
+                trustedKits: SignedVault.trustedKits(state.pin, now: Int64(Date().timeIntervalSince1970))))
     }
 
     /// A device with nothing but the recovery kit takes over the vault in `folder` and becomes its home
@@ -369,13 +488,15 @@ public struct VaultSession: Sendable {
                 try session.device(matching: text).id
             })
         let keys = session.keys
+        var ignored: [String] = []
         let change = try VaultTakeover.takeOver(
-            vault, kit: kit, newHome: keys, newHomeName: name, keep: kept, existingNotes: try folder.noteReferences())
+            vault, kit: kit, newHome: keys, newHomeName: name, keep: kept,
+            existingNotes: try Self.existingNotes(folder, notices: &ignored))
         try folder.write(change.fileList)
         try folder.write(change.vault)
         let state = DeviceState(folder: url.path, pin: try change.vault.accept(pinned: pin))
+        try saveCopy(of: change.vault, state: state, root: configRoot)
         try state.save(root: configRoot)
-        try AtomicWrite.write(try change.vault.encoded(), to: state.vaultCopyFile(root: configRoot), mode: 0o600)
         return try VaultSession(configRoot: configRoot, folder: url.path)
     }
 
@@ -418,9 +539,10 @@ public struct VaultSession: Sendable {
     /// Writes vault.json after a change home made, and follows it.
     mutating func publish(_ updated: SignedVault) throws {
         try folder.write(updated)
-        state.pin = try updated.accept(pinned: state.pin)
+        let pin = try updated.accept(pinned: state.pin)
+        try Self.saveCopy(of: updated, state: state, root: configRoot)
+        state.pin = pin
         try state.save(root: configRoot)
-        try AtomicWrite.write(try updated.encoded(), to: state.vaultCopyFile(root: configRoot), mode: 0o600)
         vault = updated
     }
 
@@ -602,10 +724,20 @@ public struct VaultSession: Sendable {
     public func export(to directory: URL) throws -> (written: [(id: String, file: URL)], setAside: [SetAside]) {
         try checkOutsideVault(directory)
         let listing = try list()
-        var written: [(id: String, file: URL)] = []
-        for note in listing.notes {
+        let files = listing.notes.map { note in
             let safe = String(note.title.map { $0.isLetter || $0.isNumber || $0 == "-" ? $0 : "_" }.prefix(60))
-            let file = directory.appendingPathComponent("\(safe)-\(note.id.prefix(8)).md")
+            return (note, directory.appendingPathComponent("\(safe)-\(note.id).md"))
+        }
+        // Nothing is overwritten: a file already there (an earlier export, perhaps edited since) stops the
+        // export before anything is written.
+        if let taken = files.first(where: { FileManager.default.fileExists(atPath: $0.1.path) }) {
+            throw SempereError(
+                .alreadyExists,
+                "\(taken.1.path) exists already, so nothing was exported (nothing is overwritten): export into a new "
+                    + "or empty folder")
+        }
+        var written: [(id: String, file: URL)] = []
+        for (note, file) in files {
             try AtomicWrite.write(Data(note.markdown.utf8), to: file, mode: 0o600)
             written.append((note.id, file))
         }
@@ -634,6 +766,12 @@ public struct VaultSession: Sendable {
 
     func checkOutsideVault(_ directory: URL) throws { try Self.checkOutside(directory, vault: folder.url) }
 
+    /// Refuses a file path inside the vault folder (for a plaintext file such as the printable kit page),
+    /// creating its folder (0700) otherwise.
+    public func checkOutsideVault(file: URL) throws {
+        try Self.checkOutside(file.deletingLastPathComponent(), vault: folder.url)
+    }
+
     /// Refuses `directory` when it is the vault folder or inside it (following symbolic links), and
     /// creates it (0700) otherwise.
     static func checkOutside(_ directory: URL, vault: URL) throws {
@@ -659,7 +797,7 @@ public struct VaultSession: Sendable {
             try FileManager.default.createDirectory(
                 at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         } catch {
-            throw SempereError(.io, "cannot create \(directory.path): \(plainDescription(of: error))")
+            throw SempereError(.io, "cannot create \(directory.path): \(plainCreateFailure(at: directory, error))")
         }
     }
 

@@ -67,8 +67,8 @@ struct Create: ParsableCommand {
 
 struct Kit: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "kit", abstract: "The recovery kit: print it again from its passphrase copy.",
-        subcommands: [KitPrint.self])
+        commandName: "kit", abstract: "The recovery kit: print it again from its passphrase copy, or replace it.",
+        subcommands: [KitPrint.self, KitReplace.self])
 }
 
 struct KitPrint: ParsableCommand {
@@ -92,10 +92,9 @@ struct KitPrint: ParsableCommand {
             let kit = try session.recoveryKit(passphrase: try readPassphrase(for: "the passphrase copy"))
             if let html {
                 let url = URL(fileURLWithPath: absolutePath(html))
-                guard
-                    FileManager.default.createFile(
-                        atPath: url.path, contents: Data(try kit.page().utf8), attributes: [.posixPermissions: 0o600])
-                else { throw failure("cannot write \(url.path): check that its folder exists and is writable") }
+                // The page holds the kit's secret: never in the synced folder, never over another file.
+                try session.checkOutsideVault(file: url)
+                try writeNewPrivateFile(Data(try kit.page().utf8), to: url)
                 streams.err("sempere: wrote the kit page to \(url.path): print it, then delete the file")
             }
             streams.out("RECOVERY KIT for vault \(session.body.vaultID)")
@@ -103,6 +102,68 @@ struct KitPrint: ParsableCommand {
             streams.out("    \(kit.secretString)")
             streams.out("")
             streams.out(terminalQR(Data(kit.secretString.utf8)))
+        }
+    }
+}
+
+struct KitReplace: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "replace",
+        abstract: "On home: replace the recovery kit, and print the new one.",
+        discussion: """
+            With --with-current-kit (the current kit's secret in $SEMPERE_KIT or on standard input), the \
+            replacement is immediate: a new epoch starts whose key the old kit never gets. Without it, the \
+            replacement takes effect after the vault's delay (72 hours): every device shows it meanwhile, and \
+            the current kit can still take over, which cancels it. So a stolen home cannot kill your paper kit \
+            without every device saying so first. The passphrase copy (recovery.age), if any, is of the old \
+            kit and is not replaced.
+            """)
+
+    @Flag(name: .long("with-current-kit"), help: "The current kit co-signs: the replacement is immediate.")
+    var withCurrentKit: Bool
+    @Flag(name: .long("json"), help: "Print the result as JSON.") var json: Bool
+    @OptionGroup var options: VaultOptions
+
+    func run() async throws {
+        try reporting {
+            var session = try options.session()
+            var current: RecoveryKit?
+            if withCurrentKit {
+                let secret =
+                    ProcessInfo.processInfo.environment["SEMPERE_KIT"]
+                    ?? readStandardInput().split(separator: "\n", omittingEmptySubsequences: false).first.map(
+                        String.init)
+                guard let secret, !secret.isEmpty else {
+                    throw failure("--with-current-kit needs the current kit in $SEMPERE_KIT or on standard input")
+                }
+                current = try RecoveryKit(
+                    secretString: secret.trimmingCharacters(in: .whitespaces), vaultID: session.body.vaultID)
+            }
+            let before = session.notices.count
+            let replaced = try session.replaceKit(currentKit: current)
+            printNotices(session, after: before)
+            let secret = replaced.kit.secretString
+            if json {
+                try printJSON([
+                    "recovery_kit": secret, "effective_at": replaced.effectiveAt.map { isoDate($0) } ?? "now",
+                ])
+                return
+            }
+            streams.out("NEW RECOVERY KIT for vault \(session.body.vaultID)")
+            streams.out("")
+            streams.out("    \(secret)")
+            streams.out("")
+            streams.out(terminalQR(Data(secret.utf8)))
+            if let effective = replaced.effectiveAt {
+                streams.out(
+                    "It takes effect at \(isoDate(effective)), when this device next runs a command; until then the "
+                        + "current kit still works, and every device shows the replacement. Print the new kit now: "
+                        + "it is shown only once.")
+            } else {
+                streams.out(
+                    "It is in effect now: new notes use epoch \(session.body.currentEpoch.number)'s key, which the old "
+                        + "kit never gets. Print the new kit now: it is shown only once; destroy the old one.")
+            }
         }
     }
 }

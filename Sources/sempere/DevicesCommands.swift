@@ -41,7 +41,8 @@ struct DevicesList: ParsableCommand {
                 var notes: [String] = []
                 if device.id == body.home { notes.append("Manages devices") }
                 if device.id == session.keys.id { notes.append("this device") }
-                let name = device.name.padding(toLength: max(device.name.count, 16), withPad: " ", startingAt: 0)
+                let shown = printable(device.name)
+                let name = shown.padding(toLength: max(shown.count, 16), withPad: " ", startingAt: 0)
                 streams.out("\(name)  \(device.id.prefix(8))  \(notes.joined(separator: ", "))")
             }
         }
@@ -108,7 +109,9 @@ struct DevicesRemove: ParsableCommand {
         try reporting {
             var session = try options.session()
             let target = try session.device(matching: device)
+            let before = session.notices.count
             try session.remove(device: target)
+            printNotices(session, after: before)
             let epoch = session.body.currentEpoch.number
             if json {
                 try printJSON(["device_id": target.id, "name": target.name, "epoch": epoch])
@@ -166,7 +169,9 @@ struct DevicesMakeHome: ParsableCommand {
         try reporting {
             var session = try options.session()
             let target = try session.device(matching: device)
+            let before = session.notices.count
             try session.makeHome(target)
+            printNotices(session, after: before)
             let epoch = session.body.currentEpoch.number
             if json {
                 try printJSON(["home": target.id, "name": target.name, "epoch": epoch])

@@ -64,12 +64,13 @@ struct List: ParsableCommand {
             if listing.notes.isEmpty { streams.out("No notes yet: `sempere new <title>` writes one.") }
             for note in listing.notes {
                 streams.out(
-                    "\(note.id.prefix(8))  \(isoDate(note.modified))  \(session.name(of: note.author))  \(note.title)")
+                    "\(note.id.prefix(8))  \(isoDate(note.modified))  \(printable(session.name(of: note.author)))  "
+                        + printable(note.title))
             }
             if !listing.setAside.isEmpty {
                 streams.out("")
                 streams.out("Set aside (never shown as notes, never deleted):")
-                for item in listing.setAside { streams.out("  \(item.path): \(item.reason)") }
+                for item in listing.setAside { streams.out("  \(printable(item.path)): \(printable(item.reason))") }
             }
         }
     }
@@ -138,8 +139,8 @@ struct Search: ParsableCommand {
             }
             if matches.isEmpty { throw failure("no note contains \"\(text)\"") }
             for match in matches {
-                streams.out("\(match.note.id.prefix(8))  \(match.note.title)")
-                for line in match.lines { streams.out("    \(line)") }
+                streams.out("\(match.note.id.prefix(8))  \(printable(match.note.title))")
+                for line in match.lines { streams.out("    \(printable(line))") }
             }
         }
     }
@@ -194,7 +195,9 @@ struct Export: ParsableCommand {
             }
             let session = try options.session()
             let (written, setAside) = try session.export(to: target)
-            for item in setAside { streams.err("sempere: warning: \(item.path) is set aside and not exported") }
+            for item in setAside {
+                streams.err("sempere: warning: \(printable(item.path)) is set aside and not exported")
+            }
             streams.err(
                 "sempere: warning: the \(written.count) files in \(target.path) are plaintext, readable by anyone "
                     + "who can read that folder; do not put it in a synced folder, and delete it when done")

@@ -38,7 +38,7 @@ struct VaultOptions: ParsableArguments {
     /// The vault, opened and checked against this device's pin; what opening noticed is shown as warnings.
     func session() throws -> VaultSession {
         let session = try VaultSession(configRoot: try configRoot(), folder: vault.map(absolutePath))
-        for notice in session.notices { streams.err("sempere: warning: \(notice)") }
+        for notice in session.notices { streams.err("sempere: warning: \(printable(notice))") }
         return session
     }
 }
@@ -108,4 +108,44 @@ func readPassphrase(for purpose: String) throws -> String {
 /// A QR code for the terminal, or nothing when it cannot be made (the words or string suffice).
 func terminalQR(_ payload: some DataProtocol) -> String {
     (try? QRCode(payload).terminalText()) ?? ""
+}
+
+/// Prints the warnings a change added to the session after it was opened.
+func printNotices(_ session: VaultSession, after count: Int) {
+    for notice in session.notices.dropFirst(count) { streams.err("sempere: warning: \(printable(notice))") }
+}
+
+/// `text` with every control, format and separator character shown as `\u{…}`: file names and device
+/// names come from the synced folder, and a newline or an escape sequence in one must not draw a line of
+/// its own on the terminal.
+func printable(_ text: String) -> String {
+    let refused: Set<Unicode.GeneralCategory> = [.control, .format, .lineSeparator, .paragraphSeparator]
+    var out = ""
+    for scalar in text.unicodeScalars {
+        if refused.contains(scalar.properties.generalCategory) {
+            out += "\\u{\(String(scalar.value, radix: 16))}"
+        } else {
+            out.unicodeScalars.append(scalar)
+        }
+    }
+    return out
+}
+
+/// Creates `url` with `data`, mode 0600, failing if anything is there already.
+func writeNewPrivateFile(_ data: Data, to url: URL) throws {
+    let descriptor = open(url.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+    guard descriptor >= 0 else {
+        throw failure(
+            errno == EEXIST
+                ? "\(url.path) exists already: nothing was written (give a new file name)"
+                : "cannot create \(url.path): \(String(cString: strerror(errno)))")
+    }
+    let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
+    do {
+        try handle.write(contentsOf: data)
+        try handle.close()
+    } catch {
+        unlink(url.path)
+        throw failure("cannot write \(url.path) (is the disk full?); nothing was kept")
+    }
 }

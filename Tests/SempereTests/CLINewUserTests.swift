@@ -42,7 +42,8 @@ extension CLITests {
         let missing = try scratch.run(
             "B", ["join", scratch.root.appendingPathComponent("nope").path, "--name", "Phone"])
         #expect(missing.status == 1 && missing.err.contains("does not exist"), "\(missing.err)")
-        #expect(!FileManager.default.fileExists(atPath: scratch.config("B") + "/keys/device-signing-key"))
+        let keys = (try? FileManager.default.contentsOfDirectory(atPath: scratch.config("B") + "/keys")) ?? []
+        #expect(keys.isEmpty, "\(keys)")
 
         let first = try #require(
             try scratch.run("B", ["join", scratch.vault, "--name", "Phone", "--json"]).json() as? [String: Any])
@@ -59,8 +60,12 @@ extension CLITests {
         let approved = try scratch.run("A", ["devices", "approve", "--code", code, "--json"])
         #expect(approved.status == 0, "\(approved.err)")
         let homeCode = try #require((try approved.json() as? [String: Any])?["code"] as? String)
-        let wrong = try scratch.run("B", ["join", scratch.vault, "--code", String(homeCode.dropLast()) + "A"])
-        #expect(wrong.status == 1, "\(wrong.out)")
+        // One character changed in the middle: another 256-bit value, refused as not this vault's.
+        var altered = Array(homeCode)
+        let index = "sempere-join-approval:".count + 10
+        altered[index] = altered[index] == "A" ? "B" : "A"
+        let wrong = try scratch.run("B", ["join", scratch.vault, "--code", String(altered)])
+        #expect(wrong.status == 1 && wrong.err.contains("do not match this vault"), "\(wrong.err)")
         let joined = try scratch.run("B", ["join", scratch.vault, "--code", homeCode])
         #expect(joined.status == 0 && joined.out.contains("Joined the vault"), "\(joined.err)")
         let text = try scratch.run("B", ["join", scratch.vault, "--name", "Phone"])

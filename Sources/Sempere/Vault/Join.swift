@@ -218,7 +218,18 @@ public struct JoinApproval: Sendable {
     /// Home approves `request`, which the user's words or code picked (`JoinRequest.matching`): a new
     /// vault.json listing the device, and what home shows. A device already listed with exactly the
     /// request's keys (only it can sign such a request) is not added again: the vault is unchanged.
-    public static func approve(_ request: JoinRequest, vault: SignedVault, home: VaultHome) throws -> Approved {
+    public static func approve(
+        _ request: JoinRequest, vault: SignedVault, home: VaultHome, now: Date = Date()
+    ) throws -> Approved {
+        // The time is inside the hashed body: a substitute must carry a fresh one too, so home's own clock
+        // bounds how long anyone may search for a request with these words.
+        guard request.isValid(at: now) else {
+            throw SempereError(
+                .expired,
+                "this join request's words expired at \(ISO8601DateFormatter().string(from: request.expiresAt)) (they "
+                    + "are valid for \(Int(JoinRequest.lifetime / 60)) minutes, by this device's clock): ask again from "
+                    + "the new device, and type the new words here")
+        }
         let signingKey = try HybridSignature.PublicKey(rawRepresentation: request.body.signingKey)
         let id = VaultKeys.identifier(for: signingKey)
         let homeKey = home.credentials.signingKey.publicKey.rawRepresentation
@@ -238,12 +249,12 @@ public struct JoinApproval: Sendable {
 
     /// Home approves the request whose words are `typedWords`: checks them, then ``approve(_:vault:home:)``.
     public static func approve(
-        _ request: JoinRequest, typedWords: String, vault: SignedVault, home: VaultHome
+        _ request: JoinRequest, typedWords: String, vault: SignedVault, home: VaultHome, now: Date = Date()
     ) throws -> Approved {
         guard try JoinWords(parsing: typedWords) == request.words else {
             throw SempereError(.notFound, "those are not the words of this request: check them on the new device")
         }
-        return try approve(request, vault: vault, home: home)
+        return try approve(request, vault: vault, home: home, now: now)
     }
 
     /// The new device, after the user typed home's words or pasted its code: checks that its own request
@@ -285,7 +296,9 @@ public struct JoinApproval: Sendable {
                 "the words do not match this vault: check them on the home device; if they are right, this folder "
                     + "is not the vault home approved you into, and nothing from it is trusted")
         }
-        guard vault.body.device(credentials.id)?.signingKey == request.body.signingKey else {
+        guard let listed = vault.body.device(credentials.id), listed.signingKey == request.body.signingKey,
+            listed.wrapRecipient == request.body.wrapRecipient
+        else {
             throw SempereError(
                 .notFound, "the vault does not list this device yet: wait for it to sync, then try again")
         }

@@ -81,7 +81,60 @@ public struct SignedVault: Sendable {
     /// the role to, by a handoff record signed by the home before it, or one a takeover signed by the
     /// pinned recovery kit made home), a bad signature, a list from before a takeover this device has
     /// seen, an older generation (rollback) and a different list of the same generation (fork).
-    public func accept(pinned: VaultPin) throws -> VaultPin {
+    public func accept(pinned: VaultPin, now: Date = Date()) throws -> VaultPin {
+        var pin = try acceptSigners(pinned: pinned, now: now)
+        carryKitState(from: pinned, to: &pin, now: Int64(now.timeIntervalSince1970))
+        return pin
+    }
+
+    /// The kit this device trusts for a takeover: the pinned one; but while a kit that home replaced
+    /// without its co-signature is in its grace, that old kit only (the new one is not in effect yet on
+    /// this device, so a stolen home that skipped the delay cannot take over with a kit of its own).
+    public static func trustedKits(_ pinned: VaultPin, now: Int64) -> [Data] {
+        if let previous = pinned.previousRecoverySigningKey, let until = pinned.previousRecoveryValidUntil, now < until
+        {
+            return [previous]
+        }
+        return pinned.recoverySigningKey.map { [$0] } ?? []
+    }
+
+    /// Moves what the pin knows of kit replacements on to `pin`, the pin of this body.
+    func carryKitState(from pinned: VaultPin, to pin: inout VaultPin, now: Int64) {
+        let delay = max(pinned.kitReplacementDelay ?? 0, body.kitReplacementDelay)
+        pin.kitReplacementDelay = delay
+        pin.kitReplacementSeenAt = body.kitReplacement == nil ? nil : (pinned.kitReplacementSeenAt ?? now)
+        // A takeover's kit signed it: it is the vault's kit, with no grace for the one it replaced.
+        if body.takeoverGeneration > pinned.takeoverGeneration { return }
+        pin.previousRecoverySigningKey = pinned.previousRecoverySigningKey
+        pin.previousRecoveryValidUntil = pinned.previousRecoveryValidUntil
+        if let old = pinned.recoverySigningKey, old != body.recovery.signingKey {
+            let cosigned = body.kitChanges.contains { change in
+                guard change.kitSigningKey == body.recovery.signingKey,
+                    let key = try? HybridSignature.PublicKey(rawRepresentation: old),
+                    let signature = try? HybridSignature.Signature(rawRepresentation: change.oldKitSignature)
+                else { return false }
+                return key.isValidSignature(
+                    signature,
+                    for: VaultBody.KitChange.signedBytes(vaultID: body.vaultID, newKey: change.kitSigningKey),
+                    context: VaultBody.KitChange.context)
+            }
+            if cosigned {
+                pin.previousRecoverySigningKey = nil
+                pin.previousRecoveryValidUntil = nil
+            } else {
+                pin.previousRecoverySigningKey = old
+                pin.previousRecoveryValidUntil = (pinned.kitReplacementSeenAt ?? now) + delay
+            }
+        }
+        if pin.previousRecoverySigningKey == body.recovery.signingKey
+            || (pin.previousRecoveryValidUntil.map { now >= $0 } ?? false)
+        {
+            pin.previousRecoverySigningKey = nil
+            pin.previousRecoveryValidUntil = nil
+        }
+    }
+
+    func acceptSigners(pinned: VaultPin, now: Date) throws -> VaultPin {
         guard body.vaultID == pinned.vaultID else {
             throw SempereError(
                 .wrongVault,
@@ -96,12 +149,15 @@ public struct SignedVault: Sendable {
         }
         if body.takeoverGeneration > pinned.takeoverGeneration {
             // A takeover beats any list from the old home, whatever its generation: its authority is the kit.
-            guard let kit = pinned.recoverySigningKey else {
+            let kits = Self.trustedKits(pinned, now: Int64(now.timeIntervalSince1970))
+            guard !kits.isEmpty else {
                 throw SempereError(
                     .badSignature,
                     "vault.json says the vault was taken over, but this device has not yet pinned the recovery kit's "
                         + "key to check it (its state is from sempere 0.1): take over from a device that has")
             }
+            let first = body.takeovers.first { $0.takeoverGeneration == pinned.takeoverGeneration + 1 }
+            let kit = kits.first { $0 == first?.kitSigningKey } ?? kits[0]
             let homeKey = try verifyTakeovers(after: pinned.takeoverGeneration, kitKey: kit)
             return try verifySigner(
                 startingAt: homeKey, after: body.takeovers.last!.generation, pinned: nil)
@@ -135,27 +191,48 @@ public struct SignedVault: Sendable {
     /// homes checks out from the first home, which the kit signed at creation, through every takeover
     /// (signed by the kit) and handoff since; returns the pin to keep.
     public func accept(kitSigningKey kitKey: HybridSignature.PublicKey) throws -> VaultPin {
-        guard body.recovery.signingKey == kitKey.rawRepresentation else {
+        let kit = kitKey.rawRepresentation
+        guard body.recovery.signingKey == kit else {
             throw SempereError(
                 .wrongVault, "this recovery kit is not this vault's (or it was replaced): check the kit and the folder")
         }
-        if body.takeoverGeneration > 0 {
-            let homeKey = try verifyTakeovers(after: 0, kitKey: kitKey.rawRepresentation)
-            return try verifySigner(startingAt: homeKey, after: body.takeovers.last!.generation, pinned: nil)
-        }
-        guard let genesis = body.genesis,
+        // The newest point the kit itself vouches for: the last takeover it signed, the replacement that
+        // made it the vault's kit (signed by it at the time), or the first home (signed at creation).
+        var anchor: (homeKey: Data, generation: UInt64)?
+        if let change = body.kitChanges.last(where: { $0.kitSigningKey == kit }),
+            let signature = try? HybridSignature.Signature(rawRepresentation: change.newKitSignature),
+            kitKey.isValidSignature(
+                signature,
+                for: VaultBody.KitChange.anchorBytes(
+                    vaultID: body.vaultID, generation: change.anchorGeneration, home: change.anchorHome,
+                    homeKey: change.anchorHomeSigningKey),
+                context: VaultBody.KitChange.anchorContext)
+        {
+            anchor = (change.anchorHomeSigningKey, change.anchorGeneration - 1)
+        } else if body.kitChanges.isEmpty, let genesis = body.genesis,
             let signature = try? HybridSignature.Signature(rawRepresentation: genesis.kitSignature),
             kitKey.isValidSignature(
-                signature, for: genesis.signedBytes(vaultID: body.vaultID), context: VaultBody.Genesis.context),
-            genesis.home
-                == VaultKeys.identifier(for: try HybridSignature.PublicKey(rawRepresentation: genesis.homeSigningKey))
-        else {
+                signature, for: genesis.signedBytes(vaultID: body.vaultID), context: VaultBody.Genesis.context)
+        {
+            anchor = (genesis.homeSigningKey, 0)
+        }
+        if let last = body.takeovers.last(where: { $0.kitSigningKey == kit }),
+            last.generation > anchor?.generation ?? 0, (try? verify(last, kitKey: kit)) != nil,
+            body.takeovers.last == last
+        {
+            anchor = (last.homeSigningKey, last.generation)
+        }
+        guard let anchor else {
             throw SempereError(
                 .badSignature,
-                "vault.json's first home is not signed by this recovery kit (a vault made before sempere 0.2 has no "
-                    + "such signature): it cannot be checked from the kit alone; take over from a device of the vault")
+                "nothing in vault.json is signed by this recovery kit (a vault made before sempere 0.2 has no such "
+                    + "signature), so it cannot be checked from the kit alone: take over from a device of the vault")
         }
-        return try verifySigner(startingAt: genesis.homeSigningKey, after: 0, pinned: nil)
+        guard body.takeovers.last.map({ $0.generation <= anchor.generation }) ?? true else {
+            throw SempereError(
+                .badSignature, "vault.json's last takeover is not signed by this recovery kit: it cannot be checked")
+        }
+        return try verifySigner(startingAt: anchor.homeKey, after: anchor.generation, pinned: nil)
     }
 
     /// Checks the takeovers after `after` (consecutive, each signed by the kit and by the home it names)
@@ -273,6 +350,14 @@ public struct VaultPin: Codable, Sendable, Equatable {
     /// The recovery kit's signing key in the accepted list: the only key that can authorise a takeover.
     /// (nil in a pin saved before sempere 0.2, until the next list is accepted.)
     public var recoverySigningKey: Data?
+    /// A kit that home replaced without its co-signature, and until when (seconds since 1970, by this
+    /// device's clock) it may still take over: the vault's delay, counted from when this device first saw
+    /// the replacement, so a stolen home cannot shorten it by its own clock.
+    public var previousRecoverySigningKey: Data?
+    public var previousRecoveryValidUntil: Int64?
+    /// When this device first saw the pending replacement (its clock), and the longest delay it has seen.
+    public var kitReplacementSeenAt: Int64?
+    public var kitReplacementDelay: Int64?
 
     public init(
         vaultID: String, homeSigningKey: Data, generation: UInt64, bodySHA256: String,
@@ -288,6 +373,7 @@ public struct VaultPin: Codable, Sendable, Equatable {
 
     enum CodingKeys: String, CodingKey {
         case vaultID, homeSigningKey, generation, bodySHA256, takeoverGeneration, recoverySigningKey
+        case previousRecoverySigningKey, previousRecoveryValidUntil, kitReplacementSeenAt, kitReplacementDelay
     }
 
     public init(from decoder: any Decoder) throws {
@@ -300,5 +386,9 @@ public struct VaultPin: Codable, Sendable, Equatable {
             // Absent in a pin saved by sempere 0.1.
             takeoverGeneration: try container.decodeIfPresent(UInt64.self, forKey: .takeoverGeneration) ?? 0,
             recoverySigningKey: try container.decodeIfPresent(Data.self, forKey: .recoverySigningKey))
+        previousRecoverySigningKey = try container.decodeIfPresent(Data.self, forKey: .previousRecoverySigningKey)
+        previousRecoveryValidUntil = try container.decodeIfPresent(Int64.self, forKey: .previousRecoveryValidUntil)
+        kitReplacementSeenAt = try container.decodeIfPresent(Int64.self, forKey: .kitReplacementSeenAt)
+        kitReplacementDelay = try container.decodeIfPresent(Int64.self, forKey: .kitReplacementDelay)
     }
 }

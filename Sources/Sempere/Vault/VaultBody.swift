@@ -25,6 +25,15 @@ public struct VaultBody: Codable, Sendable, Equatable {
     public var takeovers: [Takeover]
     /// The first home, signed by the kit (nil in a vault made before sempere 0.2).
     public var genesis: Genesis?
+    /// A kit replacement waiting for its delay, if any.
+    public var kitReplacement: KitReplacement?
+    /// Seconds a kit replacement by home alone waits (72 hours unless the vault says otherwise).
+    public var kitReplacementDelay: Int64
+    /// Every completed kit replacement, oldest first.
+    public var kitChanges: [KitChange]
+
+    /// The delay a vault uses when it names none.
+    public static let defaultKitReplacementDelay: Int64 = 72 * 3600
 
     public struct Device: Codable, Sendable, Equatable {
         public var id: String
@@ -65,6 +74,12 @@ public struct VaultBody: Codable, Sendable, Equatable {
 
         enum CodingKeys: String, CodingKey {
             case kitID = "kit_id", signingKey = "signing_key", wrapRecipient = "wrap_recipient"
+        }
+
+        public init(kitID: String, signingKey: Data, wrapRecipient: String) {
+            self.kitID = kitID
+            self.signingKey = signingKey
+            self.wrapRecipient = wrapRecipient
         }
     }
 
@@ -205,6 +220,54 @@ public struct VaultBody: Codable, Sendable, Equatable {
         }
     }
 
+    /// A replacement of the recovery kit that home asked for alone: it takes effect at `effectiveAt`, after
+    /// the vault's delay, and until then both kits hold a wrap of the current epoch and the old kit can
+    /// still take over, which cancels it (docs/sempere-format.md, "Replacing the kit").
+    public struct KitReplacement: Codable, Sendable, Equatable {
+        public var recovery: Recovery
+        public var requestedIn: UInt64
+        /// Seconds since 1970 (UTC), by home's clock; devices count the delay by their own clocks too.
+        public var effectiveAt: Int64
+        /// The new kit's signature of the home that asked (``KitChange/anchorBytes``).
+        public var newKitSignature: Data
+
+        enum CodingKeys: String, CodingKey {
+            case recovery, requestedIn = "requested_in", effectiveAt = "effective_at"
+            case newKitSignature = "new_kit_signature"
+        }
+    }
+
+    /// A kit that replaced the one before: `oldKitSignature` is the old kit's signature over the new kit's
+    /// signing key when the replacement was co-signed by it (immediate), else empty (it went through the
+    /// delay).
+    public struct KitChange: Codable, Sendable, Equatable {
+        public var generation: UInt64
+        public var kitSigningKey: Data
+        public var oldKitSignature: Data
+        /// The new kit vouches for the home that made it, at `anchorGeneration` (so a device with nothing
+        /// but the new kit can check the chain of homes from there): signature over ``anchorBytes``.
+        public var anchorGeneration: UInt64
+        public var anchorHome: String
+        public var anchorHomeSigningKey: Data
+        public var newKitSignature: Data
+
+        enum CodingKeys: String, CodingKey {
+            case generation, kitSigningKey = "kit_signing_key", oldKitSignature = "old_kit_signature"
+            case anchorGeneration = "anchor_generation", anchorHome = "anchor_home"
+            case anchorHomeSigningKey = "anchor_home_signing_key", newKitSignature = "new_kit_signature"
+        }
+
+        static let context = Data("sempere/v1/kit-change".utf8)
+        static let anchorContext = Data("sempere/v1/kit-anchor".utf8)
+
+        static func signedBytes(vaultID: String, newKey: Data) -> Data { Data(vaultID.utf8) + Data([0]) + newKey }
+
+        static func anchorBytes(vaultID: String, generation: UInt64, home: String, homeKey: Data) -> Data {
+            Data(vaultID.utf8) + Data([0]) + Data(String(generation).utf8) + Data([0]) + Data(home.utf8) + Data([0])
+                + homeKey
+        }
+    }
+
     public struct NoteReference: Codable, Sendable, Equatable {
         public var path: String
         /// SHA-256 of the note file's bytes, lower-case hex.
@@ -220,12 +283,16 @@ public struct VaultBody: Codable, Sendable, Equatable {
         case vaultID = "vault_id", generation, home, homeGeneration = "home_generation", postQuantum = "post_quantum"
         case devices, removed, recovery, epochs, records, handoffs
         case takeoverGeneration = "takeover_generation", takeovers, genesis
+        case kitReplacement = "kit_replacement", kitReplacementDelay = "kit_replacement_delay"
+        case kitChanges = "kit_changes"
     }
 
     init(
         vaultID: String, generation: UInt64, home: String, homeGeneration: UInt64, postQuantum: Bool,
         devices: [Device], removed: [Removal], recovery: Recovery, epochs: [Epoch], records: [Record],
-        handoffs: [Handoff] = [], takeoverGeneration: UInt64 = 0, takeovers: [Takeover] = [], genesis: Genesis? = nil
+        handoffs: [Handoff] = [], takeoverGeneration: UInt64 = 0, takeovers: [Takeover] = [], genesis: Genesis? = nil,
+        kitReplacement: KitReplacement? = nil, kitReplacementDelay: Int64 = VaultBody.defaultKitReplacementDelay,
+        kitChanges: [KitChange] = []
     ) {
         self.vaultID = vaultID
         self.generation = generation
@@ -241,6 +308,9 @@ public struct VaultBody: Codable, Sendable, Equatable {
         self.takeoverGeneration = takeoverGeneration
         self.takeovers = takeovers
         self.genesis = genesis
+        self.kitReplacement = kitReplacement
+        self.kitReplacementDelay = kitReplacementDelay
+        self.kitChanges = kitChanges
     }
 
     public init(from decoder: any Decoder) throws {
@@ -260,7 +330,11 @@ public struct VaultBody: Codable, Sendable, Equatable {
             handoffs: try container.decodeIfPresent([Handoff].self, forKey: .handoffs) ?? [],
             takeoverGeneration: try container.decodeIfPresent(UInt64.self, forKey: .takeoverGeneration) ?? 0,
             takeovers: try container.decodeIfPresent([Takeover].self, forKey: .takeovers) ?? [],
-            genesis: try container.decodeIfPresent(Genesis.self, forKey: .genesis))
+            genesis: try container.decodeIfPresent(Genesis.self, forKey: .genesis),
+            kitReplacement: try container.decodeIfPresent(KitReplacement.self, forKey: .kitReplacement),
+            kitReplacementDelay: try container.decodeIfPresent(Int64.self, forKey: .kitReplacementDelay)
+                ?? VaultBody.defaultKitReplacementDelay,
+            kitChanges: try container.decodeIfPresent([KitChange].self, forKey: .kitChanges) ?? [])
     }
 
     public var currentEpoch: Epoch { epochs[epochs.count - 1] }

@@ -29,7 +29,7 @@ public struct VaultFolder: Sendable {
             do {
                 try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
             } catch {
-                throw SempereError(.io, "cannot create \(folder.path): \(plainDescription(of: error))")
+                throw SempereError(.io, "cannot create \(folder.path): \(plainCreateFailure(at: folder, error))")
             }
         }
     }
@@ -100,7 +100,9 @@ public struct VaultFolder: Sendable {
                 at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
         } catch {
             throw SempereError(
-                .io, "cannot create \(target.deletingLastPathComponent().path): \(plainDescription(of: error))")
+                .io,
+                "cannot create \(target.deletingLastPathComponent().path): "
+                    + plainCreateFailure(at: target.deletingLastPathComponent(), error))
         }
         try AtomicWrite.write(file, to: target, mode: 0o644)
     }
@@ -151,7 +153,9 @@ public struct VaultFolder: Sendable {
                 at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
         } catch {
             throw SempereError(
-                .io, "cannot create \(target.deletingLastPathComponent().path): \(plainDescription(of: error))")
+                .io,
+                "cannot create \(target.deletingLastPathComponent().path): "
+                    + plainCreateFailure(at: target.deletingLastPathComponent(), error))
         }
         try AtomicWrite.write(list.bytes, to: target, mode: 0o644)
     }
@@ -167,6 +171,8 @@ public struct VaultFolder: Sendable {
     /// Removes this device's own join request once it has joined (its writer is the only one that may).
     public func removeRequest(_ request: JoinRequest) throws {
         let file = url.appendingPathComponent("requests/\(request.body.requestID).json")
+        // Gone already (removed before, or only a provider's copy of it was read): nothing to do.
+        guard FileManager.default.fileExists(atPath: file.path) else { return }
         do {
             try FileManager.default.removeItem(at: file)
         } catch {

@@ -15,13 +15,10 @@ public struct VaultHome: Sendable {
         let vaultID = SecureRandom.bytes(count: 16).hexString
         let kit = RecoveryKit(vaultID: vaultID)
         let recoverySigning = try kit.signingKey()
-        let recoveryWrap = try kit.wrapIdentity(postQuantum: postQuantum)
         let home = VaultBody.Device(
             id: credentials.id, name: homeName, signingKey: credentials.signingKey.publicKey.rawRepresentation,
             wrapRecipient: credentials.identity.recipientString, addedIn: 1)
-        let recovery = VaultBody.Recovery(
-            kitID: VaultKeys.identifier(for: recoverySigning.publicKey),
-            signingKey: recoverySigning.publicKey.rawRepresentation, wrapRecipient: recoveryWrap.recipientString)
+        let recovery = try Self.recovery(of: kit, postQuantum: postQuantum)
         let identity = WrapIdentity.generate(postQuantum: postQuantum)
         let epoch = VaultBody.Epoch(
             number: 1, startedIn: 1, reason: "created", recipient: identity.recipientString,
@@ -40,6 +37,14 @@ public struct VaultHome: Sendable {
         return (vault, kit, pin)
     }
 
+    /// The public half of `kit` as vault.json lists it.
+    static func recovery(of kit: RecoveryKit, postQuantum: Bool) throws -> VaultBody.Recovery {
+        let signing = try kit.signingKey()
+        return VaultBody.Recovery(
+            kitID: VaultKeys.identifier(for: signing.publicKey), signingKey: signing.publicKey.rawRepresentation,
+            wrapRecipient: try kit.wrapIdentity(postQuantum: postQuantum).recipientString)
+    }
+
     static func wraps(
         of identity: WrapIdentity, devices: [VaultBody.Device], recovery: VaultBody.Recovery
     ) throws -> [String: String] {
@@ -56,7 +61,7 @@ public struct VaultHome: Sendable {
         }
     }
 
-    private func next(_ vault: SignedVault, _ change: (inout VaultBody) throws -> Void) throws -> SignedVault {
+    func next(_ vault: SignedVault, _ change: (inout VaultBody) throws -> Void) throws -> SignedVault {
         try checkHome(vault)
         var body = vault.body
         body.generation += 1
@@ -71,6 +76,7 @@ public struct VaultHome: Sendable {
     ) throws -> SignedVault {
         try checkHome(vault)
         let id = VaultKeys.identifier(for: signingKey)
+        try Self.checkDeviceName(name)
         try Self.checkNameIsFree(name, in: vault.body, except: nil)
         guard vault.body.device(id) == nil else {
             throw SempereError(.malformedVault, "device \(name) (\(id)) is already in the vault")
@@ -103,6 +109,22 @@ public struct VaultHome: Sendable {
         }
     }
 
+    /// A device name: shown in lists and typed in commands, so printable, one line, 1 to 64 characters,
+    /// at least one of them visible, and without control, format (zero-width, bidirectional override) or
+    /// line and paragraph separator characters, which could make one name look like another.
+    public static func checkDeviceName(_ name: String) throws {
+        let refused: Set<Unicode.GeneralCategory> = [.control, .format, .lineSeparator, .paragraphSeparator]
+        guard name.count <= 64,
+            !name.unicodeScalars.contains(where: { refused.contains($0.properties.generalCategory) }),
+            name.unicodeScalars.contains(where: { !$0.properties.isWhitespace })
+        else {
+            throw SempereError(
+                .invalidName,
+                "a device name is 1 to 64 characters on one line, with something visible, and without control, "
+                    + "zero-width or text-direction characters")
+        }
+    }
+
     /// Device names identify devices in commands (`sempere devices remove iPhone`), so two listed devices
     /// never share one (compared without regard to case).
     static func checkNameIsFree(_ name: String, in body: VaultBody, except deviceID: String?) throws {
@@ -122,6 +144,7 @@ public struct VaultHome: Sendable {
         guard vault.body.device(deviceID) != nil else {
             throw SempereError(.notFound, "no device \(deviceID) in this vault: see `sempere devices list`")
         }
+        try Self.checkDeviceName(name)
         try Self.checkNameIsFree(name, in: vault.body, except: deviceID)
         return try next(vault) { body in
             if let index = body.devices.firstIndex(where: { $0.id == deviceID }) { body.devices[index].name = name }
@@ -198,6 +221,12 @@ public struct VaultHome: Sendable {
         guard deviceID != credentials.id else {
             throw SempereError(.alreadyExists, "this device is home already")
         }
+        guard vault.body.kitReplacement == nil else {
+            throw SempereError(
+                .alreadyExists,
+                "a replacement of the recovery kit is waiting for its delay: hand the home role on once it has "
+                    + "taken effect")
+        }
         let old = try VaultKeyring(vault: vault.body, credentials: credentials).current
         var list: EpochFileList?
         let updated = try next(vault) { body in
@@ -260,7 +289,8 @@ public struct VaultKeyring: Sendable {
         self.signingKeys = keys
     }
 
-    var current: WrapIdentity { identities[currentEpoch]! }
+    /// The current epoch's vault identity.
+    public var current: WrapIdentity { identities[currentEpoch]! }
 
     /// For a device that was removed: the epoch identities it still holds wraps for (the epochs before its
     /// removal), so it can save the notes it wrote that the vault did not record.

@@ -197,6 +197,10 @@ public struct RecoveryKit: Sendable {
         } catch let error as AgeError where error.code == .noMatchingIdentity {
             throw SempereError(
                 .wrongPassphrase, "wrong passphrase for the recovery copy: try again, or use the paper kit")
+        } catch let error as AgeError {
+            throw SempereError(
+                .malformedVault,
+                "the passphrase copy (recovery.age) is damaged or is not one (\(error.reason)): use the paper kit")
         }
         let line = String(decoding: plaintext, as: UTF8.self).split(separator: "\n")
             .first { $0.hasPrefix("# sempere-kit: ") }

@@ -17,23 +17,40 @@ public enum VaultTakeover {
     ///   - vault: the newest vault.json this device accepted (or, for a device with nothing but the kit,
     ///     one accepted with ``SignedVault/accept(kitSigningKey:)``).
     ///   - existingNotes: the note files that exist now (the record of the epoch that ends).
+    ///   - currentIdentity: the current epoch's identity when this device holds it (a listed device), else
+    ///     it is unwrapped with the kit.
+    ///   - trustedKits: the kits this device may take over with (its pin's, and one home replaced without
+    ///     its co-signature while the grace lasts); nil: only the vault's current kit.
     public static func takeOver(
         _ vault: SignedVault, kit: RecoveryKit, newHome: DeviceKeys, newHomeName: String?, keep: Set<String>,
-        existingNotes: [VaultBody.NoteReference]
+        existingNotes: [VaultBody.NoteReference], currentIdentity: WrapIdentity? = nil, trustedKits: [Data]? = nil
     ) throws -> VaultHome.EpochChange {
         var body = vault.body
         let kitSigning = try kit.signingKey()
-        guard kit.vaultID == body.vaultID, kitSigning.publicKey.rawRepresentation == body.recovery.signingKey else {
+        let kitKey = kitSigning.publicKey.rawRepresentation
+        guard kit.vaultID == body.vaultID, (trustedKits ?? [body.recovery.signingKey]).contains(kitKey) else {
             throw SempereError(
                 .wrongVault,
-                "this recovery kit is not the one of vault \(body.vaultID) (or the vault's kit was replaced): check "
-                    + "that it is the kit printed for this vault")
+                "this recovery kit is not the one of vault \(body.vaultID) (or the vault's kit was replaced, and the "
+                    + "time in which the old one could still take over has passed): check that it is the kit "
+                    + "printed for this vault")
         }
-        guard let recoveryWrap = body.currentEpoch.wraps["recovery"] else {
-            throw SempereError(.malformedVault, "the current epoch has no wrap for the recovery kit")
+        let old: WrapIdentity
+        if let currentIdentity {
+            old = currentIdentity
+        } else {
+            guard let recoveryWrap = body.currentEpoch.wraps["recovery"] else {
+                throw SempereError(.malformedVault, "the current epoch has no wrap for the recovery kit")
+            }
+            old = try VaultKeys.unwrap(
+                recoveryWrap, with: try kit.wrapIdentity(postQuantum: body.postQuantum).ageIdentity)
         }
-        let old = try VaultKeys.unwrap(
-            recoveryWrap, with: try kit.wrapIdentity(postQuantum: body.postQuantum).ageIdentity)
+        // The kit that takes over is the vault's kit from now on: a replacement waiting for its delay is
+        // cancelled, and one that home made without this kit's co-signature is undone.
+        body.kitReplacement = nil
+        if body.recovery.signingKey != kitKey {
+            body.recovery = try VaultHome.recovery(of: kit, postQuantum: body.postQuantum)
+        }
         for id in keep where body.device(id) == nil {
             throw SempereError(
                 .notFound, "device \(id) is not listed in this vault, so it cannot be kept (see `sempere devices list`)"

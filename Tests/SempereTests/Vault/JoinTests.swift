@@ -154,7 +154,8 @@ struct JoinTests {
         let request = try JoinRequest(name: "iPhone", credentials: phone, now: madeAt)
         #expect(request.expiresAt == madeAt.addingTimeInterval(JoinRequest.lifetime))
         let approved = try JoinApproval.approve(
-            request, typedWords: request.words.description, vault: created.vault, home: VaultHome(credentials: home))
+            request, typedWords: request.words.description, vault: created.vault, home: VaultHome(credentials: home),
+            now: madeAt.addingTimeInterval(60))
 
         // Home's words typed a second before the end are accepted; a second after, refused, however genuine.
         let inTime = madeAt.addingTimeInterval(JoinRequest.lifetime - 1)
@@ -171,13 +172,22 @@ struct JoinTests {
         #expect(late?.reason.contains("Ask again") == true)
         // A request dated far in the future (a clock that was wrong) is not valid either.
         #expect(!request.isValid(at: madeAt.addingTimeInterval(-3600)))
+        // Home refuses the old request by its own clock too: the time is in the hashed body, so a substitute
+        // with the same words must carry a fresh time, and the search for one has only the window.
+        let stale = expectSempereError(.expired) {
+            try JoinApproval.approve(
+                request, vault: created.vault, home: VaultHome(credentials: home),
+                now: madeAt.addingTimeInterval(JoinRequest.lifetime + 1))
+        }
+        #expect(stale?.reason.contains("ask again from the new device") == true)
 
         // The device asks again: a new nonce, new words. Home, which listed it already, changes nothing and
         // shows the words for the new request, which the device accepts.
         let again = try JoinRequest(name: "iPhone", credentials: phone, now: madeAt.addingTimeInterval(900))
         #expect(again.body.nonce != request.body.nonce && again.words != request.words)
         let reapproved = try JoinApproval.approve(
-            again, typedWords: again.words.description, vault: approved.vault, home: VaultHome(credentials: home))
+            again, typedWords: again.words.description, vault: approved.vault, home: VaultHome(credentials: home),
+            now: madeAt.addingTimeInterval(930))
         #expect(reapproved.alreadyListed && reapproved.vault.bodySHA256 == approved.vault.bodySHA256)
         #expect(
             try JoinApproval.accept(
