@@ -350,7 +350,7 @@ public struct VaultSession: Sendable {
     /// On home: removes `device` and starts a new epoch, recording the notes that exist now.
     public mutating func remove(device: VaultBody.Device) throws {
         try checkHome()
-        let existing = try Self.existingNotes(folder, notices: &notices)
+        let existing = try Self.existingNotes(folder, index: noteIndex, notices: &notices)
         try publish(try VaultHome(credentials: keys).remove(deviceID: device.id, from: vault, existingNotes: existing))
     }
 
@@ -358,26 +358,26 @@ public struct VaultSession: Sendable {
     /// listed, as any other device.
     public mutating func makeHome(_ device: VaultBody.Device) throws {
         try checkHome()
-        let existing = try Self.existingNotes(folder, notices: &notices)
+        let existing = try Self.existingNotes(folder, index: noteIndex, notices: &notices)
         try publish(try VaultHome(credentials: keys).makeHome(deviceID: device.id, in: vault, existingNotes: existing))
     }
 
-    /// The note files that exist now, for the record of an epoch that ends. A file that cannot be read is
+    /// The note files that exist now, for the record of an epoch that ends, hashed through this device's
+    /// note index (a file unchanged since it was hashed is not read again). A file that cannot be read is
     /// left out and named in `notices` (it stops nothing: if it is a removed device's note, it is set aside
     /// later, never trusted), so a provider cannot stop home removing a device with one broken file.
-    static func existingNotes(_ folder: VaultFolder, notices: inout [String]) throws -> [VaultBody.NoteReference] {
-        var references: [VaultBody.NoteReference] = []
-        for path in try folder.notePaths() {
-            do {
-                references.append(
-                    VaultBody.NoteReference(
-                        path: path, sha256: SHA256.hash(data: try folder.readNote(at: path)).description))
-            } catch {
-                notices.append("\(path) cannot be read, so the record of this change does not list it")
-            }
+    static func existingNotes(
+        _ folder: VaultFolder, index: NoteIndex = NoteIndex(), notices: inout [String]
+    ) throws -> [VaultBody.NoteReference] {
+        let (references, unreadable) = try index.references(folder: folder)
+        for path in unreadable {
+            notices.append("\(path) cannot be read, so the record of this change does not list it")
         }
         return references
     }
+
+    /// This device's note index, for hashing the files (only a cache: an empty one when it does not open).
+    var noteIndex: NoteIndex { NoteIndex.load(from: state.noteIndexFile(root: configRoot), identity: keys.identity) }
 
     // MARK: - The recovery kit
 
@@ -409,7 +409,7 @@ public struct VaultSession: Sendable {
     /// delay, during which the old kit can still take over.
     public mutating func replaceKit(currentKit: RecoveryKit?) throws -> VaultHome.KitReplaced {
         try checkHome()
-        let existing = try Self.existingNotes(folder, notices: &notices)
+        let existing = try Self.existingNotes(folder, index: noteIndex, notices: &notices)
         let replaced = try VaultHome(credentials: keys).replaceKit(
             in: vault, currentKit: currentKit, existingNotes: existing)
         if let list = replaced.fileList { try folder.write(list) }
@@ -436,7 +436,7 @@ public struct VaultSession: Sendable {
     /// `keep` (names or id starts) stay listed with it, every other one is removed.
     public mutating func takeOver(kit: RecoveryKit, keep: [String]) throws {
         let kept = Set(try keep.map { try device(matching: $0).id })
-        let existing = try Self.existingNotes(folder, notices: &notices)
+        let existing = try Self.existingNotes(folder, index: noteIndex, notices: &notices)
         try publish(
             try VaultTakeover.takeOver(
                 vault, kit: kit, newHome: keys, newHomeName: nil, keep: kept,
@@ -814,7 +814,14 @@ public struct VaultSession: Sendable {
                 "this vault has no passphrase copy of the recovery key (recovery.age): the kit exists only on the "
                     + "paper printed at `sempere create`")
         }
-        return try RecoveryKit(passphraseCopy: file, passphrase: passphrase, vaultID: body.vaultID)
+        let kit = try RecoveryKit(passphraseCopy: file, passphrase: passphrase, vaultID: body.vaultID)
+        guard try kit.signingKey().publicKey.rawRepresentation == body.recovery.signingKey else {
+            throw SempereError(
+                .wrongVault,
+                "recovery.age holds a kit this vault no longer uses (the kit was replaced since, or the file was "
+                    + "swapped): use the kit printed by `sempere kit replace`")
+        }
+        return kit
     }
 
     // MARK: - Names

@@ -16,6 +16,10 @@ func sempereTable(_ options: Bench) throws {
 
     var rows: [(String, String)] = []
     var approveTimes: [Int: Double] = [:]
+    var removeTimes: [Int: Double] = [:]
+    var handoffTimes: [Int: Double] = [:]
+    var takeoverTimes: [Int: Double] = [:]
+    var vaultSizes: [Int: Int] = [:]
     for count in [100, 10_000] {
         let folder = VaultFolder(url: root.appendingPathComponent("vault-\(count)"))
         try folder.create()
@@ -40,7 +44,8 @@ func sempereTable(_ options: Bench) throws {
             let device = DeviceKeys.generate(postQuantum: false)
             let start = clock.now
             vault = try VaultHome(credentials: home).approve(
-                name: "device", signingKey: device.signingKey.publicKey, wrapRecipient: device.identity.recipientString,
+                name: "device \(vault.body.devices.count)", signingKey: device.signingKey.publicKey,
+                wrapRecipient: device.identity.recipientString,
                 in: vault)
             try folder.write(vault)
             best = min(best, seconds(clock.now - start))
@@ -70,12 +75,50 @@ func sempereTable(_ options: Bench) throws {
 
         // Removing a device: no note rewritten.
         let removeStart = clock.now
+        // The files are listed as `VaultSession` does: through the device's note index, so that a file
+        // unchanged since it was hashed is not read again.
+        func existing() throws -> [VaultBody.NoteReference] {
+            try NoteIndex.load(from: indexFile, identity: home.identity).references(folder: folder).references
+        }
         let removed = try VaultHome(credentials: home).remove(
-            deviceID: vault.body.devices.last!.id, from: vault, existingNotes: try folder.noteReferences())
+            deviceID: vault.body.devices.last!.id, from: vault, existingNotes: try existing())
         try folder.write(removed.fileList)
         try folder.write(removed.vault)
         let removeTime = seconds(clock.now - removeStart)
         guard try folder.noteReferences() == before else { throw BenchError("removing a device rewrote a note") }
+        removeTimes[count] = removeTime
+
+        // Make Home, then a takeover with the kit by the old home (listing the files each time), then more
+        // epoch changes until 10, to measure vault.json's growth.
+        var current = removed.vault
+        guard let second = current.body.devices.first(where: { $0.id != home.id }) else {
+            throw BenchError("no second device")
+        }
+        let handoffStart = clock.now
+        let handoff = try VaultHome(credentials: home).makeHome(
+            deviceID: second.id, in: current, existingNotes: try existing())
+        try folder.write(handoff.fileList)
+        try folder.write(handoff.vault)
+        handoffTimes[count] = seconds(clock.now - handoffStart)
+        current = handoff.vault
+        let takeoverStart = clock.now
+        let takeover = try VaultTakeover.takeOver(
+            current, kit: created.kit, newHome: home, newHomeName: nil, keep: [home.id], existingNotes: try existing())
+        try folder.write(takeover.fileList)
+        try folder.write(takeover.vault)
+        takeoverTimes[count] = seconds(clock.now - takeoverStart)
+        current = takeover.vault
+        while current.body.epochs.count < 11 {
+            let device = DeviceKeys.generate(postQuantum: false)
+            current = try VaultHome(credentials: home).approve(
+                name: "extra \(current.body.epochs.count)", signingKey: device.publicKey,
+                wrapRecipient: device.identity.recipientString, in: current)
+            let change = try VaultHome(credentials: home).remove(
+                deviceID: device.id, from: current, existingNotes: try existing())
+            try folder.write(change.fileList)
+            current = change.vault
+        }
+        vaultSizes[count] = try current.encoded().count
 
         rows.append(
             (
@@ -99,6 +142,21 @@ func sempereTable(_ options: Bench) throws {
             ("\(count) notes: add a device (files written: 1, vault.json)", String(format: "%.2f ms", best * 1e3)))
         rows.append(
             ("\(count) notes: remove a device (notes rewritten: 0)", String(format: "%.2f ms", removeTime * 1e3)))
+        rows.append(
+            (
+                "\(count) notes: Make Home (a new epoch, the files recorded)",
+                String(format: "%.2f ms", handoffTimes[count]! * 1e3)
+            ))
+        rows.append(
+            (
+                "\(count) notes: takeover with the kit (a new epoch, the files recorded)",
+                String(format: "%.2f ms", takeoverTimes[count]! * 1e3)
+            ))
+        rows.append(
+            (
+                "\(count) notes: vault.json after 11 epochs (10 changes)",
+                String(format: "%.1f kB", Double(vaultSizes[count]!) / 1e3)
+            ))
     }
     say("")
     say("| Sempere, X25519 vault | time |")
@@ -109,4 +167,9 @@ func sempereTable(_ options: Bench) throws {
         String(
             format: "adding a device at 10,000 notes / at 100 notes: %.2f (1.0 = independent of the number of notes)",
             approveTimes[10_000]! / approveTimes[100]!))
+    for (name, times) in [("removal", removeTimes), ("Make Home", handoffTimes), ("takeover", takeoverTimes)] {
+        say(
+            "\(name) at 10,000 notes / at 100 notes: \(String(format: "%.1f", times[10_000]! / times[100]!)) (target: at most 3)"
+        )
+    }
 }

@@ -203,3 +203,67 @@ extension CLITests {
         #expect(laptop.status == 1 && laptop.err.contains("removed"), "\(laptop.err)")
     }
 }
+
+extension CLITests {
+    @Test("kit replace by home alone waits, every device shows it, and a takeover with the current kit cancels it")
+    func kitReplacement() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let created = try scratch.run("A", ["create", scratch.vault, "--name", "Laptop", "--json"])
+        let kit = try #require((try created.json() as? [String: Any])?["recovery_kit"] as? String)
+        let asked = try #require(
+            try scratch.run("B", ["join", scratch.vault, "--name", "Phone", "--json"]).json() as? [String: Any])
+        let approved = try scratch.run(
+            "A", ["devices", "approve", "--words", try #require(asked["words"] as? String), "--json"])
+        let homeWords = try #require((try approved.json() as? [String: Any])?["words"] as? String)
+        #expect(try scratch.run("B", ["join", scratch.vault, "--words", homeWords]).status == 0)
+
+        let replaced = try scratch.run("A", ["kit", "replace", "--json"])
+        #expect(replaced.status == 0, "\(replaced.err)")
+        let answer = try #require(try replaced.json() as? [String: Any])
+        #expect(answer["effective_at"] as? String != "now" && answer["recovery_kit"] as? String != kit)
+        let phone = try scratch.run("B", ["ls"])
+        #expect(phone.err.contains("THE RECOVERY KIT IS BEING REPLACED by the home device, Laptop"), "\(phone.err)")
+        let twice = try scratch.run("A", ["kit", "replace"])
+        #expect(twice.status == 1 && twice.err.contains("already waiting"), "\(twice.err)")
+
+        // The phone's owner did not ask for it: the current kit takes over, which cancels the replacement.
+        let took = try scratch.run("B", ["takeover", scratch.vault, "--keep", ""], environment: ["SEMPERE_KIT": kit])
+        #expect(took.status == 0, "\(took.err)")
+        let after = try scratch.run("B", ["ls"])
+        #expect(after.status == 0 && !after.err.contains("BEING REPLACED"), "\(after.err)")
+        // Now home, the phone replaces the kit at once with the current kit's signature.
+        let now = try scratch.run("B", ["kit", "replace", "--with-current-kit", "--json"], input: kit)
+        #expect(now.status == 0, "\(now.err)")
+        let effective = (try now.json() as? [String: Any])?["effective_at"] as? String
+        #expect(effective == "now")
+    }
+
+    @Test("the kit page is never written into the vault or over a file; names from the folder are printed escaped")
+    func kitPageAndEscapes() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let passphrase = ["SEMPERE_PASSPHRASE": "correct horse battery staple"]
+        #expect(
+            try scratch.run(
+                "A", ["create", scratch.vault, "--name", "Laptop", "--passphrase-copy"], environment: passphrase
+            ).status == 0)
+        let inside = try scratch.run(
+            "A", ["kit", "print", "--html", scratch.vault + "/kit.html"], environment: passphrase)
+        #expect(inside.status == 1 && inside.err.contains("inside the vault folder"), "\(inside.err)")
+        #expect(!FileManager.default.fileExists(atPath: scratch.vault + "/kit.html"))
+        let existing = scratch.root.appendingPathComponent("notes.txt")
+        try Data("mine".utf8).write(to: existing)
+        let over = try scratch.run("A", ["kit", "print", "--html", existing.path], environment: passphrase)
+        #expect(over.status == 1 && over.err.contains("exists already"), "\(over.err)")
+        #expect(try String(contentsOf: existing, encoding: .utf8) == "mine")
+
+        // A stray file whose name would draw a fake note line.
+        let name = "x\nabcd1234  2026-01-01T00:00:00Z  Laptop  Wire the money"
+        #expect(FileManager.default.createFile(atPath: scratch.vault + "/" + name, contents: Data()))
+        let listing = try scratch.run("A", ["ls"])
+        #expect(listing.status == 0, "\(listing.err)")
+        #expect(!listing.out.split(separator: "\n").contains { $0.hasPrefix("abcd1234") }, "\(listing.out)")
+        #expect(listing.out.contains("x\\u{a}abcd1234"), "\(listing.out)")
+    }
+}

@@ -3,18 +3,22 @@ import Foundation
 import SiblingsCrypto
 
 /// A device's cache of the notes it has opened and checked, so that listing a vault of 10,000 notes
-/// reads and hashes the files but opens only the ones that changed (opening is ~0.4 ms a note: an
-/// X25519 unwrap and two signature checks).
+/// opens only the ones that changed (opening is ~0.4 ms a note: an X25519 unwrap and two signature
+/// checks), and reads again only the files whose stat changed.
 ///
 /// It lives outside the vault, beside the device's state, encrypted with age to the device's own
-/// identity: it holds the notes' text. An entry is reused only when the file's SHA-256 is unchanged and
-/// the parts of the device list the trust rules read are unchanged (``trustFingerprint(of:)``: removals,
-/// epochs, records), so a cached answer is always the answer `VaultNote.open` would give now. A list
-/// that only added or renamed devices keeps the accepted notes; set-aside notes are checked again (one
-/// may come from the device just added).
+/// identity: it holds the notes' text. An entry is reused only when the file is unchanged (its SHA-256,
+/// or, without reading it, its device, inode, size, modification and change times, which no sync client
+/// or provider can set back all at once) and the parts of the device list the trust rules read are
+/// unchanged (``trustFingerprint(of:)``: removals, epochs, records), so a cached answer is always the
+/// answer `VaultNote.open` would give now. A list that only added or renamed devices keeps the accepted
+/// notes; set-aside notes are checked again (one may come from the device just added).
 public struct NoteIndex: Codable, Sendable {
     struct Entry: Codable, Sendable {
         var sha256: String
+        /// The file's identity and times when it was hashed (``VaultFolder/statKey(_:)``): while they are
+        /// unchanged the file is not read again.
+        var stat: String?
         var markdown: String?
         var author: String?
         var epoch: Int?
@@ -82,20 +86,34 @@ public struct NoteIndex: Codable, Sendable {
             entries = entries.filter { $0.value.setAside == nil }
         }
         let paths = try folder.notePaths()
+        // A file whose device, inode, size, modification and change times are those it had when it was
+        // hashed is not read again (as git's index does): the change time cannot be set back by a sync
+        // client or the provider, so a rewritten file always shows.
+        let stats = paths.map { folder.statKey($0) }
+        let unchanged = paths.indices.map { index in
+            stats[index] != nil && entries[paths[index]]?.stat == stats[index] && entries[paths[index]]?.setAside == nil
+        }
         // A file that cannot be read is set aside with the reason; it does not stop the others being listed.
         var unreadable: [String: String] = [:]
-        let files = paths.map { path -> Data in
+        let files = paths.indices.map { index -> Data in
+            if unchanged[index] { return Data() }
             do {
-                return try folder.readNote(at: path)
+                return try folder.readNote(at: paths[index])
             } catch _ {
-                unreadable[path] =
+                unreadable[paths[index]] =
                     "it cannot be read: check its permissions, whether it is a link to a file that is gone, or "
                     + "whether the sync client is still writing it"
                 return Data()
             }
         }
         for (path, reason) in unreadable { entries[path] = Entry(sha256: "", setAside: reason) }
-        let digests = files.map { SHA256.hash(data: $0).description }
+        let digests = paths.indices.map { index in
+            unchanged[index] ? entries[paths[index]]!.sha256 : SHA256.hash(data: files[index]).description
+        }
+        for index in paths.indices where !unchanged[index] && unreadable[paths[index]] == nil {
+            // Same bytes as before (touched, or copied back): keep the entry, with the new stat.
+            if entries[paths[index]]?.sha256 == digests[index] { entries[paths[index]]?.stat = stats[index] }
+        }
         let stale = paths.indices.filter {
             unreadable[paths[$0]] == nil && entries[paths[$0]]?.sha256 != digests[$0]
         }
@@ -120,9 +138,10 @@ public struct NoteIndex: Codable, Sendable {
             switch opened.get(job) {
             case .success(let note):
                 entries[paths[index]] = Entry(
-                    sha256: digest, markdown: note.markdown, author: note.author, epoch: note.epoch)
+                    sha256: digest, stat: stats[index], markdown: note.markdown, author: note.author,
+                    epoch: note.epoch)
             case .failure(let error):
-                entries[paths[index]] = Entry(sha256: digest, setAside: error.reason)
+                entries[paths[index]] = Entry(sha256: digest, stat: stats[index], setAside: error.reason)
             }
         }
         let present = Set(paths)
@@ -134,6 +153,31 @@ public struct NoteIndex: Codable, Sendable {
             }
             return (path, .failure(SempereError(.untrustedNote, entry.setAside ?? "it was set aside")))
         }
+    }
+}
+
+extension NoteIndex {
+    /// The note files that exist now with their SHA-256, for the record of an epoch that ends: a file the
+    /// index hashed and whose stat is unchanged is not read again. Files that cannot be read are returned
+    /// apart.
+    public func references(folder: VaultFolder) throws -> (references: [VaultBody.NoteReference], unreadable: [String])
+    {
+        var references: [VaultBody.NoteReference] = []
+        var unreadable: [String] = []
+        for path in try folder.notePaths() {
+            if let stat = folder.statKey(path), let entry = entries[path], entry.stat == stat, !entry.sha256.isEmpty {
+                references.append(VaultBody.NoteReference(path: path, sha256: entry.sha256))
+                continue
+            }
+            do {
+                references.append(
+                    VaultBody.NoteReference(
+                        path: path, sha256: SHA256.hash(data: try folder.readNote(at: path)).description))
+            } catch {
+                unreadable.append(path)
+            }
+        }
+        return (references, unreadable)
     }
 }
 

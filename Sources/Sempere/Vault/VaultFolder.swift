@@ -1,6 +1,10 @@
 import Foundation
 import SiblingsCrypto
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// A vault on disk: a folder that any sync provider carries (docs/sempere-format.md, "Files").
 ///
 /// ```
@@ -121,9 +125,40 @@ public struct VaultFolder: Sendable {
 
     /// Every note file in the layout, sorted.
     public func notePaths() throws -> [String] {
-        try names(in: "notes").filter { Self.isHexID(Substring($0)) && isFolder("notes/\($0)") }.flatMap { device in
-            try names(in: "notes/\(device)").map { "notes/\(device)/\($0)" }
-        }.filter { Self.isNotePath($0) && !isFolder($0) }.sorted()
+        // One directory read per device folder, with each entry's type from readdir: no stat per note.
+        try entries(in: "notes").filter { $0.isDirectory && Self.isHexID(Substring($0.name)) }.flatMap { device in
+            try entries(in: "notes/\(device.name)").filter { !$0.isDirectory }.map { "notes/\(device.name)/\($0.name)" }
+        }.filter { Self.isNotePath($0) }.sorted()
+    }
+
+    /// The names in a subfolder and whether each is a folder (following links), without the writers'
+    /// temporary files; empty when the subfolder does not exist.
+    func entries(in subfolder: String) throws -> [(name: String, isDirectory: Bool)] {
+        let folder = subfolder.isEmpty ? url : url.appendingPathComponent(subfolder)
+        guard let directory = opendir(folder.path) else {
+            if errno == ENOENT || errno == ENOTDIR { return [] }
+            throw SempereError(.io, "cannot list \(folder.path): \(String(cString: strerror(errno)))")
+        }
+        defer { closedir(directory) }
+        var result: [(name: String, isDirectory: Bool)] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+            }
+            if name.hasPrefix(".") { continue }
+            let type = entry.pointee.d_type
+            let isDirectory: Bool
+            if type == UInt8(DT_DIR) {
+                isDirectory = true
+            } else if type == UInt8(DT_REG) {
+                isDirectory = false
+            } else {
+                // A link or an unknown type: ask the file system, following the link.
+                isDirectory = isFolder(subfolder.isEmpty ? name : "\(subfolder)/\(name)")
+            }
+            result.append((name, isDirectory))
+        }
+        return result
     }
 
     /// The notes that exist now, with the SHA-256 of each file: what a removal records.
@@ -140,7 +175,7 @@ public struct VaultFolder: Sendable {
     }
 
     static func isHexID(_ text: Substring) -> Bool {
-        text.count == 32 && text.allSatisfy { $0.isHexDigit && !$0.isUppercase }
+        text.utf8.count == 32 && text.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
     }
 
     // MARK: Records
@@ -208,6 +243,15 @@ public struct VaultFolder: Sendable {
             }
         }
         return strays.sorted()
+    }
+
+    /// The device, inode, size, modification and change time (nanoseconds) of the file at `path`, following
+    /// links; nil when it cannot be read. Equal keys mean the file was not written in between.
+    func statKey(_ path: String) -> String? {
+        var info = stat()
+        guard stat(url.appendingPathComponent(path).path, &info) == 0 else { return nil }
+        return "\(info.st_dev):\(info.st_ino):\(info.st_size):\(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec):"
+            + "\(info.st_ctim.tv_sec).\(info.st_ctim.tv_nsec)"
     }
 
     func isFolder(_ path: String) -> Bool {
