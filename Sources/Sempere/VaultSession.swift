@@ -97,8 +97,10 @@ public struct VaultSession: Sendable {
                     ? "this device is home now: it manages the vault's devices (the home role was handed to it)"
                     : "\(home.name) (\(home.id.prefix(8))) is home now: it manages the vault's devices")
         }
-        try Self.saveCopy(of: vault, state: state, root: configRoot)
-        if pin != state.pin {
+        // The copy is written before the pin moves, so it is never older than the pin: it needs writing only
+        // when the pin moves (or when a device from before sempere 0.2 has none yet).
+        if pin != state.pin || !FileManager.default.fileExists(atPath: state.vaultCopyFile(root: configRoot).path) {
+            try Self.saveCopy(of: vault, state: state, root: configRoot)
             state.pin = pin
             try state.save(root: configRoot)
         }
@@ -111,20 +113,17 @@ public struct VaultSession: Sendable {
     /// the copy is never older than the pin (home puts vault.json back from it).
     static func saveCopy(of vault: SignedVault, state: DeviceState, root: URL) throws {
         let copy = state.vaultCopyFile(root: root)
-        let current = FileManager.default.contents(atPath: copy.path).flatMap { try? SignedVault(parsing: $0) }
-        if current?.bodySHA256 != vault.bodySHA256 {
-            do {
-                try FileManager.default.createDirectory(
-                    at: copy.deletingLastPathComponent(), withIntermediateDirectories: true,
-                    attributes: [.posixPermissions: 0o700])
-            } catch {
-                throw SempereError(
-                    .io,
-                    "cannot create \(copy.deletingLastPathComponent().path): "
-                        + plainCreateFailure(at: copy.deletingLastPathComponent(), error))
-            }
-            try AtomicWrite.write(try vault.encoded(), to: copy, mode: 0o600)
+        do {
+            try FileManager.default.createDirectory(
+                at: copy.deletingLastPathComponent(), withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw SempereError(
+                .io,
+                "cannot create \(copy.deletingLastPathComponent().path): "
+                    + plainCreateFailure(at: copy.deletingLastPathComponent(), error))
         }
+        try AtomicWrite.write(try vault.encoded(), to: copy, mode: 0o600)
     }
 
     /// vault.json was deleted: home writes back the copy of the list it signed last and returns what to
@@ -181,7 +180,7 @@ public struct VaultSession: Sendable {
     public static func create(
         folder url: URL, homeName: String, postQuantum: Bool, passphrase: String?, configRoot: URL
     ) throws -> (session: VaultSession, kit: RecoveryKit) {
-        try checkDeviceName(homeName)
+        try VaultHome.checkDeviceName(homeName)
         if let passphrase { try RecoveryKit.checkPassphrase(passphrase) }
         let folder = VaultFolder(url: url)
         if FileManager.default.fileExists(atPath: url.appendingPathComponent(VaultFolder.vaultFile).path) {
@@ -237,7 +236,7 @@ public struct VaultSession: Sendable {
     public static func askToJoin(
         folder url: URL, name: String, configRoot: URL, now: Date = Date()
     ) throws -> JoinRequest {
-        try checkDeviceName(name)
+        try VaultHome.checkDeviceName(name)
         let folder = VaultFolder(url: url)
         guard folder.isFolder("") else {
             throw SempereError(
@@ -301,8 +300,6 @@ public struct VaultSession: Sendable {
         }
         throw lastError!
     }
-
-    static func checkDeviceName(_ name: String) throws { try VaultHome.checkDeviceName(name) }
 
     // MARK: - Devices (home)
 
@@ -480,7 +477,7 @@ public struct VaultSession: Sendable {
             throw SempereError(
                 .invalidName, "this device is not in the vault: give it a name to be listed under as home (--name)")
         }
-        try checkDeviceName(name)
+        try VaultHome.checkDeviceName(name)
         let session = try Self.partial(
             vault: vault, pin: pin, folder: url, configRoot: configRoot, postQuantum: vault.body.postQuantum)
         let kept = Set(
@@ -532,7 +529,7 @@ public struct VaultSession: Sendable {
     /// On home: renames `device`.
     public mutating func rename(device: VaultBody.Device, to name: String) throws {
         try checkHome()
-        try Self.checkDeviceName(name)
+        try VaultHome.checkDeviceName(name)
         try publish(try VaultHome(credentials: keys).rename(deviceID: device.id, to: name, in: vault))
     }
 

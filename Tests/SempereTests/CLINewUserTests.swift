@@ -169,14 +169,7 @@ extension CLITests {
     func takeover() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        let created = try scratch.run("A", ["create", scratch.vault, "--name", "Laptop", "--json"])
-        let kit = try #require((try created.json() as? [String: Any])?["recovery_kit"] as? String)
-        let asked = try #require(
-            try scratch.run("B", ["join", scratch.vault, "--name", "Phone", "--json"]).json() as? [String: Any])
-        let approved = try scratch.run(
-            "A", ["devices", "approve", "--words", try #require(asked["words"] as? String), "--json"])
-        let homeWords = try #require((try approved.json() as? [String: Any])?["words"] as? String)
-        #expect(try scratch.run("B", ["join", scratch.vault, "--words", homeWords]).status == 0)
+        let kit = try Self.twoDevicesWithKit(scratch).kit
         #expect(try scratch.run("A", ["new", "Taxes", "--text", "keep me"]).status == 0)
 
         // The laptop is lost. A new device, C, has only the kit.
@@ -209,14 +202,7 @@ extension CLITests {
     func kitReplacement() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        let created = try scratch.run("A", ["create", scratch.vault, "--name", "Laptop", "--json"])
-        let kit = try #require((try created.json() as? [String: Any])?["recovery_kit"] as? String)
-        let asked = try #require(
-            try scratch.run("B", ["join", scratch.vault, "--name", "Phone", "--json"]).json() as? [String: Any])
-        let approved = try scratch.run(
-            "A", ["devices", "approve", "--words", try #require(asked["words"] as? String), "--json"])
-        let homeWords = try #require((try approved.json() as? [String: Any])?["words"] as? String)
-        #expect(try scratch.run("B", ["join", scratch.vault, "--words", homeWords]).status == 0)
+        let kit = try Self.twoDevicesWithKit(scratch).kit
 
         let replaced = try scratch.run("A", ["kit", "replace", "--json"])
         #expect(replaced.status == 0, "\(replaced.err)")

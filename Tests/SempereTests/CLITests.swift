@@ -84,6 +84,12 @@ struct CLITests {
 
     /// Create on A, join from B with six words each way.
     static func twoDevices(_ scratch: Scratch) throws -> (homeID: String, phoneID: String) {
+        let made = try twoDevicesWithKit(scratch)
+        return (made.homeID, made.phoneID)
+    }
+
+    /// ``twoDevices(_:)``, and the recovery kit that create printed.
+    static func twoDevicesWithKit(_ scratch: Scratch) throws -> (homeID: String, phoneID: String, kit: String) {
         let created = try scratch.run("A", ["create", scratch.vault, "--name", "Laptop", "--json"])
         #expect(created.status == 0, "\(created.err)")
         let kit = try #require(try created.json() as? [String: Any])
@@ -98,7 +104,10 @@ struct CLITests {
         let joined = try scratch.run("B", ["join", scratch.vault, "--words", homeWords])
         #expect(joined.status == 0, "\(joined.err)")
         #expect(joined.out.contains("Joined the vault"))
-        return (try #require(kit["device_id"] as? String), try #require(request["device_id"] as? String))
+        return (
+            try #require(kit["device_id"] as? String), try #require(request["device_id"] as? String),
+            try #require(kit["recovery_kit"] as? String)
+        )
     }
 
     @Test("create, join with the words, write on A and read on B, list, remove B: B is refused")

@@ -99,15 +99,7 @@ public struct VaultFolder: Sendable {
             throw SempereError(.notFound, "\(path) is not a note path (notes/<device_id>/<note_id>.age)")
         }
         let target = url.appendingPathComponent(path)
-        do {
-            try FileManager.default.createDirectory(
-                at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
-        } catch {
-            throw SempereError(
-                .io,
-                "cannot create \(target.deletingLastPathComponent().path): "
-                    + plainCreateFailure(at: target.deletingLastPathComponent(), error))
-        }
+        try Self.createFolder(target.deletingLastPathComponent())
         try AtomicWrite.write(file, to: target, mode: 0o644)
     }
 
@@ -178,20 +170,21 @@ public struct VaultFolder: Sendable {
         text.utf8.count == 32 && text.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
     }
 
+    /// Creates `folder` and its parents, saying in words why not.
+    static func createFolder(_ folder: URL) throws {
+        do {
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        } catch {
+            throw SempereError(.io, "cannot create \(folder.path): \(plainCreateFailure(at: folder, error))")
+        }
+    }
+
     // MARK: Records
 
     /// Writes an epoch's file list (home only, before the vault.json that commits to it).
     public func write(_ list: EpochFileList) throws {
         let target = url.appendingPathComponent(EpochFileList.path(epoch: list.epoch))
-        do {
-            try FileManager.default.createDirectory(
-                at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
-        } catch {
-            throw SempereError(
-                .io,
-                "cannot create \(target.deletingLastPathComponent().path): "
-                    + plainCreateFailure(at: target.deletingLastPathComponent(), error))
-        }
+        try Self.createFolder(target.deletingLastPathComponent())
         try AtomicWrite.write(list.bytes, to: target, mode: 0o644)
     }
 

@@ -77,7 +77,7 @@ public struct VaultHome: Sendable {
         try checkHome(vault)
         let id = VaultKeys.identifier(for: signingKey)
         try Self.checkDeviceName(name)
-        try Self.checkNameIsFree(name, in: vault.body, except: nil)
+        try Self.checkNameIsFree(name, in: vault.body.devices, except: nil)
         guard vault.body.device(id) == nil else {
             throw SempereError(.malformedVault, "device \(name) (\(id)) is already in the vault")
         }
@@ -127,8 +127,8 @@ public struct VaultHome: Sendable {
 
     /// Device names identify devices in commands (`sempere devices remove iPhone`), so two listed devices
     /// never share one (compared without regard to case).
-    static func checkNameIsFree(_ name: String, in body: VaultBody, except deviceID: String?) throws {
-        if let other = body.devices.first(where: {
+    static func checkNameIsFree(_ name: String, in devices: [VaultBody.Device], except deviceID: String?) throws {
+        if let other = devices.first(where: {
             $0.id != deviceID && $0.name.caseInsensitiveCompare(name) == .orderedSame
         }) {
             throw SempereError(
@@ -145,7 +145,7 @@ public struct VaultHome: Sendable {
             throw SempereError(.notFound, "no device \(deviceID) in this vault: see `sempere devices list`")
         }
         try Self.checkDeviceName(name)
-        try Self.checkNameIsFree(name, in: vault.body, except: deviceID)
+        try Self.checkNameIsFree(name, in: vault.body.devices, except: deviceID)
         return try next(vault) { body in
             if let index = body.devices.firstIndex(where: { $0.id == deviceID }) { body.devices[index].name = name }
         }

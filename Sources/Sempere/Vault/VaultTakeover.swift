@@ -78,12 +78,9 @@ public enum VaultTakeover {
             guard let newHomeName else {
                 throw SempereError(.invalidName, "this device is not in the vault yet: give it a name (--name)")
             }
-            try VaultSession.checkDeviceName(newHomeName)
-            let keptNames = VaultBody(
-                vaultID: body.vaultID, generation: 0, home: "", homeGeneration: 0, postQuantum: body.postQuantum,
-                devices: body.devices.filter { keep.contains($0.id) }, removed: [], recovery: body.recovery, epochs: [],
-                records: [])
-            try VaultHome.checkNameIsFree(newHomeName, in: keptNames, except: nil)
+            try VaultHome.checkDeviceName(newHomeName)
+            try VaultHome.checkNameIsFree(
+                newHomeName, in: body.devices.filter { keep.contains($0.id) }, except: nil)
             body.devices.append(
                 VaultBody.Device(
                     id: newHome.id, name: newHomeName, signingKey: newHome.publicKey.rawRepresentation,

@@ -7,26 +7,8 @@ import Testing
 /// Make Home, and the compact record of the files that existed at an epoch's end.
 @Suite("Sempere Make Home and epoch records")
 struct HandoffTests {
-    /// Home (the iPad), a Mac and a phone, all listed.
-    struct Trio {
-        let ipad = DeviceKeys.generate(postQuantum: false)
-        let mac = DeviceKeys.generate(postQuantum: false)
-        let phone = DeviceKeys.generate(postQuantum: false)
-        var vault: SignedVault
-        /// What the phone pinned when it joined (it then goes offline).
-        var phonePin: VaultPin
-
-        init() throws {
-            let created = try VaultHome.createVault(homeName: "iPad", credentials: ipad, postQuantum: false)
-            let home = VaultHome(credentials: ipad)
-            vault = try home.approve(
-                name: "Mac", signingKey: mac.publicKey, wrapRecipient: mac.identity.recipientString,
-                in: created.vault)
-            vault = try home.approve(
-                name: "Phone", signingKey: phone.publicKey, wrapRecipient: phone.identity.recipientString, in: vault)
-            phonePin = try vault.accept(pinned: created.pin)
-        }
-    }
+    /// Home (the iPad), a Mac and a phone, all listed; the phone's pin from then.
+    typealias Trio = TakeoverTests.Vault
 
     @Test("Make Home: the Mac is home from then on, in a new epoch; a device that missed the handoff follows it")
     func makeHome() throws {
