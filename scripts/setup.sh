@@ -31,6 +31,7 @@ apt_packages=(
     libsodium-dev  # CSodium: the ristretto255 group under the PrivacyPass module (VOPRF tokens)
     libnats-dev    # CNATS: the NATS C client, raw pub/sub beside the relay in relay-bench
     nats-server    # the NATS server scripts/bench-relay.sh runs the relay beside
+    strace         # SIGKILLs `sempere` at each write in SempereTests.CLICrashTests (strace -e inject)
 )
 
 say() { printf 'setup: %s\n' "$*" >&2; }

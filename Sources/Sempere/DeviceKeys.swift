@@ -86,8 +86,20 @@ public struct DeviceKeys: Sendable {
                 "this device already has keys (\"\(name)\" is in the key store): a device makes its keys once; "
                     + "remove the device from its vault before deleting them")
         }
+        // The signing key last: it names the device, so keys without it were never used anywhere
+        // (``discardInterruptedSave(in:)``).
         try store.store(Data(identity.string.utf8), as: Self.ageIdentityName)
         try store.store(signingKey.seedRepresentation, as: Self.signingKeyName)
+    }
+
+    /// A ``save(to:)`` that stopped between its two writes (a crash, a kill) leaves an age identity with no
+    /// signing key. Such keys were never used: the signing key is written last and names the device. Call
+    /// this only when the device is in no vault; it then removes the lone identity so that keys can be
+    /// made, and returns whether it did.
+    static func discardInterruptedSave(in store: some KeyStore) throws -> Bool {
+        guard try store.load(signingKeyName) == nil, try store.load(ageIdentityName) != nil else { return false }
+        try store.delete(ageIdentityName)
+        return true
     }
 
     /// The keys in `store`, made and saved there first if it holds none.

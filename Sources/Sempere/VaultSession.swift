@@ -18,12 +18,28 @@ public struct VaultSession: Sendable {
     /// What opening found that the person should be told: a copy of vault.json that was refused and why,
     /// or a deleted vault.json that home put back.
     public private(set) var notices: [String]
+    /// The time this session acts at: the device's clock when it was opened (tests pass their own).
+    public let now: Date
 
     public var body: VaultBody { vault.body }
     /// Whether this device manages the vault's devices.
     public var isHome: Bool { body.home == keys.id }
 
     // MARK: - Opening
+
+    /// This device's keys for creating, joining or taking over a vault: nil when it has none yet. Keys
+    /// whose making stopped half way, on a device in no vault, are dropped so that they are made again.
+    static func keysBeforeJoining(configRoot: URL) throws -> DeviceKeys? {
+        let store = try keyStore(configRoot: configRoot)
+        if try DeviceState.all(root: configRoot).isEmpty { _ = try DeviceKeys.discardInterruptedSave(in: store) }
+        return try DeviceKeys.load(from: store)
+    }
+
+    /// This device's keys, made first when it has none (``keysBeforeJoining(configRoot:)``).
+    static func keysMadeIfNeeded(configRoot: URL, postQuantum: Bool) throws -> DeviceKeys {
+        if let keys = try keysBeforeJoining(configRoot: configRoot) { return keys }
+        return try DeviceKeys.loadOrCreate(in: try keyStore(configRoot: configRoot), postQuantum: postQuantum)
+    }
 
     /// The key store of the device whose configuration root is `configRoot` (`<root>/keys`).
     public static func keyStore(configRoot: URL) throws -> FileKeyStore {
@@ -46,8 +62,9 @@ public struct VaultSession: Sendable {
     ///
     /// When vault.json is gone from the folder, home puts back the list it signed last (and says so in
     /// ``notices``); any other device refuses with a message that says what happened and what to do.
-    public init(configRoot: URL, folder path: String? = nil) throws {
+    public init(configRoot: URL, folder path: String? = nil, now: Date = Date()) throws {
         self.configRoot = configRoot
+        self.now = now
         keys = try Self.deviceKeys(configRoot: configRoot)
         var state = try DeviceState.find(root: configRoot, folder: path)
         let folder = VaultFolder(url: URL(fileURLWithPath: state.folder))
@@ -68,7 +85,7 @@ public struct VaultSession: Sendable {
         }
         let opened: (vault: SignedVault, pin: VaultPin, refused: [(String, SempereError)])
         do {
-            opened = try folder.vault(pinned: state.pin)
+            opened = try folder.vault(pinned: state.pin, now: now)
         } catch let error as SempereError where vaultFileMissing {
             throw Self.deletedListError(folder: folder, state: state, root: configRoot, cause: error)
         }
@@ -76,19 +93,25 @@ public struct VaultSession: Sendable {
         for (name, error) in refused { notices.append("\(name) refused: \(error.reason)") }
         // Home completes a kit replacement whose delay has passed.
         if vault.body.home == keys.id, let pending = vault.body.kitReplacement,
-            Int64(Date().timeIntervalSince1970) >= pending.effectiveAt,
+            Int64(now.timeIntervalSince1970) >= pending.effectiveAt,
             let change = try VaultHome(credentials: keys).completeKitReplacement(
-                in: vault, existingNotes: try Self.existingNotes(folder, notices: &notices))
+                in: vault, existingNotes: try Self.existingNotes(folder, notices: &notices), now: now)
         {
             try folder.write(change.fileList)
             try folder.write(change.vault)
-            pin = try change.vault.accept(pinned: pin)
+            pin = try change.vault.accept(pinned: pin, now: now)
             vault = change.vault
             notices.append(
                 "the new recovery kit is in effect: new notes use epoch \(vault.body.currentEpoch.number)'s key, "
                     + "which the old kit never gets")
         }
         notices += Self.kitNotices(body: vault.body, pin: pin, home: keys.id)
+        if try Self.unshownKit(root: configRoot, body: vault.body, identity: keys.identity) != nil {
+            notices.append(
+                "the recovery kit that `sempere create` or `sempere kit replace` made on this device was never shown "
+                    + "(the command stopped before printing it), and it is in use: run `sempere kit print` now, and "
+                    + "print it or write it down")
+        }
         if pin.takeoverGeneration > state.pin.takeoverGeneration, let home = vault.body.device(vault.body.home) {
             notices.append(Self.takeoverAlert(home: home, thisDevice: keys.id, body: vault.body))
         } else if pin.homeSigningKey != state.pin.homeSigningKey, let home = vault.body.device(vault.body.home) {
@@ -172,17 +195,21 @@ public struct VaultSession: Sendable {
     // MARK: - Creating and joining
 
     /// Creates a vault in `folder` with this device as its home, and returns the session and the
-    /// recovery kit to show once. With `passphrase`, the passphrase copy of the recovery key is kept in
+    /// recovery kit to show once; call ``kitShown()`` once it has been shown. A create that stopped after
+    /// writing vault.json is finished by running it again. With `passphrase`, the passphrase copy of the recovery key is kept in
     /// the vault as recovery.age (``RecoveryKit/checkPassphrase(_:)`` sets the floor).
     ///
     /// Refuses a folder that holds a vault, or notes or requests of one whose vault.json is gone: a new
     /// vault there would set every one of them aside.
     public static func create(
-        folder url: URL, homeName: String, postQuantum: Bool, passphrase: String?, configRoot: URL
+        folder url: URL, homeName: String, postQuantum: Bool, passphrase: String?, configRoot: URL, now: Date = Date()
     ) throws -> (session: VaultSession, kit: RecoveryKit) {
         try VaultHome.checkDeviceName(homeName)
         if let passphrase { try RecoveryKit.checkPassphrase(passphrase) }
         let folder = VaultFolder(url: url)
+        if let resumed = try resumeCreate(folder: folder, passphrase: passphrase, configRoot: configRoot, now: now) {
+            return resumed
+        }
         if FileManager.default.fileExists(atPath: url.appendingPathComponent(VaultFolder.vaultFile).path) {
             throw SempereError(
                 .alreadyExists,
@@ -199,7 +226,11 @@ public struct VaultSession: Sendable {
         }
         // Anything else (a recovery.age, join requests, copies of a vault.json) could be another vault's too,
         // and create would write over some of it.
-        let other = try folder.names(in: "")
+        // The empty layout folders a create that stopped early left are not in the way.
+        let other = try folder.names(in: "").filter { name in
+            !(["notes", "requests"].contains(name) && folder.isFolder(name)
+                && (try? folder.names(in: name).isEmpty) == true)
+        }
         if !other.isEmpty {
             throw SempereError(
                 .alreadyExists,
@@ -207,8 +238,7 @@ public struct VaultSession: Sendable {
                     + "\(other.count > 3 ? ", …" : "")): a vault is made in an empty or new folder, so that nothing "
                     + "there is overwritten or set aside")
         }
-        let store = try keyStore(configRoot: configRoot)
-        let existing = try DeviceKeys.load(from: store)
+        let existing = try keysBeforeJoining(configRoot: configRoot)
         if postQuantum, let existing, !existing.identity.isPostQuantum {
             throw SempereError(
                 .invalidSecret,
@@ -216,17 +246,46 @@ public struct VaultSession: Sendable {
                     + "needs a device with post-quantum keys: use another configuration directory (--config) for it")
         }
         try folder.create()
-        let keys = try existing ?? DeviceKeys.loadOrCreate(in: store, postQuantum: postQuantum)
+        let keys = try existing ?? keysMadeIfNeeded(configRoot: configRoot, postQuantum: postQuantum)
         let created = try VaultHome.createVault(homeName: homeName, credentials: keys, postQuantum: postQuantum)
+        // Kept until shown, so that a create stopped after vault.json is written still gives its kit.
+        try UnshownKit.save(created.kit, root: configRoot, identity: keys.identity)
         try folder.write(created.vault)
+        return try finishCreate(
+            vault: created.vault, pin: created.pin, kit: created.kit, folder: folder, passphrase: passphrase,
+            configRoot: configRoot, now: now)
+    }
+
+    /// A `create` of this device that stopped after writing vault.json (its kit is still kept unshown):
+    /// finished, instead of refused as a folder that holds a vault. Nil when the folder holds no such vault.
+    private static func resumeCreate(
+        folder: VaultFolder, passphrase: String?, configRoot: URL, now: Date
+    ) throws -> (session: VaultSession, kit: RecoveryKit)? {
+        guard FileManager.default.fileExists(atPath: folder.url.appendingPathComponent(VaultFolder.vaultFile).path),
+            let vault = try? folder.unverifiedVault(), vault.body.generation == 1,
+            let keys = try DeviceKeys.load(from: try keyStore(configRoot: configRoot)), vault.body.home == keys.id,
+            let kit = UnshownKit.load(root: configRoot, vaultID: vault.body.vaultID, identity: keys.identity)
+        else { return nil }
+        // The first list is checked as a device with only the kit checks it: the kit signed its home.
+        let pin = try vault.accept(kitSigningKey: try kit.signingKey().publicKey)
+        return try finishCreate(
+            vault: vault, pin: pin, kit: kit, folder: folder, passphrase: passphrase, configRoot: configRoot,
+            now: now)
+    }
+
+    private static func finishCreate(
+        vault: SignedVault, pin: VaultPin, kit: RecoveryKit, folder: VaultFolder, passphrase: String?,
+        configRoot: URL, now: Date
+    ) throws -> (session: VaultSession, kit: RecoveryKit) {
         if let passphrase {
             try folder.writeRecoveryCopy(
-                try created.kit.passphraseCopy(passphrase: passphrase, postQuantum: postQuantum))
+                try kit.passphraseCopy(passphrase: passphrase, postQuantum: vault.body.postQuantum))
         }
-        let state = DeviceState(folder: url.path, pin: created.pin)
-        try saveCopy(of: created.vault, state: state, root: configRoot)
+        // The pin as opening the vault makes it (so the session below writes nothing again).
+        let state = DeviceState(folder: folder.url.path, pin: try vault.accept(pinned: pin, now: now))
+        try saveCopy(of: vault, state: state, root: configRoot)
         try state.save(root: configRoot)
-        return (try VaultSession(configRoot: configRoot, folder: url.path), created.kit)
+        return (try VaultSession(configRoot: configRoot, folder: folder.url.path, now: now), kit)
     }
 
     /// Step 1 of joining, on the new device: writes a join request into `folder` and returns it (show its
@@ -248,8 +307,7 @@ public struct VaultSession: Sendable {
         {
             throw SempereError(.alreadyExists, "this device is already in the vault in \(url.path)")
         }
-        let keys = try DeviceKeys.loadOrCreate(
-            in: try keyStore(configRoot: configRoot), postQuantum: unverified.body.postQuantum)
+        let keys = try keysMadeIfNeeded(configRoot: configRoot, postQuantum: unverified.body.postQuantum)
         if unverified.body.postQuantum && !keys.identity.isPostQuantum {
             throw SempereError(
                 .invalidSecret,
@@ -331,7 +389,7 @@ public struct VaultSession: Sendable {
 
     /// On home: approves the join request that the new device's words or code name, lists it, and
     /// returns what home shows back.
-    public mutating func approve(_ check: JoinCheck, now: Date = Date()) throws -> JoinApproval.Approved {
+    public mutating func approve(_ check: JoinCheck) throws -> JoinApproval.Approved {
         try checkHome()
         let requests = try folder.requests()
         let request: JoinRequest
@@ -401,14 +459,16 @@ public struct VaultSession: Sendable {
         return notices
     }
 
-    /// On home: replaces the recovery kit and returns the new one to print. With `currentKit` (the vault's
+    /// On home: replaces the recovery kit and returns the new one to print; call ``kitShown()`` once it has
+    /// been shown (until then this device keeps it, see ``unshownKit()``). With `currentKit` (the vault's
     /// kit now, which co-signs), at once: a new epoch the old kit never gets. Without, after the vault's
     /// delay, during which the old kit can still take over.
     public mutating func replaceKit(currentKit: RecoveryKit?) throws -> VaultHome.KitReplaced {
         try checkHome()
         let existing = try Self.existingNotes(folder, index: noteIndex, notices: &notices)
         let replaced = try VaultHome(credentials: keys).replaceKit(
-            in: vault, currentKit: currentKit, existingNotes: existing)
+            in: vault, currentKit: currentKit, existingNotes: existing, now: now)
+        try UnshownKit.save(replaced.kit, root: configRoot, identity: keys.identity)
         if let list = replaced.fileList { try folder.write(list) }
         try publish(replaced.vault)
         return replaced
@@ -419,6 +479,11 @@ public struct VaultSession: Sendable {
     /// What every other device shows after a takeover, on its next command: what happened, and what to do
     /// in each case (the guide: "If you did not do it, someone has your recovery kit").
     static func takeoverAlert(home: VaultBody.Device, thisDevice: String, body: VaultBody) -> String {
+        if home.id == thisDevice {
+            // Only when this device's own takeover stopped after writing vault.json: it is finished now.
+            return "this device took the vault over with the recovery kit, and is home now (the takeover had "
+                + "stopped before it finished saving; it is finished now)"
+        }
         let kept = body.device(thisDevice) != nil
         return "THE VAULT WAS TAKEN OVER with the recovery kit: \(home.name) (\(home.id.prefix(8))) is home now. "
             + (kept
@@ -433,12 +498,21 @@ public struct VaultSession: Sendable {
     /// `keep` (names or id starts) stay listed with it, every other one is removed.
     public mutating func takeOver(kit: RecoveryKit, keep: [String]) throws {
         let kept = Set(try keep.map { try device(matching: $0).id })
+        if let last = body.takeovers.last, last.home == keys.id, last.generation == body.generation,
+            Set(last.kept) == kept.union([keys.id]),
+            last.kitSigningKey == (try kit.signingKey().publicKey.rawRepresentation)
+        {
+            // The same takeover again, with nothing changed since: it is done (the command that made it may
+            // have stopped before saying so). A second one would only start another epoch.
+            notices.append("this device already took the vault over keeping these devices; nothing changed")
+            return
+        }
         let existing = try Self.existingNotes(folder, index: noteIndex, notices: &notices)
         try publish(
             try VaultTakeover.takeOver(
                 vault, kit: kit, newHome: keys, newHomeName: nil, keep: kept,
                 existingNotes: existing, currentIdentity: try keyring().current,
-                trustedKits: SignedVault.trustedKits(state.pin, now: Int64(Date().timeIntervalSince1970))))
+                trustedKits: SignedVault.trustedKits(state.pin, now: Int64(now.timeIntervalSince1970))))
     }
 
     /// A device with nothing but the recovery kit takes over the vault in `folder` and becomes its home
@@ -446,11 +520,11 @@ public struct VaultSession: Sendable {
     /// of homes from the first one, which the kit signed at creation. `keep` names the listed devices
     /// (names or id starts) that stay.
     public static func takeOver(
-        folder url: URL, kit: RecoveryKit, name: String?, keep: [String], configRoot: URL
+        folder url: URL, kit: RecoveryKit, name: String?, keep: [String], configRoot: URL, now: Date = Date()
     ) throws -> VaultSession {
         let folder = VaultFolder(url: url)
         if let state = try? DeviceState.find(root: configRoot, folder: url.path), state.vaultID == kit.vaultID {
-            var session = try VaultSession(configRoot: configRoot, folder: url.path)
+            var session = try VaultSession(configRoot: configRoot, folder: url.path, now: now)
             try session.takeOver(kit: kit, keep: keep)
             return session
         }
@@ -473,13 +547,20 @@ public struct VaultSession: Sendable {
         guard let (vault, pin) = best else {
             throw firstError ?? SempereError(.notFound, "\(url.path) has no vault.json: is this the vault folder?")
         }
+        let session = try Self.partial(
+            vault: vault, pin: pin, folder: url, configRoot: configRoot, postQuantum: vault.body.postQuantum, now: now)
+        if vault.body.home == session.keys.id {
+            // This device's own takeover, stopped after vault.json was written and before it saved its state:
+            // finish it rather than take over a second time.
+            try saveCopy(of: vault, state: session.state, root: configRoot)
+            try session.state.save(root: configRoot)
+            return try VaultSession(configRoot: configRoot, folder: url.path, now: now)
+        }
         guard let name else {
             throw SempereError(
                 .invalidName, "this device is not in the vault: give it a name to be listed under as home (--name)")
         }
         try VaultHome.checkDeviceName(name)
-        let session = try Self.partial(
-            vault: vault, pin: pin, folder: url, configRoot: configRoot, postQuantum: vault.body.postQuantum)
         let kept = Set(
             try keep.map { text in
                 try session.device(matching: text).id
@@ -491,26 +572,27 @@ public struct VaultSession: Sendable {
             existingNotes: try Self.existingNotes(folder, notices: &ignored))
         try folder.write(change.fileList)
         try folder.write(change.vault)
-        let state = DeviceState(folder: url.path, pin: try change.vault.accept(pinned: pin))
+        let state = DeviceState(folder: url.path, pin: try change.vault.accept(pinned: pin, now: now))
         try saveCopy(of: change.vault, state: state, root: configRoot)
         try state.save(root: configRoot)
-        return try VaultSession(configRoot: configRoot, folder: url.path)
+        return try VaultSession(configRoot: configRoot, folder: url.path, now: now)
     }
 
     /// A session over a vault this device is not in yet, for naming its devices (takeover from the kit).
     private static func partial(
-        vault: SignedVault, pin: VaultPin, folder: URL, configRoot: URL, postQuantum: Bool
+        vault: SignedVault, pin: VaultPin, folder: URL, configRoot: URL, postQuantum: Bool, now: Date
     ) throws -> VaultSession {
-        let keys = try DeviceKeys.loadOrCreate(in: try keyStore(configRoot: configRoot), postQuantum: postQuantum)
+        let keys = try keysMadeIfNeeded(configRoot: configRoot, postQuantum: postQuantum)
         return VaultSession(
             configRoot: configRoot, keys: keys, folder: VaultFolder(url: folder),
-            state: DeviceState(folder: folder.path, pin: pin), vault: vault, notices: [])
+            state: DeviceState(folder: folder.path, pin: pin), vault: vault, notices: [], now: now)
     }
 
     private init(
         configRoot: URL, keys: DeviceKeys, folder: VaultFolder, state: DeviceState, vault: SignedVault,
-        notices: [String]
+        notices: [String], now: Date
     ) {
+        self.now = now
         self.configRoot = configRoot
         self.keys = keys
         self.folder = folder
@@ -799,6 +881,30 @@ public struct VaultSession: Sendable {
     }
 
     // MARK: - Recovery kit
+
+    /// The kit the last `create` or kit replacement on this device made, when the program stopped before
+    /// it was shown (``UnshownKit``): the vault's kit, or the one a pending replacement names. A kit kept
+    /// from a replacement whose vault.json was never written is dropped here (it never took effect).
+    public func unshownKit() throws -> RecoveryKit? {
+        try Self.unshownKit(root: configRoot, body: body, identity: keys.identity)
+    }
+
+    static func unshownKit(root: URL, body: VaultBody, identity: WrapIdentity) throws -> RecoveryKit? {
+        guard let kit = UnshownKit.load(root: root, vaultID: body.vaultID, identity: identity) else { return nil }
+        let key = try kit.signingKey().publicKey.rawRepresentation
+        guard key == body.recovery.signingKey || key == body.kitReplacement?.recovery.signingKey else {
+            try UnshownKit.remove(root: root, vaultID: body.vaultID)
+            return nil
+        }
+        return kit
+    }
+
+    /// Call once the kit from ``create(folder:homeName:postQuantum:passphrase:configRoot:)``,
+    /// ``replaceKit(currentKit:)`` or ``unshownKit()`` has been shown to the person: this device then keeps
+    /// no copy of it.
+    public func kitShown() throws {
+        try UnshownKit.remove(root: configRoot, vaultID: body.vaultID)
+    }
 
     /// The recovery kit, from the passphrase copy in the vault (recovery.age).
     public func recoveryKit(passphrase: String) throws -> RecoveryKit {

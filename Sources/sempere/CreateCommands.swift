@@ -42,6 +42,7 @@ struct Create: ParsableCommand {
                     "vault_id": vaultID, "folder": path, "device_id": session.keys.id, "device_name": name,
                     "recovery_kit": secret, "passphrase_copy": passphrase != nil,
                 ])
+                try session.kitShown()
                 return
             }
             streams.out("Created the vault \(vaultID) in \(path).")
@@ -61,6 +62,7 @@ struct Create: ParsableCommand {
             streams.out("")
             streams.out("Next: `sempere new <title>` writes a note; `sempere join \(path) --name <device>` on another")
             streams.out("device asks to join, and `sempere devices approve --words \"...\"` here approves it.")
+            try session.kitShown()
         }
     }
 }
@@ -76,7 +78,8 @@ struct KitPrint: ParsableCommand {
         commandName: "print",
         abstract: "Print the recovery kit again, from the passphrase copy in the vault (recovery.age).",
         discussion: """
-            The kit itself is stored nowhere: `sempere create` shows it once. If the vault has a passphrase copy \
+            The kit itself is stored nowhere: `sempere create` shows it once. If that command (or `kit replace`) \
+            stopped before showing it, this shows it, with no passphrase. Otherwise, if the vault has a passphrase copy \
             (`create --passphrase-copy`), this opens it with the passphrase from $SEMPERE_PASSPHRASE or the first \
             line of standard input and prints the kit again; --html writes a printable page (print it, then \
             delete the file).
@@ -89,7 +92,8 @@ struct KitPrint: ParsableCommand {
     func run() async throws {
         try reporting {
             let session = try options.session()
-            let kit = try session.recoveryKit(passphrase: try readPassphrase(for: "the passphrase copy"))
+            let unshown = try session.unshownKit()
+            let kit = try unshown ?? session.recoveryKit(passphrase: try readPassphrase(for: "the passphrase copy"))
             if let html {
                 let url = URL(fileURLWithPath: absolutePath(html))
                 // The page holds the kit's secret: never in the synced folder, never over another file.
@@ -102,6 +106,12 @@ struct KitPrint: ParsableCommand {
             streams.out("    \(kit.secretString)")
             streams.out("")
             streams.out(terminalQR(Data(kit.secretString.utf8)))
+            if unshown != nil {
+                streams.out(
+                    "This is the kit the last `sempere create` or `sempere kit replace` here made, which stopped "
+                        + "before showing it. Print it or write it down now: this device keeps it no longer.")
+                try session.kitShown()
+            }
         }
     }
 }
@@ -147,6 +157,7 @@ struct KitReplace: ParsableCommand {
                 try printJSON([
                     "recovery_kit": secret, "effective_at": replaced.effectiveAt.map { isoDate($0) } ?? "now",
                 ])
+                try session.kitShown()
                 return
             }
             streams.out("NEW RECOVERY KIT for vault \(session.body.vaultID)")
@@ -164,6 +175,7 @@ struct KitReplace: ParsableCommand {
                     "It is in effect now: new notes use epoch \(session.body.currentEpoch.number)'s key, which the old "
                         + "kit never gets. Print the new kit now: it is shown only once; destroy the old one.")
             }
+            try session.kitShown()
         }
     }
 }

@@ -44,6 +44,7 @@ struct Takeover: ParsableCommand {
             }
             let session = try VaultSession.takeOver(
                 folder: url, kit: kit, name: name, keep: kept, configRoot: try options.configRoot())
+            printNotices(session, after: 0)
             let body = session.body
             if json {
                 try printJSON([

@@ -9,6 +9,8 @@ struct CLITests {
         let status: Int32
         let out: String
         let err: String
+        /// Whether the program was killed by a signal (`status` is then the signal's number).
+        var killed = false
 
         func json() throws -> Any { try JSONSerialization.jsonObject(with: Data(out.utf8)) }
     }
@@ -20,36 +22,49 @@ struct CLITests {
 
     /// A scratch area: one vault folder and a configuration directory per device.
     struct Scratch {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("sempere-cli-\(UUID())")
+        let root: URL
         var vault: String { root.appendingPathComponent("vault").path }
         func config(_ device: String) -> String { root.appendingPathComponent("config-\(device)").path }
 
-        init() throws { try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true) }
+        init(root: URL = FileManager.default.temporaryDirectory.appendingPathComponent("sempere-cli-\(UUID())")) throws
+        {
+            self.root = root
+            try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        }
 
         func remove() { try? FileManager.default.removeItem(at: root) }
 
         /// Runs `sempere` as `device` (its config in $SEMPERE_CONFIG), with `input` on standard input.
+        /// With `wrapper` (a program and its arguments, such as strace), `sempere` runs under it.
         func run(
-            _ device: String, _ arguments: [String], input: String? = nil, environment extra: [String: String] = [:]
+            _ device: String, _ arguments: [String], input: String? = nil, environment extra: [String: String] = [:],
+            wrapper: [String] = []
         ) throws -> Result {
             var environment = ProcessInfo.processInfo.environment
             environment["SEMPERE_CONFIG"] = config(device)
             environment["HOME"] = root.path
             environment.merge(extra) { $1 }
-            return try CLITests.run(arguments, environment: environment, input: input, directory: root)
+            return try CLITests.run(
+                arguments, environment: environment, input: input, directory: root, wrapper: wrapper)
         }
     }
 
     static func run(
-        _ arguments: [String], environment: [String: String]? = nil, input: String? = nil, directory: URL? = nil
+        _ arguments: [String], environment: [String: String]? = nil, input: String? = nil, directory: URL? = nil,
+        wrapper: [String] = []
     ) throws -> Result {
         guard FileManager.default.isExecutableFile(atPath: binary) else {
             Issue.record("sempere is not built at \(binary): build with `swift build --build-tests` first")
             return Result(status: -1, out: "", err: "")
         }
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = arguments
+        if let program = wrapper.first {
+            process.executableURL = URL(fileURLWithPath: program)
+            process.arguments = wrapper.dropFirst() + [binary] + arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: binary)
+            process.arguments = arguments
+        }
         if let environment { process.environment = environment }
         if let directory { process.currentDirectoryURL = directory }
         let out = Pipe()
@@ -75,7 +90,7 @@ struct CLITests {
         process.waitUntilExit()
         return Result(
             status: process.terminationStatus, out: String(decoding: outData, as: UTF8.self),
-            err: String(decoding: errBox.data, as: UTF8.self))
+            err: String(decoding: errBox.data, as: UTF8.self), killed: process.terminationReason == .uncaughtSignal)
     }
 
     final class DataBox: @unchecked Sendable {

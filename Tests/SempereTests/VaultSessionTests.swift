@@ -83,7 +83,8 @@ struct VaultSessionTests {
         }
         // Asking again replaces the request; home, which listed the phone already, approves the new one.
         let again = try VaultSession.askToJoin(folder: folder, name: "Phone", configRoot: phoneRoot, now: late)
-        let reapproved = try home.approve(.words(again.words.description), now: late)
+        home = try VaultSession(configRoot: root.appendingPathComponent("home"), now: late)
+        let reapproved = try home.approve(.words(again.words.description))
         #expect(reapproved.alreadyListed)
         let phone = try VaultSession.finishJoin(
             folder: folder, check: .code(reapproved.code), configRoot: phoneRoot, now: late.addingTimeInterval(30))

@@ -51,18 +51,24 @@ public struct VaultFolder: Sendable {
     }
 
     /// The vault this device follows: of vault.json and every copy of it a provider made, the one that
-    /// `SignedVault.accept(pinned:)` takes with the highest generation. The other candidates and why each
-    /// was refused are returned too, so a rollback or fork is shown, not hidden.
-    public func vault(pinned: VaultPin) throws -> (vault: SignedVault, pin: VaultPin, refused: [(String, SempereError)])
-    {
+    /// `SignedVault.accept(pinned:now:)` takes that is newest, by takeover generation first (a takeover beats
+    /// any list of the home before it, whatever its generation), then by generation. The other candidates
+    /// and why each was refused are returned too, so a rollback or fork is shown, not hidden.
+    public func vault(
+        pinned: VaultPin, now: Date = Date()
+    ) throws -> (vault: SignedVault, pin: VaultPin, refused: [(String, SempereError)]) {
         var best: (SignedVault, VaultPin)?
         var refused: [(String, SempereError)] = []
         var primaryError: SempereError?
         for name in try vaultCandidates() {
             do {
                 let vault = try SignedVault(parsing: try read(name))
-                let pin = try vault.accept(pinned: pinned)
-                if best == nil || pin.generation > best!.1.generation { best = (vault, pin) }
+                let pin = try vault.accept(pinned: pinned, now: now)
+                if best == nil
+                    || (pin.takeoverGeneration, pin.generation) > (best!.1.takeoverGeneration, best!.1.generation)
+                {
+                    best = (vault, pin)
+                }
             } catch let error as SempereError {
                 refused.append((name, error))
                 if name == Self.vaultFile { primaryError = error }
