@@ -20,6 +20,8 @@ public struct VaultSession: Sendable {
     public private(set) var notices: [String]
     /// The time this session acts at: the device's clock when it was opened (tests pass their own).
     public let now: Date
+    /// Whether the folder holds a rival takeover of the same generation (two holders of the kit).
+    private var sawRivalTakeover = false
 
     public var body: VaultBody { vault.body }
     /// Whether this device manages the vault's devices.
@@ -79,18 +81,43 @@ public struct VaultSession: Sendable {
         let vaultFileMissing = !FileManager.default.fileExists(
             atPath: folder.url.appendingPathComponent(VaultFolder.vaultFile).path)
         if vaultFileMissing,
-            let restored = try Self.restoreDeletedList(folder: folder, state: state, root: configRoot, keys: keys)
+            let restored = try Self.restoreList(folder: folder, state: state, root: configRoot, keys: keys, over: nil)
         {
             notices.append(restored)
         }
-        let opened: (vault: SignedVault, pin: VaultPin, refused: [(String, SempereError)])
+        var opened: (vault: SignedVault, pin: VaultPin, refused: [(String, SempereError)])
         do {
             opened = try folder.vault(pinned: state.pin, now: now)
         } catch let error as SempereError where vaultFileMissing {
             throw Self.deletedListError(folder: folder, state: state, root: configRoot, cause: error)
+        } catch let error as SempereError where error.code == .rollback {
+            // Every list in the folder is older than the one this device follows (a provider's old version,
+            // or one that a home a takeover dropped signed after it): home puts back the list it signed, so
+            // such a list cannot stop the vault; any other device waits for that.
+            guard
+                let restored = try Self.restoreList(
+                    folder: folder, state: state, root: configRoot, keys: keys, over: error)
+            else {
+                throw SempereError(
+                    .rollback,
+                    "\(error.reason). Nothing was changed here; the home device puts back the list it signed on its "
+                        + "next sempere command on this vault, then run this again")
+            }
+            notices.append(restored)
+            opened = try folder.vault(pinned: state.pin, now: now)
         }
         var (vault, pin, refused) = opened
+        // vault.json older than the list home follows from a copy beside it (a conflict copy of a takeover, say):
+        // home writes that list to vault.json, so that the older one is not what the next device reads first.
+        if vault.body.home == keys.id,
+            let older = refused.first(where: { $0.0 == VaultFolder.vaultFile && $0.1.code == .rollback })?.1
+        {
+            try folder.write(vault)
+            refused.removeAll { $0.0 == VaultFolder.vaultFile }
+            notices.append(Self.putBack(folder: folder, over: older, generation: vault.body.generation))
+        }
         for (name, error) in refused { notices.append("\(name) refused: \(error.reason)") }
+        sawRivalTakeover = refused.contains { $0.1.code == .fork && vault.body.takeoverGeneration > 0 }
         // Home completes a kit replacement whose delay has passed.
         if vault.body.home == keys.id, let pending = vault.body.kitReplacement,
             Int64(now.timeIntervalSince1970) >= pending.effectiveAt,
@@ -149,10 +176,11 @@ public struct VaultSession: Sendable {
         try AtomicWrite.write(try vault.encoded(), to: copy, mode: 0o600)
     }
 
-    /// vault.json was deleted: home writes back the copy of the list it signed last and returns what to
-    /// tell; on another device, nil (the copies a provider made may still serve).
-    static func restoreDeletedList(
-        folder: VaultFolder, state: DeviceState, root: URL, keys: DeviceKeys
+    /// vault.json was deleted (`refusal` nil), or every list in the folder is older than the pinned one
+    /// (`refusal`, a ``SempereError/Code/rollback``): home writes back the copy of the list it signed last
+    /// and returns what to tell; on another device, nil (the copies a provider made may still serve).
+    static func restoreList(
+        folder: VaultFolder, state: DeviceState, root: URL, keys: DeviceKeys, over refusal: SempereError?
     ) throws
         -> String?
     {
@@ -161,6 +189,7 @@ public struct VaultSession: Sendable {
         }
         guard let copy, copy.body.home == keys.id else { return nil }
         guard (try? copy.accept(pinned: state.pin)) != nil else {
+            if refusal != nil { return nil }
             throw SempereError(
                 .notFound,
                 "vault.json is missing from \(folder.url.path), and this device's copy of the list (generation "
@@ -168,10 +197,18 @@ public struct VaultSession: Sendable {
                     + "so it cannot put it back: restore vault.json from a backup of the folder")
         }
         try folder.write(copy)
-        return
-            "vault.json was missing from \(folder.url.path) (deleted by the storage provider, or by mistake): "
-            + "this device, its home, put back the device list it signed last (generation "
-            + "\(copy.body.generation)); nothing else changed"
+        return putBack(folder: folder, over: refusal, generation: copy.body.generation)
+    }
+
+    /// What home says when it put its list back in vault.json, over `refusal` (nil: vault.json was missing).
+    static func putBack(folder: VaultFolder, over refusal: SempereError?, generation: UInt64) -> String {
+        let what =
+            refusal.map {
+                "vault.json in \(folder.url.path) was a list this device refuses (\($0.reason)): an old version the "
+                    + "storage provider put back, or one signed by a home that a takeover replaced"
+            } ?? "vault.json was missing from \(folder.url.path) (deleted by the storage provider, or by mistake)"
+        return what + ". This device, its home, put back the device list it follows (generation \(generation)); "
+            + "nothing else changed"
     }
 
     /// What a device that is not home says when vault.json is gone and no copy of it serves.
@@ -346,7 +383,7 @@ public struct VaultSession: Sendable {
                 try saveCopy(of: vault, state: state, root: configRoot)
                 try state.save(root: configRoot)
                 for done in mine { try? folder.removeRequest(done) }
-                return try VaultSession(configRoot: configRoot, folder: url.path)
+                return try VaultSession(configRoot: configRoot, folder: url.path, now: now)
             } catch let error as SempereError {
                 // The words name one request; a typo in them is the same for every request.
                 if [.unknownWord, .ambiguousWord, .wrongWordCount, .invalidEncoding].contains(error.code) {
@@ -498,12 +535,13 @@ public struct VaultSession: Sendable {
     /// `keep` (names or id starts) stay listed with it, every other one is removed.
     public mutating func takeOver(kit: RecoveryKit, keep: [String]) throws {
         let kept = Set(try keep.map { try device(matching: $0).id })
-        if let last = body.takeovers.last, last.home == keys.id, last.generation == body.generation,
+        if !sawRivalTakeover, let last = body.takeovers.last, last.home == keys.id, last.generation == body.generation,
             Set(last.kept) == kept.union([keys.id]),
             last.kitSigningKey == (try kit.signingKey().publicKey.rawRepresentation)
         {
-            // The same takeover again, with nothing changed since: it is done (the command that made it may
-            // have stopped before saying so). A second one would only start another epoch.
+            // The same takeover again, with nothing changed since and no rival takeover in the folder: it is
+            // done (the command that made it may have stopped before saying so). A second one would only
+            // start another epoch. With a rival, taking over again is the remedy, and it goes ahead.
             notices.append("this device already took the vault over keeping these devices; nothing changed")
             return
         }

@@ -26,7 +26,7 @@ extension CLITests {
 
         // Home puts back exactly the list it signed, and says so; then the phone reads the note.
         let home = try scratch.run("A", ["ls"])
-        #expect(home.status == 0 && home.err.contains("put back the device list it signed last"), "\(home.err)")
+        #expect(home.status == 0 && home.err.contains("put back the device list it follows"), "\(home.err)")
         #expect(try Data(contentsOf: vaultFile) == signed)
         let after = try scratch.run("B", ["ls"])
         #expect(after.status == 0 && after.out.contains("Taxes"), "\(after.err)")

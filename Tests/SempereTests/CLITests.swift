@@ -216,13 +216,18 @@ struct CLITests {
         #expect(try scratch.run("A", ["devices", "rename", "Phone", "Old phone"]).status == 0)
         #expect(try scratch.run("B", ["devices", "list"]).out.contains("Old phone"))
         try old.write(to: vaultFile)
-        for device in ["A", "B"] {
-            let rolledBack = try scratch.run(device, ["ls"])
-            #expect(rolledBack.status == 1 && rolledBack.err.contains("older than generation"), "\(rolledBack.err)")
-        }
+        // The phone refuses it and changes nothing; it says that home puts its list back.
+        let rolledBack = try scratch.run("B", ["ls"])
+        #expect(rolledBack.status == 1 && rolledBack.err.contains("older than generation"), "\(rolledBack.err)")
+        #expect(rolledBack.err.contains("the home device puts back the list it signed"), "\(rolledBack.err)")
 
-        // Home itself is refused the old copy too: it never signs on top of a list older than its own.
-        #expect(try scratch.run("A", ["devices", "rename", "Old phone", "Phone"]).status == 1)
+        // Home refuses the old copy too, and never signs on top of it: it puts back the list it follows,
+        // says so, and renames on top of that; the phone then follows.
+        let restored = try scratch.run("A", ["devices", "rename", "Old phone", "Phone"])
+        #expect(restored.status == 0, "\(restored.err)")
+        #expect(restored.err.contains("older than generation") && restored.err.contains("put back the device list"))
+        #expect(try Data(contentsOf: vaultFile) != old)
+        #expect(try scratch.run("B", ["devices", "list"]).out.contains("Old phone") == false)
 
         // A note the provider forged and a conflict copy are set aside, never shown.
         let strayScratch = try Scratch()

@@ -197,6 +197,8 @@ public struct VaultFolder: Sendable {
     // MARK: Join requests
 
     public func write(_ request: JoinRequest) throws {
+        // Made here too: sync tools that carry only files (git, some S3 mirrors) drop the empty requests/.
+        try Self.createFolder(url.appendingPathComponent("requests"))
         try AtomicWrite.write(
             try request.encoded(), to: url.appendingPathComponent("requests/\(request.body.requestID).json"),
             mode: 0o644)

@@ -58,9 +58,16 @@ final class SimulatedProvider {
         for path in try files(in: folder) {
             let bytes = try Data(contentsOf: folder.appendingPathComponent(path))
             let versions = cloud[path] ?? []
-            if versions.last?.bytes == bytes { continue }
-            // An old version back on the device (the provider served it, or it has not caught up): no change.
-            if versions.contains(where: { $0.bytes == bytes }) { continue }
+            // Unchanged on the device since it last synced this path (an old version the provider served
+            // stays the version it saw): no change. A device that writes bytes again that an older version
+            // had is a change, as a real client uploads any local write.
+            if let base = seen[device]![path], versions.first(where: { $0.number == base })?.bytes == bytes {
+                continue
+            }
+            if let newest = versions.last, newest.bytes == bytes {
+                seen[device]![path] = newest.number
+                continue
+            }
             counter += 1
             if let newest = versions.last, seen[device]![path] != newest.number {
                 // Changed here while another device's change reached the provider: keep both.
