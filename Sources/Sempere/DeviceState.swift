@@ -54,6 +54,12 @@ public struct DeviceState: Codable, Sendable, Equatable {
         Self.directory(root: root).appendingPathComponent("\(vaultID).notes.age")
     }
 
+    /// Where this device keeps its ``NoteHashes`` of the vault's note files:
+    /// `<root>/vaults/<vault_id>.note-hashes`.
+    public func noteHashesFile(root: URL) -> URL {
+        Self.directory(root: root).appendingPathComponent("\(vaultID).note-hashes")
+    }
+
     /// Where this device keeps a copy of the newest vault.json it accepted,
     /// `<root>/vaults/<vault_id>.vault.json`: home puts it back when vault.json is deleted from the folder,
     /// and every device can say what happened (not secret: the same bytes as the synced file).

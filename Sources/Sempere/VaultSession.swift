@@ -442,7 +442,7 @@ public struct VaultSession: Sendable {
     /// On home: removes `device` and starts a new epoch, recording the notes that exist now.
     public mutating func remove(device: VaultBody.Device) throws {
         try checkHome()
-        let existing = try Self.existingNotes(folder, index: noteIndex, notices: &notices)
+        let existing = try Self.existingNotes(folder, hashes: noteHashes, notices: &notices)
         try publish(try VaultHome(credentials: keys).remove(deviceID: device.id, from: vault, existingNotes: existing))
     }
 
@@ -450,7 +450,7 @@ public struct VaultSession: Sendable {
     /// listed, as any other device.
     public mutating func makeHome(_ device: VaultBody.Device) throws {
         try checkHome()
-        let existing = try Self.existingNotes(folder, index: noteIndex, notices: &notices)
+        let existing = try Self.existingNotes(folder, hashes: noteHashes, notices: &notices)
         try publish(try VaultHome(credentials: keys).makeHome(deviceID: device.id, in: vault, existingNotes: existing))
     }
 
@@ -459,17 +459,18 @@ public struct VaultSession: Sendable {
     /// left out and named in `notices` (it stops nothing: if it is a removed device's note, it is set aside
     /// later, never trusted), so a provider cannot stop home removing a device with one broken file.
     static func existingNotes(
-        _ folder: VaultFolder, index: NoteIndex = NoteIndex(), notices: inout [String]
+        _ folder: VaultFolder, hashes: NoteHashes = NoteHashes(), notices: inout [String]
     ) throws -> [VaultBody.NoteReference] {
-        let (references, unreadable) = try index.references(folder: folder)
+        let (references, unreadable) = try hashes.references(folder: folder)
         for path in unreadable {
             notices.append("\(path) cannot be read, so the record of this change does not list it")
         }
         return references
     }
 
-    /// This device's note index, for hashing the files (only a cache: an empty one when it does not open).
-    var noteIndex: NoteIndex { NoteIndex.load(from: state.noteIndexFile(root: configRoot), identity: keys.identity) }
+    /// This device's hashes of the note files, so that unchanged ones are not read again (only a cache:
+    /// an empty one when it does not parse).
+    var noteHashes: NoteHashes { NoteHashes.load(from: state.noteHashesFile(root: configRoot)) }
 
     // MARK: - The recovery kit
 
@@ -502,7 +503,7 @@ public struct VaultSession: Sendable {
     /// delay, during which the old kit can still take over.
     public mutating func replaceKit(currentKit: RecoveryKit?) throws -> VaultHome.KitReplaced {
         try checkHome()
-        let existing = try Self.existingNotes(folder, index: noteIndex, notices: &notices)
+        let existing = try Self.existingNotes(folder, hashes: noteHashes, notices: &notices)
         let replaced = try VaultHome(credentials: keys).replaceKit(
             in: vault, currentKit: currentKit, existingNotes: existing, now: now)
         try UnshownKit.save(replaced.kit, root: configRoot, identity: keys.identity)
@@ -545,7 +546,7 @@ public struct VaultSession: Sendable {
             notices.append("this device already took the vault over keeping these devices; nothing changed")
             return
         }
-        let existing = try Self.existingNotes(folder, index: noteIndex, notices: &notices)
+        let existing = try Self.existingNotes(folder, hashes: noteHashes, notices: &notices)
         try publish(
             try VaultTakeover.takeOver(
                 vault, kit: kit, newHome: keys, newHomeName: nil, keep: kept,
@@ -698,6 +699,7 @@ public struct VaultSession: Sendable {
         var index = NoteIndex.load(from: indexFile, identity: keys.identity)
         let results = try index.refresh(folder: folder, vault: vault, keyring: try keyring())
         try index.save(to: indexFile, identity: keys.identity)
+        try NoteHashes(index).save(to: state.noteHashesFile(root: configRoot))
         var notes: [Note] = []
         var setAside: [SetAside] = []
         for (path, result) in results {

@@ -156,31 +156,6 @@ public struct NoteIndex: Codable, Sendable {
     }
 }
 
-extension NoteIndex {
-    /// The note files that exist now with their SHA-256, for the record of an epoch that ends: a file the
-    /// index hashed and whose stat is unchanged is not read again. Files that cannot be read are returned
-    /// apart.
-    public func references(folder: VaultFolder) throws -> (references: [VaultBody.NoteReference], unreadable: [String])
-    {
-        var references: [VaultBody.NoteReference] = []
-        var unreadable: [String] = []
-        for path in try folder.notePaths() {
-            if let stat = folder.statKey(path), let entry = entries[path], entry.stat == stat, !entry.sha256.isEmpty {
-                references.append(VaultBody.NoteReference(path: path, sha256: entry.sha256))
-                continue
-            }
-            do {
-                references.append(
-                    VaultBody.NoteReference(
-                        path: path, sha256: SHA256.hash(data: try folder.readNote(at: path)).description))
-            } catch {
-                unreadable.append(path)
-            }
-        }
-        return (references, unreadable)
-    }
-}
-
 /// Result slots filled by concurrent jobs, one slot each.
 private final class OpenedSlots: @unchecked Sendable {
     // @unchecked: every access goes through the lock.

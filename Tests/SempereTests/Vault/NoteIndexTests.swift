@@ -71,7 +71,7 @@ struct NoteIndexTests {
         #expect(again.openedInLastRefresh == 2)  // that one, and the set-aside one, checked every time
         #expect((try? third.first { $0.path == paths[2] }!.result.get()) == nil)
         // And the files the index hashed are not read again for a removal's record, yet are listed right.
-        #expect(try again.references(folder: folder).references == folder.noteReferences())
+        #expect(try NoteHashes(again).references(folder: folder).references == folder.noteReferences())
 
         // A list that only adds a device keeps the accepted notes; the set-aside ones are checked again.
         let phone = DeviceKeys.generate(postQuantum: false)
