@@ -18,8 +18,9 @@ public struct VaultSession: Sendable {
     /// What opening found that the person should be told: a copy of vault.json that was refused and why,
     /// or a deleted vault.json that home put back.
     public private(set) var notices: [String]
-    /// The time this session acts at: the device's clock when it was opened (tests pass their own).
-    public let now: Date
+    /// The time this session acts at: the device's clock, read each time (tests give a fixed time).
+    public var now: Date { fixedNow ?? Date() }
+    private let fixedNow: Date?
     /// Whether the folder holds a rival takeover of the same generation (two holders of the kit).
     private var sawRivalTakeover = false
 
@@ -64,9 +65,10 @@ public struct VaultSession: Sendable {
     ///
     /// When vault.json is gone from the folder, home puts back the list it signed last (and says so in
     /// ``notices``); any other device refuses with a message that says what happened and what to do.
-    public init(configRoot: URL, folder path: String? = nil, now: Date = Date()) throws {
+    public init(configRoot: URL, folder path: String? = nil, now fixed: Date? = nil) throws {
         self.configRoot = configRoot
-        self.now = now
+        fixedNow = fixed
+        let now = fixed ?? Date()
         keys = try Self.deviceKeys(configRoot: configRoot)
         var state = try DeviceState.find(root: configRoot, folder: path)
         let folder = VaultFolder(url: URL(fileURLWithPath: state.folder))
@@ -92,21 +94,43 @@ public struct VaultSession: Sendable {
             throw Self.deletedListError(folder: folder, state: state, root: configRoot, cause: error)
         } catch let error as SempereError where error.code == .rollback {
             // Every list in the folder is older than the one this device follows (a provider's old version,
-            // or one that a home a takeover dropped signed after it): home puts back the list it signed, so
-            // such a list cannot stop the vault; any other device waits for that.
-            guard
-                let restored = try Self.restoreList(
-                    folder: folder, state: state, root: configRoot, keys: keys, over: error)
-            else {
+            // or one that a home a takeover dropped signed after it): home puts back the list it follows, so
+            // such a list cannot stop the vault; any other device waits for that. A rival takeover (a second
+            // holder of the kit) is never written over: this device opens from its own list, says so, and
+            // can take over again.
+            if let followed = Self.followedCopy(state: state, root: configRoot, now: now),
+                let other = try? SignedVault(parsing: try folder.read(VaultFolder.vaultFile)),
+                other.isRivalTakeover(of: followed.vault.body, pin: state.pin)
+            {
+                opened = (followed.vault, followed.pin, [(VaultFolder.vaultFile, error)])
+            } else if let restored = try Self.restoreList(
+                folder: folder, state: state, root: configRoot, keys: keys, over: error)
+            {
+                notices.append(restored)
+                opened = try folder.vault(pinned: state.pin, now: now)
+            } else if state.pin.homeSigningKey == keys.publicKey.rawRepresentation {
+                throw SempereError(
+                    .rollback,
+                    "\(error.reason). This device is home, but has no copy of the list it follows to put back: "
+                        + "restore vault.json from a backup of the folder, or take over with the recovery kit")
+            } else {
                 throw SempereError(
                     .rollback,
                     "\(error.reason). Nothing was changed here; the home device puts back the list it signed on its "
                         + "next sempere command on this vault, then run this again")
             }
-            notices.append(restored)
-            opened = try folder.vault(pinned: state.pin, now: now)
         }
         var (vault, pin, refused) = opened
+        // Lists older than the one followed are the provider's old versions, and say nothing, unless one is a
+        // rival takeover (which may be older too): that one is shown for what it is.
+        refused = refused.compactMap { name, error in
+            if let other = try? SignedVault(parsing: try folder.read(name)),
+                other.isRivalTakeover(of: vault.body, pin: state.pin)
+            {
+                return (name, SignedVault.rivalTakeover(home: other.body.home))
+            }
+            return error.code != .rollback || name == VaultFolder.vaultFile ? (name, error) : nil
+        }
         // vault.json older than the list home follows from a copy beside it (a conflict copy of a takeover, say):
         // home writes that list to vault.json, so that the older one is not what the next device reads first.
         if vault.body.home == keys.id,
@@ -176,6 +200,14 @@ public struct VaultSession: Sendable {
         try AtomicWrite.write(try vault.encoded(), to: copy, mode: 0o600)
     }
 
+    /// This device's copy of the list it follows, when its pin accepts it.
+    static func followedCopy(state: DeviceState, root: URL, now: Date) -> (vault: SignedVault, pin: VaultPin)? {
+        guard let data = FileManager.default.contents(atPath: state.vaultCopyFile(root: root).path),
+            let copy = try? SignedVault(parsing: data), let pin = try? copy.accept(pinned: state.pin, now: now)
+        else { return nil }
+        return (copy, pin)
+    }
+
     /// vault.json was deleted (`refusal` nil), or every list in the folder is older than the pinned one
     /// (`refusal`, a ``SempereError/Code/rollback``): home writes back the copy of the list it signed last
     /// and returns what to tell; on another device, nil (the copies a provider made may still serve).
@@ -239,7 +271,7 @@ public struct VaultSession: Sendable {
     /// Refuses a folder that holds a vault, or notes or requests of one whose vault.json is gone: a new
     /// vault there would set every one of them aside.
     public static func create(
-        folder url: URL, homeName: String, postQuantum: Bool, passphrase: String?, configRoot: URL, now: Date = Date()
+        folder url: URL, homeName: String, postQuantum: Bool, passphrase: String?, configRoot: URL, now: Date? = nil
     ) throws -> (session: VaultSession, kit: RecoveryKit) {
         try VaultHome.checkDeviceName(homeName)
         if let passphrase { try RecoveryKit.checkPassphrase(passphrase) }
@@ -296,11 +328,11 @@ public struct VaultSession: Sendable {
     /// A `create` of this device that stopped after writing vault.json (its kit is still kept unshown):
     /// finished, instead of refused as a folder that holds a vault. Nil when the folder holds no such vault.
     private static func resumeCreate(
-        folder: VaultFolder, passphrase: String?, configRoot: URL, now: Date
+        folder: VaultFolder, passphrase: String?, configRoot: URL, now: Date?
     ) throws -> (session: VaultSession, kit: RecoveryKit)? {
         guard FileManager.default.fileExists(atPath: folder.url.appendingPathComponent(VaultFolder.vaultFile).path),
             let vault = try? folder.unverifiedVault(), vault.body.generation == 1,
-            let keys = try DeviceKeys.load(from: try keyStore(configRoot: configRoot)), vault.body.home == keys.id,
+            let keys = try? DeviceKeys.load(from: try keyStore(configRoot: configRoot)), vault.body.home == keys.id,
             let kit = UnshownKit.load(root: configRoot, vaultID: vault.body.vaultID, identity: keys.identity)
         else { return nil }
         // The first list is checked as a device with only the kit checks it: the kit signed its home.
@@ -312,14 +344,14 @@ public struct VaultSession: Sendable {
 
     private static func finishCreate(
         vault: SignedVault, pin: VaultPin, kit: RecoveryKit, folder: VaultFolder, passphrase: String?,
-        configRoot: URL, now: Date
+        configRoot: URL, now: Date?
     ) throws -> (session: VaultSession, kit: RecoveryKit) {
         if let passphrase {
             try folder.writeRecoveryCopy(
                 try kit.passphraseCopy(passphrase: passphrase, postQuantum: vault.body.postQuantum))
         }
         // The pin as opening the vault makes it (so the session below writes nothing again).
-        let state = DeviceState(folder: folder.url.path, pin: try vault.accept(pinned: pin, now: now))
+        let state = DeviceState(folder: folder.url.path, pin: try vault.accept(pinned: pin, now: now ?? Date()))
         try saveCopy(of: vault, state: state, root: configRoot)
         try state.save(root: configRoot)
         return (try VaultSession(configRoot: configRoot, folder: folder.url.path, now: now), kit)
@@ -363,7 +395,7 @@ public struct VaultSession: Sendable {
     /// `folder` and this device's own unexpired request, pins that vault, removes the request, and opens
     /// the session.
     public static func finishJoin(
-        folder url: URL, check: JoinCheck, configRoot: URL, now: Date = Date()
+        folder url: URL, check: JoinCheck, configRoot: URL, now: Date? = nil
     ) throws -> VaultSession {
         let keys = try deviceKeys(configRoot: configRoot)
         let folder = VaultFolder(url: url)
@@ -378,7 +410,8 @@ public struct VaultSession: Sendable {
         var lastError: SempereError?
         for request in mine {
             do {
-                let pin = try JoinApproval.accept(check, vault: vault, request: request, credentials: keys, now: now)
+                let pin = try JoinApproval.accept(
+                    check, vault: vault, request: request, credentials: keys, now: now ?? Date())
                 let state = DeviceState(folder: url.path, pin: pin)
                 try saveCopy(of: vault, state: state, root: configRoot)
                 try state.save(root: configRoot)
@@ -559,7 +592,7 @@ public struct VaultSession: Sendable {
     /// of homes from the first one, which the kit signed at creation. `keep` names the listed devices
     /// (names or id starts) that stay.
     public static func takeOver(
-        folder url: URL, kit: RecoveryKit, name: String?, keep: [String], configRoot: URL, now: Date = Date()
+        folder url: URL, kit: RecoveryKit, name: String?, keep: [String], configRoot: URL, now: Date? = nil
     ) throws -> VaultSession {
         let folder = VaultFolder(url: url)
         if let state = try? DeviceState.find(root: configRoot, folder: url.path), state.vaultID == kit.vaultID {
@@ -586,20 +619,22 @@ public struct VaultSession: Sendable {
         guard let (vault, pin) = best else {
             throw firstError ?? SempereError(.notFound, "\(url.path) has no vault.json: is this the vault folder?")
         }
-        let session = try Self.partial(
-            vault: vault, pin: pin, folder: url, configRoot: configRoot, postQuantum: vault.body.postQuantum, now: now)
-        if vault.body.home == session.keys.id {
+        if let keys = try keysBeforeJoining(configRoot: configRoot), vault.body.home == keys.id {
             // This device's own takeover, stopped after vault.json was written and before it saved its state:
             // finish it rather than take over a second time.
-            try saveCopy(of: vault, state: session.state, root: configRoot)
-            try session.state.save(root: configRoot)
+            let state = DeviceState(folder: url.path, pin: pin)
+            try saveCopy(of: vault, state: state, root: configRoot)
+            try state.save(root: configRoot)
             return try VaultSession(configRoot: configRoot, folder: url.path, now: now)
         }
+        // The name is checked before this device's keys are made, so that a refused takeover makes none.
         guard let name else {
             throw SempereError(
                 .invalidName, "this device is not in the vault: give it a name to be listed under as home (--name)")
         }
         try VaultHome.checkDeviceName(name)
+        let session = try Self.partial(
+            vault: vault, pin: pin, folder: url, configRoot: configRoot, postQuantum: vault.body.postQuantum, now: now)
         let kept = Set(
             try keep.map { text in
                 try session.device(matching: text).id
@@ -611,7 +646,7 @@ public struct VaultSession: Sendable {
             existingNotes: try Self.existingNotes(folder, notices: &ignored))
         try folder.write(change.fileList)
         try folder.write(change.vault)
-        let state = DeviceState(folder: url.path, pin: try change.vault.accept(pinned: pin, now: now))
+        let state = DeviceState(folder: url.path, pin: try change.vault.accept(pinned: pin, now: now ?? Date()))
         try saveCopy(of: change.vault, state: state, root: configRoot)
         try state.save(root: configRoot)
         return try VaultSession(configRoot: configRoot, folder: url.path, now: now)
@@ -619,7 +654,7 @@ public struct VaultSession: Sendable {
 
     /// A session over a vault this device is not in yet, for naming its devices (takeover from the kit).
     private static func partial(
-        vault: SignedVault, pin: VaultPin, folder: URL, configRoot: URL, postQuantum: Bool, now: Date
+        vault: SignedVault, pin: VaultPin, folder: URL, configRoot: URL, postQuantum: Bool, now: Date?
     ) throws -> VaultSession {
         let keys = try keysMadeIfNeeded(configRoot: configRoot, postQuantum: postQuantum)
         return VaultSession(
@@ -629,9 +664,9 @@ public struct VaultSession: Sendable {
 
     private init(
         configRoot: URL, keys: DeviceKeys, folder: VaultFolder, state: DeviceState, vault: SignedVault,
-        notices: [String], now: Date
+        notices: [String], now: Date?
     ) {
-        self.now = now
+        fixedNow = now
         self.configRoot = configRoot
         self.keys = keys
         self.folder = folder
@@ -657,7 +692,7 @@ public struct VaultSession: Sendable {
     /// Writes vault.json after a change home made, and follows it.
     mutating func publish(_ updated: SignedVault) throws {
         try folder.write(updated)
-        let pin = try updated.accept(pinned: state.pin)
+        let pin = try updated.accept(pinned: state.pin, now: now)
         try Self.saveCopy(of: updated, state: state, root: configRoot)
         state.pin = pin
         try state.save(root: configRoot)

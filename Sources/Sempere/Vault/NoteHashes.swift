@@ -63,8 +63,17 @@ public struct NoteHashes: Sendable {
             while at < bytes.count {
                 let length = try take(2)
                 let path = String(decoding: try take(Int(length[0]) << 8 | Int(length[1])), as: UTF8.self)
-                let stat = String(decoding: try take(Int(try take(1)[0])), as: UTF8.self)
-                let sha256 = String(decoding: try take(64), as: UTF8.self)
+                let statBytes = try take(Int(try take(1)[0]))
+                guard statBytes.allSatisfy({ (48...58).contains($0) || $0 == 46 || $0 == 45 }) else {
+                    throw Malformed()
+                }
+                let stat = String(decoding: statBytes, as: UTF8.self)
+                let digest = try take(64)
+                // Lower-case hex only, and a stat key of digits and separators: anything else is not this cache.
+                guard digest.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) }) else {
+                    throw Malformed()
+                }
+                let sha256 = String(decoding: digest, as: UTF8.self)
                 entries[path] = Entry(stat: stat, sha256: sha256)
             }
         }

@@ -134,6 +134,27 @@ public struct SignedVault: Sendable {
         }
     }
 
+    /// Two holders of the kit, each taking over: what a device says of the takeover it does not follow.
+    static func rivalTakeover(home: String) -> SempereError {
+        SempereError(
+            .fork,
+            "two takeovers with the recovery kit: the one this device follows, and another that makes "
+                + "\(home.prefix(8)) home. Whoever holds the kit holds everything: if the other was "
+                + "not yours, someone has your kit. Take over again with it now, from a device you hold")
+    }
+
+    /// Whether this list is a takeover of the same generation as `followed`'s but another one, signed by
+    /// the kit `pin` trusts: a second holder of the kit. Such a list may also be older (a lower
+    /// generation) than the one followed; it is then still shown as what it is, and never written over.
+    func isRivalTakeover(of followed: VaultBody, pin: VaultPin) -> Bool {
+        guard followed.takeoverGeneration > 0, body.vaultID == followed.vaultID,
+            body.takeoverGeneration == followed.takeoverGeneration, let theirs = body.takeovers.last,
+            theirs.takeoverGeneration == body.takeoverGeneration, theirs != followed.takeovers.last,
+            let kit = pin.recoverySigningKey
+        else { return false }
+        return (try? verify(theirs, kitKey: kit)) != nil
+    }
+
     func acceptSigners(pinned: VaultPin, now: Date) throws -> VaultPin {
         guard body.vaultID == pinned.vaultID else {
             throw SempereError(
@@ -177,11 +198,7 @@ public struct SignedVault: Sendable {
                 (try? verify(last, kitKey: kit)) != nil,
                 body.handoffs.allSatisfy({ $0.generation <= last.generation })
             {
-                throw SempereError(
-                    .fork,
-                    "two takeovers with the recovery kit: the one this device follows, and another that makes "
-                        + "\(body.home.prefix(8)) home. Whoever holds the kit holds everything: if the other was "
-                        + "not yours, someone has your kit. Take over again with it now, from a device you hold")
+                throw Self.rivalTakeover(home: body.home)
             }
             throw error
         }

@@ -83,7 +83,7 @@ public struct VaultFolder: Sendable {
             throw primaryError ?? refused.first?.1
                 ?? SempereError(.notFound, "\(url.path) has no vault.json: is this the vault folder?")
         }
-        return (vault, pin, refused.filter { $0.1.code != .rollback || $0.0 == Self.vaultFile })
+        return (vault, pin, refused)
     }
 
     /// vault.json and the files a provider may have made from it.
@@ -296,8 +296,8 @@ public struct VaultFolder: Sendable {
         // "dev:ino:size:mtime.nsec:ctime.nsec", in decimal, built without string interpolation (10,000 a command).
         var key: [UInt8] = []
         key.reserveCapacity(96)
-        func decimal(_ value: Int64, then separator: UInt8?) {
-            var rest = value.magnitude
+        func decimal(_ value: some BinaryInteger, then separator: UInt8?) {
+            var rest = UInt64(value.magnitude)
             if value < 0 { key.append(UInt8(ascii: "-")) }
             let start = key.count
             repeat {
@@ -308,8 +308,8 @@ public struct VaultFolder: Sendable {
             if let separator { key.append(separator) }
         }
         let (colon, dot) = (UInt8(ascii: ":"), UInt8(ascii: "."))
-        decimal(Int64(bitPattern: UInt64(info.st_dev)), then: colon)
-        decimal(Int64(bitPattern: UInt64(info.st_ino)), then: colon)
+        decimal(UInt64(info.st_dev), then: colon)
+        decimal(UInt64(info.st_ino), then: colon)
         decimal(Int64(info.st_size), then: colon)
         decimal(Int64(info.st_mtim.tv_sec), then: dot)
         decimal(Int64(info.st_mtim.tv_nsec), then: colon)

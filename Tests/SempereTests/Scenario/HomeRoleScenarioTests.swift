@@ -58,11 +58,10 @@ struct HomeRoleScenarioTests {
             self.provider = provider
             members = try (["laptop", "phone", "tablet"] + more).map { try Member($0, root: root, provider: provider) }
             let home = members[0]
-            kit =
-                try VaultSession.create(
-                    folder: home.folder, homeName: "Laptop", postQuantum: false, passphrase: nil,
-                    configRoot: home.config
-                ).kit
+            let created = try VaultSession.create(
+                folder: home.folder, homeName: "Laptop", postQuantum: false, passphrase: nil, configRoot: home.config)
+            try created.session.kitShown()  // on paper now: the laptop keeps no copy
+            kit = created.kit
             for member in members.dropFirst() { try join(member) }
             for member in members {
                 let markdown = "# From the \(member.name)\n"
@@ -211,7 +210,15 @@ struct HomeRoleScenarioTests {
             forged = try VaultHome(credentials: spareKeys).rename(
                 deviceID: try tablet.keys.id, to: "Owned", in: forged)
         }
+        // Written once the spare has the newest vault.json, so that the provider takes it as a change to it
+        // (not a conflict copy beside it): every device then meets it as vault.json.
+        try world.settle(world.members) {
+            try Data(contentsOf: spare.folder.appendingPathComponent(VaultFolder.vaultFile))
+                == world.provider.cloud[VaultFolder.vaultFile]?.last?.bytes
+        }
         try VaultFolder(url: spare.folder).write(forged)
+        try world.provider.sync(spare.name)
+        #expect(world.provider.cloud[VaultFolder.vaultFile]?.last?.bytes == (try forged.encoded()))
         // However it arrives, no device ever follows it, and the phone (home) puts its own list back.
         var followedTheThief = false
         try world.settle(world.members) {
@@ -224,6 +231,8 @@ struct HomeRoleScenarioTests {
             }
         }
         #expect(!followedTheThief)
+        // The phone, home, refused it and put its own list back, saying so.
+        #expect(phone.saw("put back the device list it follows"))
         #expect(try tablet.session().name(of: try tablet.keys.id) == "tablet")
         // The spare, once the takeover reaches it, is in no list it accepts.
         try world.settle(world.members) { (try? spare.session().body.home) == phoneID }

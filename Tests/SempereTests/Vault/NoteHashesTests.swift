@@ -34,6 +34,18 @@ struct NoteHashesTests {
         let loaded = NoteHashes.load(from: file)
         #expect(try loaded.references(folder: folder).references == folder.noteReferences())
 
+        // The cache is what answers for a file whose stat is unchanged: a cache that names another SHA-256
+        // for it, with its current stat, is believed (which is why only this device writes it).
+        var saved = try Data(contentsOf: file)
+        let real = SHA256.hash(data: try folder.readNote(at: paths[0])).description
+        let claimed = String(repeating: "e", count: 64)
+        let at = try #require(saved.firstRange(of: Data(real.utf8)))
+        saved.replaceSubrange(at, with: Data(claimed.utf8))
+        try saved.write(to: file)
+        let believed = try NoteHashes.load(from: file).references(folder: folder).references
+        #expect(believed.first { $0.path == paths[0] }?.sha256 == claimed)
+        try NoteHashes(index).save(to: file)
+
         // A note rewritten since (the cache's digest is stale): its stat shows it, and it is hashed again.
         let changed = paths[1]
         try folder.writeNote(
