@@ -9,6 +9,8 @@ final class PixieProcess: Sendable {
     private let process: Process
     private let input: Pipe
     private let output = Mutex(Data())
+    /// Set once the output pipe reached its end: everything the process printed is in `output`.
+    private let drained = Atomic(false)
 
     init(_ arguments: [String], in directory: URL) throws {
         guard FileManager.default.isExecutableFile(atPath: Self.binary.path) else {
@@ -28,6 +30,7 @@ final class PixieProcess: Sendable {
             while case let chunk = out.fileHandleForReading.availableData, !chunk.isEmpty {
                 output.withLock { $0.append(chunk) }
             }
+            drained.store(true, ordering: .releasing)
         }
     }
 
@@ -58,9 +61,11 @@ final class PixieProcess: Sendable {
 
     func type(_ line: String) { input.fileHandleForWriting.write(Data((line + "\n").utf8)) }
 
-    /// Waits for the process to end; its status.
+    /// Waits for the process to end and for all it printed to be read; its status.
     func exit() async -> Int32 {
-        while process.isRunning { try? await Task.sleep(for: .milliseconds(10)) }
+        while process.isRunning || !drained.load(ordering: .acquiring) {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
         return process.terminationStatus
     }
 
