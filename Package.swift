@@ -273,7 +273,7 @@ let package = Package(
             // binary) without them.
             dependencies: [
                 "PixieDevice", "PixieWire", "PrivacyPass", "Transparency", "Storage", "SiblingsCrypto", "WebSockets",
-                "WebAuthn",
+                "WebAuthn", "SiblingsTestSupport",
             ],
             swiftSettings: strict
         ),

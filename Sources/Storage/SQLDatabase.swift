@@ -85,6 +85,12 @@ public protocol SQLDatabase: SQLQuerying, Sendable {
     @discardableResult
     func transaction<T>(_ body: (any SQLTransaction) throws -> T) throws -> T
 
+    /// Runs `body`'s reads on one consistent view of the database (a read-only transaction): every statement sees
+    /// the state as of the first, while writers go on and commit. For a long read that must be one photograph,
+    /// such as a device exporting its whole store in pages. SQLite runs it on a reader connection (WAL keeps its
+    /// view), so it neither takes nor waits for the write lock. `body` must only read.
+    func readTransaction<T>(_ body: (any SQLQuerying) throws -> T) throws -> T
+
     /// Brings `component`'s schema up to the newest of `migrations`, which must be numbered 1, 2, 3, ... with no
     /// gap. Returns the versions it applied (empty if the database was up to date).
     ///

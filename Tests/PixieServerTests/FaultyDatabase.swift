@@ -39,6 +39,10 @@ final class FaultyDatabase: SQLDatabase {
         try inner.transaction { transaction in try body(FaultyTransaction(inner: transaction, database: self)) }
     }
 
+    func readTransaction<T>(_ body: (any SQLQuerying) throws -> T) throws -> T {
+        try inner.readTransaction { transaction in try body(FaultyReads(inner: transaction, database: self)) }
+    }
+
     func migrate(component: String, migrations: [Migration]) throws -> [Int] {
         try inner.migrate(component: component, migrations: migrations)
     }
@@ -66,5 +70,25 @@ private struct FaultyTransaction: SQLTransaction {
     func executeScript(_ sql: String) throws {
         try database.check(sql)
         try inner.executeScript(sql)
+    }
+}
+
+private struct FaultyReads: SQLQuerying {
+    let inner: any SQLQuerying
+    let database: FaultyDatabase
+
+    func execute(_ sql: String, _ params: [SQLValue]) throws -> Int {
+        try database.check(sql)
+        return try inner.execute(sql, params)
+    }
+
+    func query(_ sql: String, _ params: [SQLValue]) throws -> [SQLRow] {
+        try database.check(sql)
+        return try inner.query(sql, params)
+    }
+
+    func queryOne(_ sql: String, _ params: [SQLValue]) throws -> SQLRow? {
+        try database.check(sql)
+        return try inner.queryOne(sql, params)
     }
 }

@@ -26,6 +26,30 @@ struct SQLiteFileTests {
         #expect(error.reason.contains("FOREIGN KEY"))
     }
 
+    @Test("a read transaction sees one photograph while the writer commits, and does not hold the writer back")
+    func readTransaction() throws {
+        let directory = try TestDirectory()
+        let db = try SQLiteDatabase(path: directory.path("db.sqlite"))
+        try db.execute("CREATE TABLE rows (id INTEGER PRIMARY KEY)")
+        try db.execute("INSERT INTO rows VALUES (1)")
+        let seen = try db.readTransaction { reads in
+            let before = try reads.queryOne("SELECT count(*) AS n FROM rows")?.int("n")
+            // Committed while the read transaction is open: the writer is not blocked, and the view does not move.
+            try db.execute("INSERT INTO rows VALUES (2)")
+            try db.transaction { try $0.execute("INSERT INTO rows VALUES (3)") }
+            let after = try reads.queryOne("SELECT count(*) AS n FROM rows")?.int("n")
+            return (before, after)
+        }
+        #expect(seen.0 == 1 && seen.1 == 1)
+        #expect(try db.queryOne("SELECT count(*) AS n FROM rows")?.int("n") == 3)
+        // Its view ends with it: the next one sees everything.
+        #expect(try db.readTransaction { try $0.queryOne("SELECT count(*) AS n FROM rows")?.int("n") } == 3)
+        // A body that throws ends the transaction too, and the connection is usable again.
+        struct Stop: Error {}
+        #expect(throws: Stop.self) { try db.readTransaction { _ in throw Stop() } }
+        #expect(try db.readTransaction { try $0.queryOne("SELECT max(id) AS m FROM rows")?.int("m") } == 3)
+    }
+
     @Test("a reopened file database keeps its data and its migrations")
     func reopen() throws {
         let directory = try TestDirectory()

@@ -231,6 +231,57 @@ public final class DeviceStore: Sendable {
             isDeleted: isDeleted, fields: fields)
     }
 
+    // MARK: snapshots
+
+    /// Calls `body` with every row of `categories`, tombstones included, category by category in the order given
+    /// and each in the order its rows were first written, all from one consistent view of the store (the seed's
+    /// photograph: writes made meanwhile are not in it, and are not blocked). Reads `pageSize` rows at a time, so a
+    /// store of any size is never whole in memory.
+    func forEachRow(
+        of categories: [StoreCategory], pageSize: Int = 512, _ body: (StoreRow) throws -> Void
+    ) throws {
+        do {
+            try database.readTransaction { reads in
+                for category in categories {
+                    var after: Int64 = 0
+                    while true {
+                        let page = try reads.query(
+                            "SELECT rowid AS snapshot_rowid, * FROM \(category.table) WHERE rowid > ? ORDER BY rowid "
+                                + "LIMIT ?", [.integer(after), .integer(Int64(pageSize))])
+                        for row in page { try body(try Self.decode(row, category)) }
+                        guard page.count == pageSize, let last = page.last else { break }
+                        after = try last.int64("snapshot_rowid")
+                    }
+                }
+            }
+        } catch let error as StorageError {
+            throw DeviceStoreError.unusable("the device store could not be read: \(error.reason)")
+        }
+    }
+
+    /// Runs `body` in one transaction and gives it `insert`, which writes a row only if this store has no row of
+    /// that id (tombstone or not) and says whether it did: the seed's insert-if-absent by row id (planID for
+    /// plans), so importing the same rows again changes nothing. A live row's fields are checked as ``put(_:id:fields:)``
+    /// checks them; a contact whose userIDHash another live contact has already is skipped, like a present id.
+    /// Nothing is kept unless `body` returns.
+    func insertIfAbsent<T>(_ body: (_ insert: (StoreRow) throws -> Bool) throws -> T) throws -> T {
+        try write { transaction in
+            try body { row in
+                try Self.check(id: row.id)
+                if !row.isDeleted { try Self.check(row.fields, for: row.category) }
+                let category = row.category
+                let names = [category.idColumn, "version", "deleted"] + category.columns.map(\.name)
+                let values: [SQLValue] =
+                    [.text(row.id), .integer(row.version), .integer(row.isDeleted ? 1 : 0)]
+                    + category.columns.map { row.isDeleted ? .null : Self.sql(row.fields[$0.name]!) }
+                return try transaction.execute(
+                    "INSERT INTO \(category.table) (\(names.joined(separator: ", "))) "
+                        + "VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", "))) ON CONFLICT DO NOTHING",
+                    values) == 1
+            }
+        }
+    }
+
     // MARK: checks
 
     private static func check(id: String) throws {

@@ -9,7 +9,7 @@ extension BlobAPI {
     public struct UploadResponse: Codable, Sendable, Equatable {
         public var blobID: String
         public var sizeBytes: Int64
-        /// Lowercase hex SHA-256 of the stored bytes.
+        /// SHA-256 of the stored bytes, base64url (43 characters).
         public var sha256: String
         /// Unix seconds; the blob is swept after.
         public var expiresAt: Int64

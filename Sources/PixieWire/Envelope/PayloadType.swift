@@ -12,14 +12,20 @@ public enum PayloadType: UInt8, Sendable, Hashable, CaseIterable, CustomStringCo
     case signInApproval = 0x03
     /// A sign-in was answered or given up, for the other siblings to dismiss its prompt: ``SignInSettlement``.
     case signInSettled = 0x04
-    /// A new device asks a sibling for its store.
+    /// A new device asks a sibling for its store: ``SyncRequest``.
     case syncRequest = 0x10
-    /// A sibling's answer: where the sealed snapshot is.
+    /// A sibling's answer: where the sealed snapshot is (``SyncOffer``).
     case syncOffer = 0x11
-    /// The new device says whether the snapshot was absorbed.
+    /// The new device says whether the snapshot was absorbed: ``SyncAck``.
     case syncAck = 0x12
     /// A row-level change between siblings (the digest loop).
     case syncDelta = 0x13
+    /// A sibling accepted and is preparing its snapshot: ``SyncPreparing`` (beyond the seed).
+    case syncPreparing = 0x14
+    /// A sibling declined, or its export or upload failed: ``SyncFailure`` (beyond the seed).
+    case syncFailed = 0x15
+    /// The new device no longer wants a sibling's snapshot: ``SyncCancel`` (beyond the seed).
+    case syncCancel = 0x16
 
     /// SyncRequest is the only Sync type: the one frame worth waking a sleeping sibling for, since a new device
     /// waits on it. Everything else, sign-in frames included, reaches live connections only (the seed: "If no
@@ -36,6 +42,9 @@ public enum PayloadType: UInt8, Sendable, Hashable, CaseIterable, CustomStringCo
         case .syncOffer: "sync_offer"
         case .syncAck: "sync_ack"
         case .syncDelta: "sync_delta"
+        case .syncPreparing: "sync_preparing"
+        case .syncFailed: "sync_failed"
+        case .syncCancel: "sync_cancel"
         }
     }
 

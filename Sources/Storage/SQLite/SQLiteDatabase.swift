@@ -163,6 +163,19 @@ public final class SQLiteDatabase: SQLDatabase {
         }
     }
 
+    public func readTransaction<T>(_ body: (any SQLQuerying) throws -> T) throws -> T {
+        try withReader { connection in
+            // A deferred transaction's view is fixed by its first read and kept until it ends.
+            try connection.executeScript("BEGIN DEFERRED")
+            let transaction = SQLiteTransaction(connection)
+            defer {
+                transaction.end()
+                if connection.isInTransaction { try? connection.executeScript("ROLLBACK") }
+            }
+            return try body(transaction)
+        }
+    }
+
     // MARK: Connections
 
     private func withWriter<R>(_ body: (SQLiteConnection) throws -> R) throws -> R {
