@@ -338,6 +338,20 @@ struct Listen: ParsableCommand {
             )
         case .dismissed(let model, let outcome):
             (event, text) = ("dismissed", "The request from \(model) was \(outcome): its prompt is dismissed.")
+        case .sync(.sent(let rows, let bytes)):
+            (event, text) = (
+                "sync_sent", "Sent this device's store (\(rows) rows, \(bytes) bytes sealed) to a new device."
+            )
+        case .sync(.acknowledged(let ok, let reason)):
+            (event, text) =
+                ok
+                ? ("sync_absorbed", "The new device absorbed the store.")
+                : ("sync_not_absorbed", "The new device could not absorb the store: \(reason)")
+        case .sync(.dropped(let reason)):
+            (event, text) = ("sync_dropped", "Dropped a frame on this device's inbox: \(reason).")
+        case .sync(.failed(let reason)): (event, text) = ("sync_failed", "Could not send the store: \(reason)")
+        case .sync(.cancelled):
+            (event, text) = ("sync_cancelled", "The new device no longer needs this device's store.")
         }
         if json { try? printJSON(["event": event, "detail": text]) } else { streams.out(text) }
     }

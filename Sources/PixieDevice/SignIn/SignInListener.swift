@@ -34,6 +34,9 @@ public struct SignInListener: Sendable {
         /// The request was settled elsewhere (another sibling answered, or the new device gave up), so its prompt
         /// was taken away and nothing was sent.
         case dismissed(deviceModel: String, SignInSettlement.Outcome)
+        /// What became of a frame on this device's own inbox: a new device of the account asking for the store
+        /// (``SyncService``), or its ack.
+        case sync(SyncService.SiblingOutcome)
     }
 
     public let home: DeviceHome
@@ -43,6 +46,8 @@ public struct SignInListener: Sendable {
     /// How long a prompt may wait for its person: an answer after it is not sent (the new device has given up,
     /// and a grant would outlive its use). The grant's own lifetime by default.
     public var promptLifetime: TimeInterval = 180
+    /// How this device answers a new device's request for the store.
+    public var syncConfiguration = SyncService.Configuration()
 
     public init(home: DeviceHome, deviceFamily: String) {
         self.home = home
@@ -88,7 +93,12 @@ public struct SignInListener: Sendable {
         let relay = try await RelaySession.connect(to: server)
         defer { Task { await relay.close() } }
         try await relay.subscribe(discoveryInbox)
-        try await relay.subscribe(try state.inbox)
+        let ownInbox = try state.inbox
+        try await relay.subscribe(ownInbox)
+        // A new device of the account asks for the store on this device's own inbox.
+        let sync = try SyncService(
+            home: home, store: try DeviceStore(home: home), client: client, relay: relay, wallet: wallet,
+            credentials: credentials, bindings: bindings, configuration: syncConfiguration)
         if let offerCode {
             let minted = try await client.mintGrant(
                 IdentityAPI.GrantRequest(kind: .code), session: try await credentials.session())
@@ -102,8 +112,13 @@ public struct SignInListener: Sendable {
         let prompts = PendingPrompts()
         defer { prompts.cancelAll() }
         var previous: Task<Void, Never>?
-        for await delivery in relay.deliveries where delivery.subject == discoveryInbox.subject {
+        for await delivery in relay.deliveries {
             try Task.checkCancellation()
+            if delivery.subject == ownInbox.subject {
+                Task { await sync.respond(to: delivery.payload) { report(.sync($0)) } }
+                continue
+            }
+            guard delivery.subject == discoveryInbox.subject else { continue }
             if SignInSettlement.requestDigest(of: delivery.payload) != nil {
                 if let (prompt, outcome) = prompts.settle(by: delivery.payload) {
                     ladder.acknowledged(prompt, now: Date())

@@ -233,6 +233,14 @@ public final class DeviceStore: Sendable {
 
     // MARK: snapshots
 
+    /// The store's size on disk (its file and write-ahead log): about what a snapshot of it holds, for progress.
+    public var byteCount: UInt64 {
+        guard let path else { return 0 }
+        return [path, path + "-wal"].reduce(0) { total, file in
+            total + ((try? FileManager.default.attributesOfItem(atPath: file)[.size] as? UInt64) ?? 0)
+        }
+    }
+
     /// Calls `body` with every row of `categories`, tombstones included, category by category in the order given
     /// and each in the order its rows were first written, all from one consistent view of the store (the seed's
     /// photograph: writes made meanwhile are not in it, and are not blocked). Reads `pageSize` rows at a time, so a

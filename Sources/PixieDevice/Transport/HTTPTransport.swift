@@ -17,12 +17,17 @@ public struct TransportRequest: Sendable, Equatable {
     public var target: String
     public var headers: [String: String]
     public var body: Data?
+    /// A file to send as the body instead, read as it is sent (a blob of gigabytes is never whole in memory).
+    public var bodyFile: URL?
 
-    public init(method: String, target: String, headers: [String: String] = [:], body: Data? = nil) {
+    public init(
+        method: String, target: String, headers: [String: String] = [:], body: Data? = nil, bodyFile: URL? = nil
+    ) {
         self.method = method
         self.target = target
         self.headers = headers
         self.body = body
+        self.bodyFile = bodyFile
     }
 }
 
@@ -44,9 +49,13 @@ public struct TransportResponse: Sendable, Equatable {
 public struct URLSessionTransport: HTTPTransport {
     public let baseURL: URL
     private let session: URLSession
+    /// For bodies sent from a file: the same idle timeout, but no limit on the whole exchange but a day, since a
+    /// snapshot of gigabytes takes as long as the connection needs.
+    private let uploadSession: URLSession
     private let timeout: TimeInterval
 
-    /// `timeout`: how long one exchange may take before it fails with a message that says so.
+    /// `timeout`: how long one exchange may take before it fails with a message that says so (for an upload from a
+    /// file, how long it may go without progress).
     public init(baseURL: URL, timeout: TimeInterval = 30) {
         self.baseURL = baseURL
         self.timeout = timeout
@@ -54,6 +63,10 @@ public struct URLSessionTransport: HTTPTransport {
         configuration.timeoutIntervalForRequest = timeout
         configuration.timeoutIntervalForResource = timeout
         session = URLSession(configuration: configuration)
+        let uploads = URLSessionConfiguration.ephemeral
+        uploads.timeoutIntervalForRequest = timeout
+        uploads.timeoutIntervalForResource = 86_400
+        uploadSession = URLSession(configuration: uploads)
     }
 
     public func send(_ request: TransportRequest) async throws -> TransportResponse {
@@ -68,8 +81,11 @@ public struct URLSessionTransport: HTTPTransport {
             // Not cancelled from outside: on Linux, swift-corelibs-foundation's URLSession can deadlock when the task
             // awaiting data(for:) is cancelled just as the transfer completes (its cancellation handler and its
             // completion each wait for a lock the other holds). The exchange is bounded by `timeout` instead.
-            let (data, response) = try await Task.detached { [session, urlRequest] in
-                try await session.data(for: urlRequest)
+            let (data, response) = try await Task.detached { [session, uploadSession, urlRequest] in
+                if let file = request.bodyFile {
+                    return try await uploadSession.upload(for: urlRequest, fromFile: file)
+                }
+                return try await session.data(for: urlRequest)
             }.value
             guard let http = response as? HTTPURLResponse else {
                 throw PixieClientError.unreachable("\(baseURL.absoluteString) did not answer with HTTP")

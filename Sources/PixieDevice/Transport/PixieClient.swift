@@ -99,6 +99,48 @@ public struct PixieClient: Sendable {
             session: session)
     }
 
+    // MARK: blob-svc
+
+    /// `POST /v1/blobs` with the file at `file` as the body, read as it is sent, under `mime`
+    /// (`application/x-pixie-sync` for a snapshot), paid with `session`. Answers where the blob is.
+    public func uploadBlob(fileAt file: URL, mime: String, session: String) async throws -> BlobAPI.UploadResponse {
+        let response = try await transport.send(
+            TransportRequest(
+                method: "POST", target: "/v1/blobs",
+                headers: ["Content-Type": mime, "Authorization": "Bearer \(session)"], bodyFile: file))
+        return try Self.decode(response, 201, "/v1/blobs")
+    }
+
+    /// Bytes `offset ..< offset + count` of the blob `name` (fewer at its end), and the blob's whole size, with one
+    /// `Range` request: a download resumes by asking for what it has not got.
+    public func blobRange(_ name: String, from offset: UInt64, count: Int) async throws -> (bytes: Data, size: UInt64) {
+        let path = "/v1/blobs/\(name)"
+        let response = try await transport.send(
+            TransportRequest(
+                method: "GET", target: path, headers: ["Range": "bytes=\(offset)-\(offset + UInt64(count) - 1)"]))
+        try Self.expect(response, 206, path)
+        // Content-Range: bytes a-b/size
+        guard let range = response.headers["content-range"], range.hasPrefix("bytes "),
+            let slash = range.lastIndex(of: "/"), let size = UInt64(range[range.index(after: slash)...]),
+            let dash = range.firstIndex(of: "-"),
+            let first = UInt64(range[range.index(range.startIndex, offsetBy: 6)..<dash]),
+            first == offset, UInt64(response.body.count) <= UInt64(count)
+        else {
+            throw PixieClientError.unexpected("\(path) answered a range that is not the one asked for")
+        }
+        return (response.body, size)
+    }
+
+    /// `DELETE /v1/blobs/{name}`: the recipient's ack. A blob that is gone already (404) is fine.
+    public func deleteBlob(_ name: String) async throws {
+        let path = "/v1/blobs/\(name)"
+        let response = try await transport.send(TransportRequest(method: "DELETE", target: path))
+        guard response.status == 204 || response.status == 404 else {
+            try Self.expect(response, 204, path)
+            return
+        }
+    }
+
     // MARK: the exchange
 
     func post<Answer: Decodable>(

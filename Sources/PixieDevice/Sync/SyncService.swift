@@ -1,0 +1,754 @@
+import Foundation
+import PixieWire
+import PrivateFiles
+import SiblingsCrypto
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// SyncService (000_e422bd9a7c930342.txt, "What do I know?"): how a new device absorbs the whole store from a
+/// sibling, and how a sibling answers.
+///
+/// **The new device** (``absorb(events:)``) lists its siblings with `GET /v1/sync/siblings`, checked against the
+/// logged roster, and leaves itself out: none left is ``Outcome/noSiblings``. To each it sends a ``SyncRequest``
+/// (wake class Sync, the only such frame) with a `request_id` of its own, again every ``Configuration/resendInterval``
+/// up to ``Configuration/sends`` times until that sibling answers. The first sibling to say it is preparing
+/// (``SyncPreparing``) is the one it waits for; the others are sent a ``SyncCancel``. When its ``SyncOffer`` comes, the
+/// new device downloads the blob by ranges into a file in its home while hashing it, checks SHA-256 against the
+/// offer's before it decrypts anything (a mismatch is a hard failure, acked `ok: false`), then opens and imports it in
+/// one pass and one transaction (BlobCrypto, BackupService.importRawPayload: nothing is kept unless every chunk
+/// authenticates), deletes the blob and acks `ok: true`. A download cut off resumes by range, across a restart too:
+/// the offer and the bytes so far are kept in the home until the import.
+///
+/// **A sibling** (``respond(to:)``) opens with the seed's guard, `isSameAccount(senderUserIDHash)`, on every frame,
+/// and also checks that the reply key is a device of the logged roster, so a removed device whose SenderCert has not
+/// expired yet gets nothing. It says it is preparing, exports with snapshotPayload(includeSecrets: true), seals with
+/// BlobCrypto under a fresh key and nonce into a file, uploads it as `application/x-pixie-sync`, and sends the offer;
+/// if the export or the upload fails it says so (``SyncFailure``), so "declined" and "broke" differ.
+public final class SyncService: Sendable {
+    public struct Configuration: Sendable {
+        /// The seed's re-send interval (5 s).
+        public var resendInterval: Duration = .seconds(5)
+        /// The seed's re-send budget (7 sends, about 35 s).
+        public var sends = 7
+        /// How long a preparing sibling may take to send its offer, or go quiet between progress reports, before the
+        /// new device gives up on it.
+        public var preparingTimeout: Duration = .seconds(600)
+        /// How often a preparing sibling reports progress.
+        public var progressInterval: Duration = .seconds(2)
+        /// Bytes per download request: what a cut-off download can lose, and what is in memory at once.
+        public var rangeByteCount = 8 << 20
+        /// How far a request's timestamp may be from the sibling's clock: an old request a relay plays again
+        /// starts no export.
+        public var freshness: TimeInterval = 300
+
+        public init() {}
+    }
+
+    /// What the new device sees as it goes.
+    public enum Event: Sendable, Equatable {
+        /// Requests went out to this many siblings (the `attempt`th round of sends).
+        case requesting(siblings: Int, attempt: Int)
+        /// A sibling accepted and is preparing its snapshot.
+        case preparing(estimatedBytes: UInt64, doneBytes: UInt64)
+        /// A sibling declined or broke; the others may still answer.
+        case siblingFailed(SyncFailure.Kind, reason: String)
+        /// The offer came; downloading.
+        case downloading(doneBytes: UInt64, totalBytes: UInt64)
+        /// The whole blob is here and its SHA-256 is the offer's: opening and importing.
+        case importing
+        /// A frame on this device's inbox was dropped (another account's, or not a sync message); the reason is
+        /// for this device's log.
+        case dropped(String)
+    }
+
+    /// How an absorption ended.
+    public enum Outcome: Sendable, Equatable {
+        case absorbed(BackupService.ImportSummary)
+        /// The seed's `.noSiblings` phase: this is the account's only device.
+        case noSiblings
+        /// The re-send budget is spent and no sibling answered (asleep, offline, or a relay that lost the frames):
+        /// `pixie sync retry` asks again.
+        case noAnswer
+        /// Every sibling that answered declined or failed; the reasons, one per sibling.
+        case refused([String])
+    }
+
+    /// What a sibling did with a frame (for `pixie listen` to print).
+    public enum SiblingOutcome: Sendable, Equatable {
+        /// The snapshot went out: rows, blob bytes.
+        case sent(rows: Int, bytes: UInt64)
+        /// The new device's answer to an offer (informational).
+        case acknowledged(ok: Bool, reason: String)
+        /// Dropped without an answer; the reason is for this device's log only.
+        case dropped(String)
+        /// The export or the upload failed; the new device was told.
+        case failed(String)
+        /// The new device cancelled before the snapshot went out.
+        case cancelled
+    }
+
+    let home: DeviceHome
+    let store: DeviceStore
+    let client: PixieClient
+    let relay: RelaySession
+    let wallet: TokenWallet
+    let credentials: DeviceCredentials
+    let bindings: LoggedBindings
+    let configuration: Configuration
+    let state: DeviceState
+    let membership: DeviceState.Membership
+    let channelKeys: ChannelKeys
+    let senderCerts: SenderCert.Verifier
+    let inbox: RelaySubject
+    /// Exports running on this sibling, by request_id, so a re-sent request starts nothing new and a cancel stops
+    /// the right one.
+    private let exports = Mutex<[Data: Task<Void, Never>]>([:])
+
+    /// A sync service for the device set up in `home`, talking through `relay` (subscribed to this device's inbox
+    /// by whoever reads its deliveries: ``absorb(events:)`` does it itself).
+    public init(
+        home: DeviceHome, store: DeviceStore, client: PixieClient, relay: RelaySession, wallet: TokenWallet,
+        credentials: DeviceCredentials, bindings: LoggedBindings, configuration: Configuration = Configuration()
+    ) throws {
+        self.home = home
+        self.store = store
+        self.client = client
+        self.relay = relay
+        self.wallet = wallet
+        self.credentials = credentials
+        self.bindings = bindings
+        self.configuration = configuration
+        let state = try home.state()
+        self.state = state
+        membership = try OnboardingFlow(home: home).member(state)
+        let ownHash = membership.accountID.isEmpty ? nil : SenderCert.computeUserIDHash(membership.accountID)
+        channelKeys = try store.channelKeys(
+            ownUserIDHash: ownHash ?? Data(),
+            accountSeed: membership.accountSeed.data.isEmpty ? nil : membership.accountSeed.data)
+        ownUserIDHash = ownHash
+        senderCerts = SenderCert.Verifier(pinnedKeys: [state.trustBundle.senderCertKey])
+        inbox = try state.inbox.subject
+    }
+
+    let ownUserIDHash: Data?
+
+    /// A sync service for the device set up in `home`, with its own relay connection (close it with ``close()``).
+    /// `transport` is the network to the server, URLSession unless the app (or a test) brings its own.
+    public static func connect(
+        home: DeviceHome, configuration: Configuration = Configuration(),
+        transport: @escaping @Sendable (URL) -> any HTTPTransport = { URLSessionTransport(baseURL: $0) }
+    ) async throws -> SyncService {
+        let flow = OnboardingFlow(home: home, transport: transport)
+        let state = try home.state()
+        let client = flow.client(try state.serverURL)
+        let bindings = try flow.bindings(state, client)
+        let credentials = DeviceCredentials(flow: flow)
+        let wallet = TokenWallet(client: client, keyListVerifier: bindings, payer: .credentials(credentials))
+        let relay = try await RelaySession.connect(to: try state.serverURL)
+        do {
+            return try SyncService(
+                home: home, store: try DeviceStore(home: home), client: client, relay: relay, wallet: wallet,
+                credentials: credentials, bindings: bindings, configuration: configuration)
+        } catch {
+            await relay.close()
+            throw error
+        }
+    }
+
+    /// Closes the relay connection.
+    public func close() async { await relay.close() }
+
+    /// The seed's isSameAccount: this device's own userIDHash is 32 bytes and equals the one in the verified
+    /// SenderCert. A device that does not know its own account refuses everything.
+    public func isSameAccount(_ senderUserIDHash: Data) -> Bool {
+        guard let own = ownUserIDHash, own.count == 32, senderUserIDHash.count == 32 else { return false }
+        return safeCompare(own, senderUserIDHash)
+    }
+
+    /// A sync frame, opened and checked: who sent it (a verified cert of this account) and what it says.
+    enum Frame {
+        case request(SyncRequest)
+        case preparing(SyncPreparing)
+        case offer(SyncOffer)
+        case ack(SyncAck)
+        case failure(SyncFailure)
+        case cancel(SyncCancel)
+    }
+
+    /// Opens a delivery to this device's inbox. Throws (the frame is dropped) unless it opens under this device's
+    /// sealing key, its SenderCert verifies, its MAC is under the channel key that cert resolves, the sender is this
+    /// account (isSameAccount), and it is a sync message.
+    func open(_ envelope: Data) throws -> (sender: SenderCert, frame: Frame) {
+        let opened = try channelKeys.open(
+            envelope, sealingKey: try state.sealing, inbox: inbox, senderCerts: senderCerts, now: Date())
+        // The seed's guard, after the MAC: a contact's frame has a valid MAC under its own channel key.
+        guard isSameAccount(opened.sender.userIDHash) else { throw DropReason("a frame from another account") }
+        let frame: Frame
+        switch opened.type {
+        case .syncRequest: frame = .request(try SyncRequest(decoding: opened.payload))
+        case .syncPreparing: frame = .preparing(try SyncPreparing(decoding: opened.payload))
+        case .syncOffer: frame = .offer(try SyncOffer(decoding: opened.payload))
+        case .syncAck: frame = .ack(try SyncAck(decoding: opened.payload))
+        case .syncFailed: frame = .failure(try SyncFailure(decoding: opened.payload))
+        case .syncCancel: frame = .cancel(try SyncCancel(decoding: opened.payload))
+        default: throw DropReason("a \(opened.type) frame, which is not a sync message")
+        }
+        return (opened.sender, frame)
+    }
+
+    struct DropReason: Error, CustomStringConvertible {
+        let description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    /// Seals `payload` for the device with `key` at `subject` and sends it.
+    func send(_ type: PayloadType, _ payload: Data, to subject: RelaySubject, key: XWing.PublicKey) async throws {
+        let envelope = try channelKeys.seal(
+            type, payload, senderCert: try await credentials.currentSenderCert(), to: ownUserIDHash ?? Data(),
+            recipientKey: key, recipient: subject)
+        try await relay.send(envelope, to: subject, wake: type.wakeClass, token: try await wallet.take())
+    }
+
+    var syncDirectory: URL { home.directory.appendingPathComponent("sync") }
+
+    func makeSyncDirectory() throws {
+        do {
+            try PrivateFiles.createDirectory(syncDirectory, noun: "the device's sync folder")
+        } catch {
+            throw BackupServiceError.io(error.reason)
+        }
+    }
+}
+
+// MARK: the sibling
+
+extension SyncService {
+    /// Handles one delivery to this device's inbox as a sibling (handleRequest, handleAck, and a cancel); frames for
+    /// a new device (preparing, offer, failure) are dropped here. Returns once the frame is handled: an accepted
+    /// request's export runs on in a task of its own, and `report` hears how it ended.
+    public func respond(to envelope: Data, report: @escaping @Sendable (SiblingOutcome) -> Void) async {
+        let sender: SenderCert
+        let frame: Frame
+        do {
+            (sender, frame) = try open(envelope)
+        } catch {
+            report(.dropped("\(error)"))
+            return
+        }
+        switch frame {
+        case .request(let request):
+            await handleRequest(request, from: sender, report: report)
+        case .ack(let ack):
+            report(.acknowledged(ok: ack.ok, reason: ack.reason))
+        case .cancel(let cancel):
+            if let task = exports.withLock({ $0[cancel.requestID] }) {
+                task.cancel()
+                report(.cancelled)
+            }
+        case .preparing, .offer, .failure:
+            report(.dropped("a frame for a new device, and this one is not absorbing"))
+        }
+    }
+
+    private func handleRequest(
+        _ request: SyncRequest, from sender: SenderCert, report: @escaping @Sendable (SiblingOutcome) -> Void
+    ) async {
+        // A re-send of a request being answered starts nothing new.
+        guard exports.withLock({ $0[request.requestID] == nil }) else { return }
+        guard abs(request.timestamp.timeIntervalSinceNow) <= configuration.freshness else {
+            report(.dropped("a sync request stamped \(request.timestamp), too far from this device's clock"))
+            return
+        }
+        // The reply goes to a device of the logged roster, and the sender is one: a removed device whose cert has
+        // not expired yet gets nothing.
+        do {
+            let roster = try await bindings.verifiedRoster(
+                try await client.siblings(session: try await credentials.session()), ktHandle: membership.ktHandle)
+            let key = request.replyPubkey.rawRepresentation
+            guard
+                roster.contains(where: {
+                    $0.sealingKey == key && $0.inbox == request.replySubject && $0.pubkey == sender.deviceKey
+                })
+            else {
+                report(.dropped("a sync request from a device that is not in the account's logged roster"))
+                return
+            }
+        } catch {
+            report(.dropped("the roster could not be checked, so the request was not answered: \(error)"))
+            return
+        }
+        let task = Task { [self] in
+            await export(for: request, report: report)
+            _ = exports.withLock { $0.removeValue(forKey: request.requestID) }
+        }
+        let started = exports.withLock { exports -> Bool in
+            guard exports[request.requestID] == nil else { return false }
+            exports[request.requestID] = task
+            return true
+        }
+        if !started { task.cancel() }
+    }
+
+    private func export(for request: SyncRequest, report: @Sendable (SiblingOutcome) -> Void) async {
+        let reply = request.replySubject
+        let key = request.replyPubkey
+        let id = request.requestID
+        func fail(_ kind: SyncFailure.Kind, _ reason: String) async {
+            report(.failed(reason))
+            if let payload = try? SyncFailure(requestID: id, kind: kind, reason: clipped(reason))
+                .encoded
+            {
+                try? await send(.syncFailed, payload, to: reply, key: key)
+            }
+        }
+        let estimate = BlobCrypto.sealedByteCount(plaintextByteCount: store.byteCount)
+        do {
+            try await send(
+                .syncPreparing, try SyncPreparing(requestID: id, estimatedBytes: estimate).encoded, to: reply, key: key)
+        } catch {
+            report(.failed("could not answer the request: \(error)"))
+            return
+        }
+        // Export and seal into a file, reporting progress as it goes.
+        let file: URL
+        let sealed: (sha256: Data, size: UInt64, rows: Int, key: SymmetricKey, nonce: Data)
+        do {
+            try makeSyncDirectory()
+            file = syncDirectory.appendingPathComponent("outgoing-\(id.hexString).blob")
+            try? PrivateFiles.remove(file)
+            sealed = try sealSnapshot(to: file, requestID: id, estimate: estimate)
+        } catch is CancellationError {
+            report(.cancelled)
+            return
+        } catch {
+            await fail(.exportFailed, "this device could not export its store: \(error)")
+            return
+        }
+        defer { try? PrivateFiles.remove(file) }
+        if Task.isCancelled {
+            report(.cancelled)
+            return
+        }
+        let uploaded: BlobAPI.UploadResponse
+        do {
+            uploaded = try await client.uploadBlob(
+                fileAt: file, mime: "application/x-pixie-sync", session: try await credentials.session())
+        } catch {
+            await fail(.uploadFailed, "blob-svc did not take the snapshot: \(error)")
+            return
+        }
+        guard let blobID = Data(base64URLEncoded: uploaded.blobID), blobID.count == SyncOffer.blobIDByteCount,
+            uploaded.sizeBytes == Int64(sealed.size), Data(base64URLEncoded: uploaded.sha256) == sealed.sha256
+        else {
+            await fail(.uploadFailed, "blob-svc stored something other than the snapshot sent")
+            return
+        }
+        if Task.isCancelled {
+            try? await client.deleteBlob(uploaded.blobID)
+            report(.cancelled)
+            return
+        }
+        do {
+            let offer = SyncOffer(
+                requestID: id, blobID: blobID, key: sealed.key.withUnsafeBytes { Data($0) }, nonce: sealed.nonce,
+                sha256: sealed.sha256, sizeBytes: sealed.size)
+            try await send(.syncOffer, try offer.encoded, to: reply, key: key)
+        } catch {
+            await fail(.uploadFailed, "the offer could not be sent: \(error)")
+            return
+        }
+        report(.sent(rows: sealed.rows, bytes: sealed.size))
+    }
+
+    /// Exports with secrets, seals under a fresh key and nonce, and writes the blob to `file`, hashing it.
+    private func sealSnapshot(
+        to file: URL, requestID: Data, estimate: UInt64
+    ) throws -> (sha256: Data, size: UInt64, rows: Int, key: SymmetricKey, nonce: Data) {
+        let output: PrivateFiles.NewFile
+        do {
+            output = try PrivateFiles.NewFile(file)
+        } catch {
+            throw BackupServiceError.io(error.reason)
+        }
+        var sealer = BlobCrypto.Sealer()
+        let key = sealer.key
+        let nonce = sealer.nonce
+        var hash = SHA256()
+        func write(_ bytes: Data) throws {
+            try Task.checkCancellation()
+            hash.update(data: bytes)
+            do {
+                try output.write(bytes)
+            } catch {
+                throw BackupServiceError.io(error.reason)
+            }
+        }
+        let summary = try BackupService(store: store).exportRawPayload(includeSecrets: true) { piece in
+            try write(try sealer.update(piece))
+        }
+        try write(try sealer.finalize())
+        do {
+            try output.commit()
+        } catch {
+            throw BackupServiceError.io(error.reason)
+        }
+        return (Data(hash.finalize()), output.byteCount, summary.rows, key, nonce)
+    }
+}
+
+// MARK: the new device
+
+extension SyncService {
+    /// The new device's side: asks every sibling, waits for the first that prepares, and absorbs its snapshot. An
+    /// offer kept from an earlier run (its download cut off) is resumed first.
+    public func absorb(events: @escaping @Sendable (Event) -> Void = { _ in }) async throws -> Outcome {
+        let outcome = try await asking(events: events)
+        // The checkpoint the roster was checked at, kept for the next run.
+        let pin = Base64URLBytes(await bindings.state)
+        try? home.update { $0.transparency = pin }
+        return outcome
+    }
+
+    private func asking(events: @escaping @Sendable (Event) -> Void) async throws -> Outcome {
+        let ownKey = try state.identity.publicKey.rawRepresentation
+        let roster = try await bindings.verifiedRoster(
+            try await client.siblings(session: try await credentials.session()), ktHandle: membership.ktHandle)
+        let siblings = roster.filter { $0.pubkey != ownKey && $0.inbox != nil && $0.sealingKey != nil }
+        try await relay.subscribe(try state.inbox)
+        // A download an earlier run began goes on from where it stopped, while the blob lasts.
+        if let saved = try savedOffer() {
+            do {
+                if let outcome = try await finish(saved.offer, replyTo: saved.subject, key: saved.key, events: events) {
+                    return outcome
+                }
+            } catch PixieClientError.refused(let status, _) where status == 404 {
+                try? PrivateFiles.remove(offerFile)
+                try? PrivateFiles.remove(stagingFile(saved.offer))
+            }
+        }
+        guard !siblings.isEmpty else { return .noSiblings }
+
+        struct Asked {
+            let device: RosterDevice
+            let subject: RelaySubject
+            let key: XWing.PublicKey
+            let requestID: Data
+            var answered = false
+            var failed: String?
+        }
+        var asked = try siblings.map { device in
+            Asked(
+                device: device, subject: device.inbox!, key: try XWing.PublicKey(rawRepresentation: device.sealingKey!),
+                requestID: SecureRandom.bytes(count: SyncMessage.requestIDByteCount))
+        }
+        let sealing = try state.sealing.publicKey
+        func request(_ entry: Asked) throws -> Data {
+            try SyncRequest(requestID: entry.requestID, replySubject: inbox, replyPubkey: sealing, timestamp: Date())
+                .encoded
+        }
+
+        // Deliveries are read by one task and handed over here; a timer ticks the re-sends.
+        let (arrivals, arrive) = AsyncStream.makeStream(of: Arrival.self)
+        let reader = Task { [relay] in
+            for await delivery in relay.deliveries { arrive.yield(.frame(delivery.payload)) }
+            arrive.yield(.closed)
+        }
+        let ticker = Task { [configuration] in
+            for attempt in 1...configuration.sends {
+                arrive.yield(.tick(attempt))
+                try? await Task.sleep(for: configuration.resendInterval)
+                if Task.isCancelled { return }
+            }
+            arrive.yield(.budgetSpent)
+        }
+        defer {
+            reader.cancel()
+            ticker.cancel()
+            arrive.finish()
+        }
+        var chosen: Int?
+        var watchdog: Task<Void, Never>?
+        defer { watchdog?.cancel() }
+        func rearm() {
+            watchdog?.cancel()
+            watchdog = Task { [configuration] in
+                try? await Task.sleep(for: configuration.preparingTimeout)
+                if !Task.isCancelled { arrive.yield(.preparingTimedOut) }
+            }
+        }
+
+        for await arrival in arrivals {
+            switch arrival {
+            case .tick(let attempt):
+                guard chosen == nil else { continue }
+                let waiting = asked.indices.filter { !asked[$0].answered }
+                if waiting.isEmpty { continue }
+                events(.requesting(siblings: waiting.count, attempt: attempt))
+                for index in waiting {
+                    try? await send(
+                        .syncRequest, try request(asked[index]), to: asked[index].subject, key: asked[index].key)
+                }
+            case .budgetSpent:
+                guard chosen == nil else { continue }
+                let failures = asked.compactMap(\.failed)
+                return failures.isEmpty ? .noAnswer : .refused(failures)
+            case .preparingTimedOut:
+                if let index = chosen {
+                    asked[index].failed = "the sibling stopped reporting progress before its offer came"
+                    return .refused(asked.compactMap(\.failed))
+                }
+            case .closed:
+                throw RelaySessionError.closed("the relay closed the connection while waiting for a sibling")
+            case .frame(let envelope):
+                let sender: SenderCert
+                let frame: Frame
+                do {
+                    (sender, frame) = try open(envelope)
+                } catch {
+                    events(.dropped("\(error)"))
+                    continue
+                }
+                func index(of id: Data) -> Int? {
+                    asked.firstIndex { $0.requestID == id && $0.device.pubkey == sender.deviceKey }
+                }
+                switch frame {
+                case .preparing(let preparing):
+                    guard let index = index(of: preparing.requestID) else { continue }
+                    asked[index].answered = true
+                    if chosen == nil {
+                        chosen = index
+                        // No second sibling uploads a store for nothing.
+                        for other in asked.indices where other != index {
+                            asked[other].answered = true
+                            if let cancel = try? SyncCancel(requestID: asked[other].requestID).encoded {
+                                try? await send(.syncCancel, cancel, to: asked[other].subject, key: asked[other].key)
+                            }
+                        }
+                    }
+                    guard chosen == index else { continue }
+                    rearm()
+                    events(.preparing(estimatedBytes: preparing.estimatedBytes, doneBytes: preparing.doneBytes))
+                case .failure(let failure):
+                    guard let index = index(of: failure.requestID) else { continue }
+                    asked[index].answered = true
+                    asked[index].failed = failure.reason
+                    events(.siblingFailed(failure.kind, reason: failure.reason))
+                    // The one preparing broke (the others were cancelled), or every sibling said no.
+                    if chosen == index || asked.allSatisfy({ $0.failed != nil }) {
+                        return .refused(asked.compactMap(\.failed))
+                    }
+                case .offer(let offer):
+                    guard let index = index(of: offer.requestID), chosen == nil || chosen == index else { continue }
+                    watchdog?.cancel()
+                    let target = asked[index]
+                    try saveOffer(offer, replyTo: target.subject, key: target.key)
+                    if let outcome = try await finish(offer, replyTo: target.subject, key: target.key, events: events) {
+                        return outcome
+                    }
+                case .request, .ack, .cancel:
+                    continue
+                }
+            }
+        }
+        throw RelaySessionError.closed("the relay closed the connection while waiting for a sibling")
+    }
+
+    /// Takes the offer's blob and acks it: the outcome once absorbed; throws a tampered blob's error after acking
+    /// `ok: false` (the kept offer and bytes are dropped), and the network's error as it is (they are kept, to
+    /// resume).
+    private func finish(
+        _ offer: SyncOffer, replyTo subject: RelaySubject, key: XWing.PublicKey, events: @Sendable (Event) -> Void
+    ) async throws -> Outcome? {
+        let result = try await take(offer, events: events)
+        try? PrivateFiles.remove(offerFile)
+        switch result {
+        case .success(let imported):
+            try? await send(.syncAck, try SyncAck(requestID: offer.requestID, ok: true).encoded, to: subject, key: key)
+            return .absorbed(imported)
+        case .failure(let error):
+            let ack = SyncAck(requestID: offer.requestID, ok: false, reason: clipped(error.description))
+            try? await send(.syncAck, try ack.encoded, to: subject, key: key)
+            throw error
+        }
+    }
+
+    var offerFile: URL { syncDirectory.appendingPathComponent("incoming-offer.json") }
+
+    func stagingFile(_ offer: SyncOffer) -> URL {
+        syncDirectory.appendingPathComponent("incoming-\(offer.blobName).blob")
+    }
+
+    private struct SavedOffer: Codable {
+        var offer: Base64URLBytes
+        var subject: Base64URLBytes
+        var key: Base64URLBytes
+    }
+
+    /// Keeps the offer (its key included: the file is the device's own, mode 0600, in its private home) so that a
+    /// restart resumes the download instead of asking again.
+    private func saveOffer(_ offer: SyncOffer, replyTo subject: RelaySubject, key: XWing.PublicKey) throws {
+        try makeSyncDirectory()
+        let saved = SavedOffer(
+            offer: Base64URLBytes(try offer.encoded), subject: Base64URLBytes(subject.rawRepresentation),
+            key: Base64URLBytes(key.rawRepresentation))
+        do {
+            try PrivateFiles.write(try JSONEncoder().encode(saved), to: offerFile)
+        } catch let error as PrivateFilesError {
+            throw BackupServiceError.io(error.reason)
+        }
+    }
+
+    private func savedOffer() throws -> (offer: SyncOffer, subject: RelaySubject, key: XWing.PublicKey)? {
+        let data: Data?
+        do {
+            data = try PrivateFiles.read(offerFile, noun: "a kept sync offer")
+        } catch {
+            throw BackupServiceError.io(error.reason)
+        }
+        guard let data else { return nil }
+        guard let saved = try? JSONDecoder().decode(SavedOffer.self, from: data),
+            let offer = try? SyncOffer(decoding: saved.offer.data),
+            let subject = try? RelaySubject(rawRepresentation: saved.subject.data),
+            let key = try? XWing.PublicKey(rawRepresentation: saved.key.data)
+        else {
+            // Damaged: ask again rather than resume.
+            try? PrivateFiles.remove(offerFile)
+            return nil
+        }
+        return (offer, subject, key)
+    }
+
+    enum Arrival: Sendable {
+        case frame(Data)
+        case tick(Int)
+        case budgetSpent
+        case preparingTimedOut
+        case closed
+    }
+
+    /// Downloads, checks and imports the blob of `offer`; a tampered or cut blob is a failure to ack, anything else
+    /// (the network, the store) is thrown.
+    func take(
+        _ offer: SyncOffer, events: @Sendable (Event) -> Void
+    ) async throws -> Result<
+        BackupService.ImportSummary, BackupServiceError
+    > {
+        try makeSyncDirectory()
+        let file = stagingFile(offer)
+        var hash = SHA256()
+        var have: UInt64 = 0
+        // What an earlier run fetched is kept, and hashed again (it is on this device's own disk).
+        if let reader = try? PrivateFiles.FileReader(file) {
+            while true {
+                let piece = try BackupService.io { () throws(PrivateFilesError) in try reader.read(upTo: 1 << 20) }
+                if piece.isEmpty { break }
+                hash.update(data: piece)
+                have += UInt64(piece.count)
+            }
+        }
+        guard have <= offer.sizeBytes else {
+            try? PrivateFiles.remove(file)
+            return .failure(.tampered("the blob is longer than the offer says"))
+        }
+        let output = try AppendFile(file)
+        while have < offer.sizeBytes {
+            events(.downloading(doneBytes: have, totalBytes: offer.sizeBytes))
+            let want = Int(min(UInt64(configuration.rangeByteCount), offer.sizeBytes - have))
+            let (bytes, size) = try await client.blobRange(offer.blobName, from: have, count: want)
+            guard size == offer.sizeBytes, !bytes.isEmpty else {
+                output.close()
+                try? PrivateFiles.remove(file)
+                return .failure(
+                    .tampered("blob-svc holds \(size) bytes under this blob, and the offer says \(offer.sizeBytes)"))
+            }
+            try output.append(bytes)
+            hash.update(data: bytes)
+            have += UInt64(bytes.count)
+        }
+        output.close()
+        events(.downloading(doneBytes: have, totalBytes: offer.sizeBytes))
+        // The seed's order: the whole ciphertext's SHA-256, from the sealed offer, before anything is decrypted.
+        guard safeCompare(Data(hash.finalize()), offer.sha256) else {
+            try? PrivateFiles.remove(file)
+            return .failure(
+                .tampered(
+                    "the snapshot's SHA-256 is not the one in the sibling's sealed offer: blob-svc, or someone "
+                        + "between, changed it; nothing was imported"))
+        }
+        events(.importing)
+        let summary: BackupService.ImportSummary
+        do {
+            let input = try BackupService.io { () throws(PrivateFilesError) in try PrivateFiles.FileReader(file) }
+            summary = try BackupService(store: store).importRawPayload { feed in
+                var opener = try BlobCrypto.Opener(key: SymmetricKey(data: offer.key), nonce: offer.nonce)
+                while true {
+                    let piece = try BackupService.read(input, upTo: 1 << 20)
+                    if piece.isEmpty { break }
+                    try feed(try opener.update(piece))
+                }
+                try feed(try opener.finalize())
+            }
+        } catch let error as BackupServiceError {
+            try? PrivateFiles.remove(file)
+            return .failure(error)
+        }
+        try? PrivateFiles.remove(file)
+        // The receipt: the blob need not wait out its TTL.
+        try? await client.deleteBlob(offer.blobName)
+        return .success(summary)
+    }
+}
+
+/// `text` cut to the 256 bytes of UTF-8 a sync message's reason holds, at a character boundary.
+func clipped(_ text: String) -> String {
+    var out = ""
+    for character in text {
+        if out.utf8.count + character.utf8.count > SyncMessage.maximumReasonByteCount { break }
+        out.append(character)
+    }
+    return out
+}
+
+/// A private file appended to, for a download kept across runs.
+final class AppendFile {
+    private var descriptor: Int32
+    let url: URL
+
+    init(_ url: URL) throws {
+        self.url = url
+        descriptor = Glibc.open(url.path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
+            throw BackupServiceError.io("cannot write \(url.path): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    deinit { close() }
+
+    func append(_ data: Data) throws {
+        var failure: Int32 = 0
+        data.withUnsafeBytes { buffer in
+            var written = 0
+            while written < buffer.count && failure == 0 {
+                let count = Glibc.write(descriptor, buffer.baseAddress! + written, buffer.count - written)
+                if count < 0 {
+                    if errno != EINTR { failure = errno }
+                    continue
+                }
+                written += count
+            }
+        }
+        guard failure == 0 else {
+            throw BackupServiceError.io(
+                "cannot write \(url.path): \(String(cString: strerror(failure))) (is the disk full?)")
+        }
+    }
+
+    func close() {
+        guard descriptor >= 0 else { return }
+        Glibc.close(descriptor)
+        descriptor = -1
+    }
+}

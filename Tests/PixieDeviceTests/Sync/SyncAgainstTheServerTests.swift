@@ -1,0 +1,435 @@
+import Foundation
+import PixieDevice
+import PixieWire
+import SiblingsCrypto
+import Synchronization
+import Testing
+import Transparency
+
+/// A value shared between tasks.
+final class Shared<Value: Sendable>: Sendable {
+    private let value: Mutex<Value>
+    init(_ value: Value) { self.value = Mutex(value) }
+    func get() -> Value { value.withLock { $0 } }
+    func change(_ body: (inout Value) -> Void) { value.withLock { body(&$0) } }
+}
+
+/// Two devices of one account and a real pixie-server: the phone creates the account and listens, the laptop signs
+/// in with the phone's approval, then absorbs the phone's whole store through blob-svc.
+struct TwoDevices {
+    let directory: URL
+    let server: RunningServer
+    let phone: DeviceHome
+    let laptop: DeviceHome
+    let listener: Task<Void, any Error>
+    let siblingReports: Shared<[SignInListener.Outcome]>
+
+    static let number = "+14155550144"
+
+    static func make(sync: SyncService.Configuration = SyncService.Configuration()) async throws -> TwoDevices {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pixie-sync-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let bundle = try AgainstTheServerTests.trustBundle(dataDirectory: directory)
+        let server = try await RunningServer(dataDirectory: directory)
+        let code: OnboardingFlow.CodeSource = { number, _ in
+            try #require(try AgainstTheServerTests.lastCode(to: number, in: directory))
+        }
+        let phone = try DeviceHome(directory: directory.appendingPathComponent("phone"))
+        _ = try await OnboardingFlow(home: phone).createAccount(
+            server: server.base, trustBundle: bundle, name: "phone", phoneNumber: number, code: code)
+        let checkCode = Shared<String?>(nil)
+        let reports = Shared<[SignInListener.Outcome]>([])
+        let (ready, readyContinuation) = AsyncStream.makeStream(of: Void.self)
+        var listener = SignInListener(home: phone, deviceFamily: "Phone")
+        listener.syncConfiguration = sync
+        let listening = Task { [listener] in
+            try await listener.run(
+                ready: { readyContinuation.yield() },
+                decide: { _ in
+                    for _ in 0..<6000 {
+                        if let code = checkCode.get() { return .approve(checkCode: code) }
+                        try? await Task.sleep(for: .milliseconds(10))
+                    }
+                    return .ignore
+                },
+                report: { outcome in reports.change { $0.append(outcome) } })
+        }
+        for await _ in ready { break }
+        let laptop = try DeviceHome(directory: directory.appendingPathComponent("laptop"))
+        _ = try await OnboardingFlow(home: laptop).signIn(
+            server: server.base, trustBundle: bundle, name: "laptop", phoneNumber: number, code: code,
+            configuration: SignInApprovalRequester.Configuration(deviceModel: "Laptop"),
+            events: { event in
+                if case .waiting(let code) = event { checkCode.change { $0 = code } }
+            })
+        return TwoDevices(
+            directory: directory, server: server, phone: phone, laptop: laptop, listener: listening,
+            siblingReports: reports)
+    }
+
+    var bundle: TrustBundle { get throws { try AgainstTheServerTests.trustBundle(dataDirectory: directory) } }
+
+    /// The roster entry of the device in `home`: its inbox and sealing key, as a sibling finds them.
+    func rosterEntry(of home: DeviceHome) async throws -> IdentityAPI.SiblingsResponse.Device {
+        let ownKey = try #require(try await OnboardingFlow(home: home).devices().first(where: \.isThisDevice)).pubkey
+        let session = try #require(try phone.load()?.membership?.sessionToken)
+        let roster = try await PixieClient(baseURL: server.base).siblings(session: session)
+        return try #require(roster.devices.first { $0.pubkey.data == ownKey })
+    }
+
+    /// A device of another account (its own number), which `home`'s device knows as a contact: the contact row
+    /// holds the stranger's userIDHash and a channel key both share, so a frame from it has a valid MAC.
+    func stranger(knownTo home: DeviceHome) async throws -> Stranger {
+        let strangerHome = try DeviceHome(directory: directory.appendingPathComponent("stranger"))
+        let bundle = try bundle
+        _ = try await OnboardingFlow(home: strangerHome).createAccount(
+            server: server.base, trustBundle: bundle, name: "stranger", phoneNumber: "+14155550145",
+            code: { [directory] number, _ in
+                try #require(try AgainstTheServerTests.lastCode(to: number, in: directory))
+            })
+        let credentials = DeviceCredentials(flow: OnboardingFlow(home: strangerHome))
+        let cert = try await credentials.currentSenderCert()
+        let channelKey = SymmetricKey(size: .bits256)
+        try DeviceStore(home: home).put(
+            .contacts, id: "stranger",
+            fields: [
+                "display_name": .text("Stranger"), "pubkey": .blob(cert.deviceKey),
+                "user_id_hash": .blob(cert.userIDHash),
+                "account_signing_pubkey": .blob(Data([1])),
+                "channel_key": .blob(channelKey.withUnsafeBytes { Data($0) }),
+            ])
+        let client = PixieClient(baseURL: server.base)
+        let wallet = TokenWallet(
+            client: client,
+            keyListVerifier: LoggedBindings(verifier: try TransparencyVerifier(trustBundle: bundle), client: client),
+            payer: .credentials(credentials))
+        return Stranger(
+            credentials: credentials, channelKey: channelKey, wallet: wallet,
+            relay: try await RelaySession.connect(to: server.base))
+    }
+
+    func stop() {
+        listener.cancel()
+        server.stop()
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// Waits (up to 60 s) until the phone reported something `matching`.
+    func phoneReported(_ matching: (SignInListener.Outcome) -> Bool) async throws {
+        for _ in 0..<6000 {
+            if siblingReports.get().contains(where: matching) { return }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        throw Failure(description: "the phone never reported it; it reported \(siblingReports.get())")
+    }
+}
+
+/// Another account's device that some device of ours has as a contact.
+struct Stranger {
+    let credentials: DeviceCredentials
+    let channelKey: SymmetricKey
+    let wallet: TokenWallet
+    let relay: RelaySession
+
+    /// Seals `payload` to the device at `entry` under the contact channel key, with the stranger's own SenderCert.
+    func send(
+        _ type: PayloadType, _ payload: Data, to entry: IdentityAPI.SiblingsResponse.Device, of home: DeviceHome
+    )
+        async throws
+    {
+        let cert = try await credentials.currentSenderCert()
+        let accountID = try #require(try home.load()?.membership?.accountID)
+        let key = channelKey
+        let keys = try ChannelKeys(ownUserIDHash: cert.userIDHash, accountSeed: nil) { _ in key }
+        let inbox = try RelaySubject(rawRepresentation: try #require(entry.inbox).data)
+        let envelope = try keys.seal(
+            type, payload, senderCert: cert, to: SenderCert.computeUserIDHash(accountID),
+            recipientKey: try XWing.PublicKey(rawRepresentation: try #require(entry.sealingKey).data), recipient: inbox)
+        try await relay.send(envelope, to: inbox, wake: type.wakeClass, token: try await wallet.take())
+    }
+}
+
+/// The laptop's network with a hook on every answer: to alter a blob, cut a download, count what it fetched.
+struct HookedTransport: HTTPTransport {
+    let inner: URLSessionTransport
+    let hook: @Sendable (TransportRequest, TransportResponse) async throws -> TransportResponse
+
+    func send(_ request: TransportRequest) async throws -> TransportResponse {
+        try await hook(request, try await inner.send(request))
+    }
+}
+
+/// A store with rows of every category (a tombstone, a changed row, a provider API key).
+func populate(_ store: DeviceStore) throws {
+    try store.put(.conversations, id: "family", fields: ["title": .text("Family"), "created_at": .integer(1)])
+    try store.put(
+        .messages, id: "m1",
+        fields: [
+            "conversation_id": .text("family"), "sender": .text("ada"), "body": .text("hi"), "sent_at": .integer(2),
+        ])
+    try store.put(
+        .contacts, id: "ada",
+        fields: [
+            "display_name": .text("Ada"), "pubkey": .blob(SecureRandom.bytes(count: 32)),
+            "user_id_hash": .blob(SecureRandom.bytes(count: 32)),
+            "account_signing_pubkey": .blob(SecureRandom.bytes(count: 64)),
+            "channel_key": .blob(SecureRandom.bytes(count: 32)),
+        ])
+    try store.put(
+        .memoryEvents, id: "e1", fields: ["kind": .text("fact"), "body": .text("tea"), "occurred_at": .integer(3)])
+    try store.put(.notebookNotes, id: "n1", fields: ["title": .text("List"), "body": .text("milk")])
+    try store.put(.notebookNotes, id: "n1", fields: ["title": .text("List"), "body": .text("milk, eggs")])
+    try store.put(.notebookNotes, id: "n2", fields: ["title": .text("Old"), "body": .text("gone")])
+    try store.delete(.notebookNotes, id: "n2")
+    try store.put(
+        .sagaChapters, id: "s1",
+        fields: ["saga_id": .text("s"), "number": .integer(1), "title": .text("I"), "body": .text("x")])
+    try store.put(.plans, id: "plan-1", fields: ["title": .text("Trip"), "body": .text("pack")])
+    try store.put(.providerAPIKeys, id: "openai", fields: ["provider": .text("openai"), "api_key": .text("sk-live-1")])
+}
+
+func everyRow(_ store: DeviceStore) throws -> [StoreRow] {
+    try StoreCategory.allCases.flatMap { try store.rows($0, includingDeleted: true) }
+}
+
+@Suite("Absorbing a sibling's store end to end, against the real pixie-server", .serialized)
+struct SyncAgainstTheServerTests {
+    static func fast() -> SyncService.Configuration {
+        var configuration = SyncService.Configuration()
+        configuration.resendInterval = .milliseconds(300)
+        configuration.rangeByteCount = 4096
+        return configuration
+    }
+
+    @Test("every category, secrets included, arrives through blob-svc; the blob is deleted; a re-import is a no-op")
+    func absorbs() async throws {
+        let devices = try await TwoDevices.make(sync: Self.fast())
+        defer { devices.stop() }
+        let phoneStore = try DeviceStore(home: devices.phone)
+        try populate(phoneStore)
+        // Big enough for several 4 KiB ranges.
+        try phoneStore.put(
+            .notebookNotes, id: "big",
+            fields: ["title": .text("Big"), "body": .text(String(repeating: "x", count: 20_000))])
+
+        let service = try await SyncService.connect(home: devices.laptop, configuration: Self.fast())
+        let seen = Shared<[SyncService.Event]>([])
+        let outcome = try await service.absorb { event in seen.change { $0.append(event) } }
+        await service.close()
+        guard case .absorbed(let summary) = outcome else {
+            Issue.record("expected the store, got \(outcome)")
+            return
+        }
+        let laptopStore = try DeviceStore(home: devices.laptop)
+        let rows = try everyRow(phoneStore)
+        #expect(summary.rows == rows.count && summary.inserted == rows.count)
+        #expect(try everyRow(laptopStore) == rows)
+        // The provider API key rode the same-account path.
+        #expect(try laptopStore.row(.providerAPIKeys, id: "openai")?["api_key"] == .text("sk-live-1"))
+        // It downloaded in ranges, said it was preparing, importing, and the phone heard the ack.
+        let events = seen.get()
+        #expect(events.contains { if case .preparing = $0 { true } else { false } })
+        #expect(events.contains(.importing))
+        #expect(events.filter { if case .downloading = $0 { true } else { false } }.count > 2)
+        try await devices.phoneReported { $0 == .sync(.acknowledged(ok: true, reason: "")) }
+        try await devices.phoneReported { if case .sync(.sent) = $0 { true } else { false } }
+        // The blob was deleted at once (the receipt), not left to its 24-hour TTL.
+        let blobs = try FileManager.default.contentsOfDirectory(
+            atPath: devices.directory.appendingPathComponent("blobs").path
+        ).filter { $0 != "tmp" }
+        #expect(blobs.isEmpty, "\(blobs)")
+        // Nothing is left in the laptop's sync folder.
+        let left = try FileManager.default.contentsOfDirectory(
+            atPath: devices.laptop.directory.appendingPathComponent("sync").path)
+        #expect(left.isEmpty, "\(left)")
+
+        // Again: the same rows, none new.
+        let again = try await SyncService.connect(home: devices.laptop, configuration: Self.fast())
+        let second = try await again.absorb()
+        await again.close()
+        guard case .absorbed(let repeated) = second else {
+            Issue.record("expected the store again, got \(second)")
+            return
+        }
+        #expect(repeated.inserted == 0 && repeated.present == rows.count)
+    }
+
+    static func absorbing(
+        _ devices: TwoDevices, configuration: SyncService.Configuration = fast(),
+        hook: (@Sendable (TransportRequest, TransportResponse) async throws -> TransportResponse)? = nil,
+        events: @escaping @Sendable (SyncService.Event) -> Void = { _ in }
+    ) async throws -> SyncService.Outcome {
+        let service = try await SyncService.connect(home: devices.laptop, configuration: configuration) { base in
+            guard let hook else { return URLSessionTransport(baseURL: base) }
+            return HookedTransport(inner: URLSessionTransport(baseURL: base), hook: hook)
+        }
+        do {
+            let outcome = try await service.absorb(events: events)
+            await service.close()
+            return outcome
+        } catch {
+            await service.close()
+            throw error
+        }
+    }
+
+    @Test("a stranger's sync_offer is dropped by isSameAccount, though its MAC is valid, and no contact key changes")
+    func strangerOffer() async throws {
+        let devices = try await TwoDevices.make(sync: Self.fast())
+        defer { devices.stop() }
+        devices.listener.cancel()  // the phone is away: only the stranger answers
+        let stranger = try await devices.stranger(knownTo: devices.laptop)
+        let laptopStore = try DeviceStore(home: devices.laptop)
+        let before = try everyRow(laptopStore)
+        let seen = Shared<[SyncService.Event]>([])
+        let absorbing = Task {
+            try await Self.absorbing(devices, events: { event in seen.change { $0.append(event) } })
+        }
+        let entry = try await devices.rosterEntry(of: devices.laptop)
+        let offer = SyncOffer(
+            requestID: SecureRandom.bytes(count: 16), blobID: SecureRandom.bytes(count: 16),
+            key: SecureRandom.bytes(count: 32), nonce: SecureRandom.bytes(count: 12),
+            sha256: SecureRandom.bytes(count: 32), sizeBytes: 100)
+        let dropped = SyncService.Event.dropped("a frame from another account")
+        for _ in 0..<50 where !seen.get().contains(dropped) {
+            try await stranger.send(.syncOffer, try offer.encoded, to: entry, of: devices.laptop)
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(seen.get().contains(dropped))
+        #expect(try await absorbing.value == .noAnswer)
+        #expect(try everyRow(laptopStore) == before)
+        await stranger.relay.close()
+    }
+
+    @Test("a stranger's sync_request is dropped by isSameAccount, though its MAC is valid, and nothing is exported")
+    func strangerRequest() async throws {
+        let devices = try await TwoDevices.make(sync: Self.fast())
+        defer { devices.stop() }
+        try populate(try DeviceStore(home: devices.phone))
+        let stranger = try await devices.stranger(knownTo: devices.phone)
+        let phoneEntry = try await devices.rosterEntry(of: devices.phone)
+        // The reply goes to a device of the account's roster, so that only isSameAccount stands in the way.
+        let laptopEntry = try await devices.rosterEntry(of: devices.laptop)
+        let request = SyncRequest(
+            requestID: SecureRandom.bytes(count: 16),
+            replySubject: try RelaySubject(rawRepresentation: try #require(laptopEntry.inbox).data),
+            replyPubkey: try XWing.PublicKey(rawRepresentation: try #require(laptopEntry.sealingKey).data),
+            timestamp: Date())
+        try await stranger.send(.syncRequest, try request.encoded, to: phoneEntry, of: devices.phone)
+        try await devices.phoneReported { $0 == .sync(.dropped("a frame from another account")) }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(!devices.siblingReports.get().contains { if case .sync(.sent) = $0 { true } else { false } })
+        // blob-svc has stored nothing (it makes its folder at the first upload).
+        let stored =
+            ((try? FileManager.default.contentsOfDirectory(
+                atPath: devices.directory.appendingPathComponent("blobs").path)) ?? []).filter { $0 != "tmp" }
+        #expect(stored.isEmpty)
+        await stranger.relay.close()
+    }
+
+    @Test("a blob altered on its way gives ok:false to the sibling, and nothing is imported")
+    func tamperedBlob() async throws {
+        let devices = try await TwoDevices.make(sync: Self.fast())
+        defer { devices.stop() }
+        try populate(try DeviceStore(home: devices.phone))
+        let laptopStore = try DeviceStore(home: devices.laptop)
+        let before = try everyRow(laptopStore)
+        await #expect {
+            _ = try await Self.absorbing(devices) { request, response in
+                guard request.target.hasPrefix("/v1/blobs/"), response.status == 206, !response.body.isEmpty else {
+                    return response
+                }
+                var altered = response
+                altered.body[altered.body.count / 2] ^= 0x01
+                return altered
+            }
+        } throws: { error in
+            guard case .tampered(let reason) = error as? BackupServiceError else { return false }
+            return reason.contains("SHA-256")
+        }
+        #expect(try everyRow(laptopStore) == before)
+        try await devices.phoneReported {
+            if case .sync(.acknowledged(false, let reason)) = $0 { reason.contains("SHA-256") } else { false }
+        }
+    }
+
+    @Test("a download cut in the middle resumes by range in the next run, fetching only what it lacked")
+    func resumes() async throws {
+        let devices = try await TwoDevices.make(sync: Self.fast())
+        defer { devices.stop() }
+        let phoneStore = try DeviceStore(home: devices.phone)
+        try populate(phoneStore)
+        try phoneStore.put(
+            .notebookNotes, id: "big",
+            fields: ["title": .text("Big"), "body": .text(String(repeating: "y", count: 30_000))])
+        let ranges = Shared(0)
+        let firstRun = Shared<UInt64>(0)
+        await #expect(throws: PixieClientError.self) {
+            _ = try await Self.absorbing(devices) { request, response in
+                guard request.target.hasPrefix("/v1/blobs/"), request.method == "GET" else { return response }
+                var count = 0
+                ranges.change {
+                    $0 += 1
+                    count = $0
+                }
+                if count == 4 { throw PixieClientError.unreachable("the connection dropped (test)") }
+                firstRun.change { $0 += UInt64(response.body.count) }
+                return response
+            }
+        }
+        let kept = firstRun.get()
+        #expect(kept == 3 * 4096)
+        let secondRun = Shared<UInt64>(0)
+        let total = Shared<UInt64>(0)
+        let outcome = try await Self.absorbing(
+            devices,
+            hook: { request, response in
+                if request.target.hasPrefix("/v1/blobs/"), request.method == "GET" {
+                    secondRun.change { $0 += UInt64(response.body.count) }
+                }
+                return response
+            },
+            events: { event in
+                if case .downloading(_, let size) = event { total.change { $0 = size } }
+            })
+        guard case .absorbed = outcome else {
+            Issue.record("expected the store, got \(outcome)")
+            return
+        }
+        #expect(secondRun.get() == total.get() - kept)
+        #expect(try everyRow(try DeviceStore(home: devices.laptop)) == everyRow(phoneStore))
+    }
+
+    @Test("the sibling vanishes before uploading: the re-send budget runs out in an explicit noAnswer")
+    func vanishesBefore() async throws {
+        let devices = try await TwoDevices.make(sync: Self.fast())
+        defer { devices.stop() }
+        devices.listener.cancel()
+        let seen = Shared<[SyncService.Event]>([])
+        #expect(try await Self.absorbing(devices, events: { event in seen.change { $0.append(event) } }) == .noAnswer)
+        let rounds = seen.get().compactMap { if case .requesting(1, let attempt) = $0 { attempt } else { nil } }
+        #expect(rounds == Array(1...7))
+    }
+
+    @Test("the sibling vanishes after uploading: the blob is on blob-svc, and the new device absorbs it")
+    func vanishesAfter() async throws {
+        let devices = try await TwoDevices.make(sync: Self.fast())
+        defer { devices.stop() }
+        let phoneStore = try DeviceStore(home: devices.phone)
+        try populate(phoneStore)
+        let listener = devices.listener
+        let outcome = try await Self.absorbing(devices) { request, response in
+            // The offer is here: the phone goes away before the download starts.
+            if request.target.hasPrefix("/v1/blobs/"), request.method == "GET", !listener.isCancelled {
+                listener.cancel()
+                try await Task.sleep(for: .milliseconds(200))
+            }
+            return response
+        }
+        guard case .absorbed = outcome else {
+            Issue.record("expected the store, got \(outcome)")
+            return
+        }
+        #expect(try everyRow(try DeviceStore(home: devices.laptop)) == everyRow(phoneStore))
+    }
+}
