@@ -8,14 +8,19 @@ import PixieWire
 struct PixieCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pixie",
-        abstract: "One Pixie device: create an account, sign a new device in with a sibling's approval.",
+        abstract:
+            "One Pixie device: create an account, sign a new device in with a sibling's approval, absorb its store.",
         discussion: """
             Start with `pixie init` on the first device (it creates the account), keep it online with `pixie \
             listen`, and run `pixie signin` on a new one: it shows a check code, which the person types on the \
             listening device to approve. Each device's keys and state live in --home (mode 0700, one 0600 file).
             """,
         version: "pixie 0.1.0",
-        subcommands: [Init.self, SignIn.self, Listen.self, Devices.self, Store.self, SignOut.self])
+        subcommands: [
+            Init.self, SignIn.self, Listen.self, Sync.self, Devices.self, Store.self, Backup.self,
+            BackupKeyCommand.self,
+            SignOut.self,
+        ])
 }
 
 let streams = StandardStreams()
@@ -196,6 +201,8 @@ struct SignIn: ParsableCommand {
                 try printJSON(["event": "joined", "account_id": membership.accountID, "device_id": membership.deviceID])
             } else {
                 streams.out("Approved: this device, \(setup.name), is in the account.")
+                streams.out(
+                    "Its store is empty: run `pixie sync --home \(setup.home)` while a sibling listens to absorb it.")
             }
         }
     }

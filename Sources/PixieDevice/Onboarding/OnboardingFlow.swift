@@ -8,8 +8,8 @@ import WebAuthn
 /// the account; a new one asks a sibling ("May I join?") and joins with its approval. State is kept in a
 /// ``DeviceHome``. Every binding the server serves is checked against the transparency log first.
 ///
-/// The state half (absorbing a sibling's store, with the 30-second grace before "continue anyway") is not built
-/// yet: a device that joins starts empty.
+/// A device that joins starts with an empty store; the state half, absorbing a sibling's store with the 30-second
+/// grace before "continue anyway", is ``SyncService``'s (`pixie sync`).
 public struct OnboardingFlow: Sendable {
     /// The person's SMS code for `number` (typed, or read from a development outbox).
     public typealias CodeSource = @Sendable (_ number: String, _ codeLength: Int) async throws -> String

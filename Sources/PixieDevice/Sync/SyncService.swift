@@ -33,6 +33,9 @@ public final class SyncService: Sendable {
         public var resendInterval: Duration = .seconds(5)
         /// The seed's re-send budget (7 sends, about 35 s).
         public var sends = 7
+        /// The onboarding screen's grace (30 s): if no sibling has begun preparing by then, ``Event/mayContinue`` tells
+        /// the person they may go on without the store (authorization has no such escape; it is done already).
+        public var grace: Duration = .seconds(30)
         /// How long a preparing sibling may take to send its offer, or go quiet between progress reports, before the
         /// new device gives up on it.
         public var preparingTimeout: Duration = .seconds(600)
@@ -59,6 +62,9 @@ public final class SyncService: Sendable {
         case downloading(doneBytes: UInt64, totalBytes: UInt64)
         /// The whole blob is here and its SHA-256 is the offer's: opening and importing.
         case importing
+        /// The grace is over and no sibling has begun: the person may continue with an empty store, and ask again
+        /// later (`pixie sync retry`). The requests go on until their budget is spent.
+        case mayContinue
         /// A frame on this device's inbox was dropped (another account's, or not a sync message); the reason is
         /// for this device's log.
         case dropped(String)
@@ -106,6 +112,9 @@ public final class SyncService: Sendable {
     /// Exports running on this sibling, by request_id, so a re-sent request starts nothing new and a cancel stops
     /// the right one.
     private let exports = Mutex<[Data: Task<Void, Never>]>([:])
+    /// Requests answered already, by request_id, with when: a re-send that arrives after the export finished starts
+    /// no second one. Kept for the freshness window, after which the request itself is refused as stale.
+    private let answered = Mutex<[Data: Date]>([:])
 
     /// A sync service for the device set up in `home`, talking through `relay` (subscribed to this device's inbox
     /// by whoever reads its deliveries: ``absorb(events:)`` does it itself).
@@ -256,8 +265,13 @@ extension SyncService {
     private func handleRequest(
         _ request: SyncRequest, from sender: SenderCert, report: @escaping @Sendable (SiblingOutcome) -> Void
     ) async {
-        // A re-send of a request being answered starts nothing new.
-        guard exports.withLock({ $0[request.requestID] == nil }) else { return }
+        // A re-send of a request being answered, or answered already, starts nothing new.
+        let now = Date()
+        let seen = answered.withLock { answered -> Bool in
+            answered = answered.filter { now.timeIntervalSince($0.value) <= 2 * configuration.freshness }
+            return answered[request.requestID] != nil
+        }
+        guard !seen, exports.withLock({ $0[request.requestID] == nil }) else { return }
         guard abs(request.timestamp.timeIntervalSinceNow) <= configuration.freshness else {
             report(.dropped("a sync request stamped \(request.timestamp), too far from this device's clock"))
             return
@@ -289,7 +303,11 @@ extension SyncService {
             exports[request.requestID] = task
             return true
         }
-        if !started { task.cancel() }
+        if started {
+            answered.withLock { $0[request.requestID] = now }
+        } else {
+            task.cancel()
+        }
     }
 
     private func export(for request: SyncRequest, report: @Sendable (SiblingOutcome) -> Void) async {
@@ -464,9 +482,14 @@ extension SyncService {
             }
             arrive.yield(.budgetSpent)
         }
+        let grace = Task { [configuration] in
+            try? await Task.sleep(for: configuration.grace)
+            if !Task.isCancelled { arrive.yield(.graceOver) }
+        }
         defer {
             reader.cancel()
             ticker.cancel()
+            grace.cancel()
             arrive.finish()
         }
         var chosen: Int?
@@ -491,6 +514,8 @@ extension SyncService {
                     try? await send(
                         .syncRequest, try request(asked[index]), to: asked[index].subject, key: asked[index].key)
                 }
+            case .graceOver:
+                if chosen == nil { events(.mayContinue) }
             case .budgetSpent:
                 guard chosen == nil else { continue }
                 let failures = asked.compactMap(\.failed)
@@ -625,6 +650,7 @@ extension SyncService {
         case frame(Data)
         case tick(Int)
         case budgetSpent
+        case graceOver
         case preparingTimedOut
         case closed
     }

@@ -252,6 +252,68 @@ struct PixieCommandTests {
         #expect(try await deviceCount(home: "desk") == 4)
     }
 
+    @Test("sync absorbs the listening phone's store, secrets too; backup moves it as an archive once the key is here")
+    func syncAndBackup() async throws {
+        let server = try await setUp()
+        defer {
+            server.stop()
+            try? FileManager.default.removeItem(at: directory)
+        }
+        try await createAccount(server)
+        for row in [
+            ["notebook_notes", "--id", "n1", "title=Groceries", "body=milk"],
+            ["provider_api_keys", "--id", "k1", "provider=openai", "api_key=sk-secret"],
+        ] {
+            let added = try PixieProcess(["store", "add"] + row + ["--home", "phone"], in: directory)
+            #expect(await added.exit() == 0, "\(added.text)")
+        }
+        let phone = try PixieProcess(["listen", "--home", "phone", "--json"], in: directory)
+        defer { phone.stop() }
+        _ = try await phone.event("listening")
+        let joining = try PixieProcess(["signin"] + setup(server, home: "laptop", name: "laptop"), in: directory)
+        defer { joining.stop() }
+        let code = try #require(try await joining.event("waiting")["check_code"] as? String)
+        _ = try await phone.event("prompt")
+        phone.type(code)
+        #expect(await joining.exit() == 0, "\(joining.text)")
+
+        let sync = try PixieProcess(["sync", "--home", "laptop", "--json"], in: directory)
+        #expect(await sync.exit() == 0, "\(sync.text)")
+        let absorbed = try await sync.event("absorbed")
+        #expect(absorbed["rows"] as? Int == 2 && absorbed["inserted"] as? Int == 2, "\(sync.text)")
+        #expect(sync.events.contains { $0["event"] as? String == "downloading" })
+        _ = try await phone.event("sync_absorbed")
+        let keys = try PixieProcess(
+            ["store", "list", "provider_api_keys", "--home", "laptop", "--json"], in: directory)
+        #expect(await keys.exit() == 0)
+        #expect(keys.text.contains("sk-secret"), "\(keys.text)")
+        // Asking again changes nothing.
+        let retry = try PixieProcess(["sync", "retry", "--home", "laptop", "--json"], in: directory)
+        #expect(await retry.exit() == 0, "\(retry.text)")
+        #expect(try await retry.event("absorbed")["inserted"] as? Int == 0)
+
+        // The archive: the tablet-to-be is the laptop with its rows gone; it needs the phone's BackupKey.
+        let exported = try PixieProcess(["backup", "export", "store.pixie-archive", "--home", "phone"], in: directory)
+        #expect(await exported.exit() == 0, "\(exported.text)")
+        let again = try PixieProcess(["backup", "export", "store.pixie-archive", "--home", "phone"], in: directory)
+        #expect(await again.exit() == 1)
+        #expect(again.text.contains("exists already"), "\(again.text)")
+        #expect(
+            await (try PixieProcess(["store", "rm", "notebook_notes", "n1", "--home", "laptop"], in: directory)).exit()
+                == 0)
+        let locked = try PixieProcess(["backup", "import", "store.pixie-archive", "--home", "laptop"], in: directory)
+        #expect(await locked.exit() == 1)
+        #expect(locked.text.contains("pixie backup-key import"), "\(locked.text)")
+        let key = try PixieProcess(["backup-key", "export", "phone.key", "--home", "phone"], in: directory)
+        #expect(await key.exit() == 0, "\(key.text)")
+        let brought = try PixieProcess(["backup-key", "import", "phone.key", "--home", "laptop"], in: directory)
+        #expect(await brought.exit() == 0, "\(brought.text)")
+        let imported = try PixieProcess(["backup", "import", "store.pixie-archive", "--home", "laptop"], in: directory)
+        #expect(await imported.exit() == 0, "\(imported.text)")
+        // Insert-if-absent: the laptop's tombstone of n1 stays; the archive never held the API key.
+        #expect(imported.text.contains("1 rows, 0 new"), "\(imported.text)")
+    }
+
     @Test("the six-digit code enrolls a device, which then gets the seeds (and no grant) once its check code is typed")
     func grantCode() async throws {
         let server = try await setUp()

@@ -56,12 +56,24 @@ struct TwoDevices {
         }
         for await _ in ready { break }
         let laptop = try DeviceHome(directory: directory.appendingPathComponent("laptop"))
-        _ = try await OnboardingFlow(home: laptop).signIn(
-            server: server.base, trustBundle: bundle, name: "laptop", phoneNumber: number, code: code,
-            configuration: SignInApprovalRequester.Configuration(deviceModel: "Laptop"),
-            events: { event in
-                if case .waiting(let code) = event { checkCode.change { $0 = code } }
-            })
+        var signIn = SignInApprovalRequester.Configuration(deviceModel: "Laptop")
+        signIn.maximumWait = .seconds(60)
+        do {
+            _ = try await OnboardingFlow(home: laptop).signIn(
+                server: server.base, trustBundle: bundle, name: "laptop", phoneNumber: number, code: code,
+                configuration: signIn,
+                events: { event in
+                    if case .waiting(let code) = event { checkCode.change { $0 = code } }
+                })
+        } catch {
+            // Say what the phone's listener did, to tell a slow machine from a listener that stopped.
+            listening.cancel()
+            let ended = await listening.result
+            server.stop()
+            throw Failure(
+                description:
+                    "the laptop did not join (\(error)); the phone reported \(reports.get()), its listener \(ended)")
+        }
         return TwoDevices(
             directory: directory, server: server, phone: phone, laptop: laptop, listener: listening,
             siblingReports: reports)
@@ -398,6 +410,50 @@ struct SyncAgainstTheServerTests {
         }
         #expect(secondRun.get() == total.get() - kept)
         #expect(try everyRow(try DeviceStore(home: devices.laptop)) == everyRow(phoneStore))
+    }
+
+    @Test("the same request played again after its export finished (a relay's replay, a late re-send) starts none")
+    func oneExportPerRequest() async throws {
+        let devices = try await TwoDevices.make(sync: Self.fast())
+        defer { devices.stop() }
+        try populate(try DeviceStore(home: devices.phone))
+        // The laptop's own request, sealed as SyncService seals it, sent twice by hand.
+        let state = try #require(try devices.laptop.load())
+        let membership = try #require(state.membership)
+        let credentials = DeviceCredentials(flow: OnboardingFlow(home: devices.laptop))
+        let cert = try await credentials.currentSenderCert()
+        let keys = try ChannelKeys(ownUserIDHash: cert.userIDHash, accountSeed: membership.accountSeed.data) { _ in nil
+        }
+        let laptopEntry = try await devices.rosterEntry(of: devices.laptop)
+        let phoneEntry = try await devices.rosterEntry(of: devices.phone)
+        let request = SyncRequest(
+            requestID: SecureRandom.bytes(count: 16),
+            replySubject: try RelaySubject(rawRepresentation: try #require(laptopEntry.inbox).data),
+            replyPubkey: try XWing.PublicKey(rawRepresentation: try #require(laptopEntry.sealingKey).data),
+            timestamp: Date())
+        let phoneInbox = try RelaySubject(rawRepresentation: try #require(phoneEntry.inbox).data)
+        let envelope = try keys.seal(
+            .syncRequest, try request.encoded, senderCert: cert, to: cert.userIDHash,
+            recipientKey: try XWing.PublicKey(rawRepresentation: try #require(phoneEntry.sealingKey).data),
+            recipient: phoneInbox)
+        let client = PixieClient(baseURL: devices.server.base)
+        let wallet = TokenWallet(
+            client: client,
+            keyListVerifier: LoggedBindings(
+                verifier: try TransparencyVerifier(trustBundle: try devices.bundle), client: client),
+            payer: .credentials(credentials))
+        let relay = try await RelaySession.connect(to: devices.server.base)
+        try await relay.send(envelope, to: phoneInbox, wake: .sync, token: try await wallet.take())
+        try await devices.phoneReported { if case .sync(.sent) = $0 { true } else { false } }
+        try await relay.send(envelope, to: phoneInbox, wake: .sync, token: try await wallet.take())
+        try await Task.sleep(for: .milliseconds(800))
+        await relay.close()
+        #expect(devices.siblingReports.get().filter { if case .sync(.sent) = $0 { true } else { false } }.count == 1)
+        // One blob: the offer nobody took (the laptop was not listening), and no second.
+        let blobs =
+            ((try? FileManager.default.contentsOfDirectory(
+                atPath: devices.directory.appendingPathComponent("blobs").path)) ?? []).filter { $0 != "tmp" }
+        #expect(blobs.count == 1, "\(blobs)")
     }
 
     @Test("the sibling vanishes before uploading: the re-send budget runs out in an explicit noAnswer")
