@@ -35,24 +35,7 @@ extension PrivateFiles {
         /// Appends `data`.
         public func write(_ data: some DataProtocol) throws(PrivateFilesError) {
             guard descriptor >= 0 else { throw .io("\(url.path) was already finished or abandoned") }
-            var failure: Int32 = 0
-            for region in data.regions {
-                region.withUnsafeBytes { buffer in
-                    var written = 0
-                    while written < buffer.count && failure == 0 {
-                        let count = Glibc.write(descriptor, buffer.baseAddress! + written, buffer.count - written)
-                        if count < 0 {
-                            if errno != EINTR { failure = errno }
-                            continue
-                        }
-                        written += count
-                    }
-                }
-                if failure != 0 { break }
-            }
-            guard failure == 0 else {
-                throw .io("cannot write \(url.path): \(String(cString: strerror(failure))) (is the disk full?)")
-            }
+            try PrivateFiles.writeAll(data, to: descriptor, path: url.path)
             byteCount += UInt64(data.count)
         }
 
@@ -76,6 +59,54 @@ extension PrivateFiles {
             close(descriptor)
             descriptor = -1
             unlink(temporary.path)
+        }
+    }
+
+    /// A private file (mode 0600) that pieces are added to at its end, created if needed: a download kept across
+    /// runs, which goes on from what is there.
+    public final class AppendFile {
+        public let url: URL
+        private var descriptor: Int32
+
+        public init(_ url: URL) throws(PrivateFilesError) {
+            self.url = url
+            descriptor = open(url.path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            guard descriptor >= 0 else { throw .io("cannot write \(url.path): \(String(cString: strerror(errno)))") }
+        }
+
+        deinit { close() }
+
+        public func append(_ data: some DataProtocol) throws(PrivateFilesError) {
+            guard descriptor >= 0 else { throw .io("\(url.path) was already closed") }
+            try PrivateFiles.writeAll(data, to: descriptor, path: url.path)
+        }
+
+        public func close() {
+            guard descriptor >= 0 else { return }
+            Glibc.close(descriptor)
+            descriptor = -1
+        }
+    }
+
+    /// Writes all of `data` to `descriptor`, retrying short writes and EINTR.
+    static func writeAll(_ data: some DataProtocol, to descriptor: Int32, path: String) throws(PrivateFilesError) {
+        var failure: Int32 = 0
+        for region in data.regions {
+            region.withUnsafeBytes { buffer in
+                var written = 0
+                while written < buffer.count && failure == 0 {
+                    let count = Glibc.write(descriptor, buffer.baseAddress! + written, buffer.count - written)
+                    if count < 0 {
+                        if errno != EINTR { failure = errno }
+                        continue
+                    }
+                    written += count
+                }
+            }
+            if failure != 0 { break }
+        }
+        guard failure == 0 else {
+            throw .io("cannot write \(path): \(String(cString: strerror(failure))) (is the disk full?)")
         }
     }
 

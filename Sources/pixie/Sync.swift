@@ -84,7 +84,6 @@ func absorbStore(home: DeviceHome, json: Bool) async throws {
 /// Prints SyncService's events: every one as a JSON line, or as text at most twice a second while downloading.
 final class ProgressPrinter: Sendable {
     let json: Bool
-    private let started = Date()
     private let last = Mutex<(printed: Date, downloadStart: Date?)>((Date.distantPast, nil))
 
     init(json: Bool) { self.json = json }

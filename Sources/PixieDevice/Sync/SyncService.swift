@@ -4,10 +4,6 @@ import PrivateFiles
 import SiblingsCrypto
 import Synchronization
 
-#if canImport(Glibc)
-    import Glibc
-#endif
-
 /// SyncService (000_e422bd9a7c930342.txt, "What do I know?"): how a new device absorbs the whole store from a
 /// sibling, and how a sibling answers.
 ///
@@ -36,11 +32,9 @@ public final class SyncService: Sendable {
         /// The onboarding screen's grace (30 s): if no sibling has begun preparing by then, ``Event/mayContinue`` tells
         /// the person they may go on without the store (authorization has no such escape; it is done already).
         public var grace: Duration = .seconds(30)
-        /// How long a preparing sibling may take to send its offer, or go quiet between progress reports, before the
-        /// new device gives up on it.
+        /// How long the new device waits for a sibling's offer after its SyncPreparing (counted again from each
+        /// SyncPreparing that comes) before it gives up on it.
         public var preparingTimeout: Duration = .seconds(600)
-        /// How often a preparing sibling reports progress.
-        public var progressInterval: Duration = .seconds(2)
         /// Bytes per download request: what a cut-off download can lose, and what is in memory at once.
         public var rangeByteCount = 8 << 20
         /// How far a request's timestamp may be from the sibling's clock: an old request a relay plays again
@@ -679,7 +673,7 @@ extension SyncService {
             try? PrivateFiles.remove(file)
             return .failure(.tampered("the blob is longer than the offer says"))
         }
-        let output = try AppendFile(file)
+        let output = try BackupService.io { () throws(PrivateFilesError) in try PrivateFiles.AppendFile(file) }
         while have < offer.sizeBytes {
             events(.downloading(doneBytes: have, totalBytes: offer.sizeBytes))
             let want = Int(min(UInt64(configuration.rangeByteCount), offer.sizeBytes - have))
@@ -690,7 +684,7 @@ extension SyncService {
                 return .failure(
                     .tampered("blob-svc holds \(size) bytes under this blob, and the offer says \(offer.sizeBytes)"))
             }
-            try output.append(bytes)
+            try BackupService.io { () throws(PrivateFilesError) in try output.append(bytes) }
             hash.update(data: bytes)
             have += UInt64(bytes.count)
         }
@@ -736,45 +730,4 @@ func clipped(_ text: String) -> String {
         out.append(character)
     }
     return out
-}
-
-/// A private file appended to, for a download kept across runs.
-final class AppendFile {
-    private var descriptor: Int32
-    let url: URL
-
-    init(_ url: URL) throws {
-        self.url = url
-        descriptor = Glibc.open(url.path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else {
-            throw BackupServiceError.io("cannot write \(url.path): \(String(cString: strerror(errno)))")
-        }
-    }
-
-    deinit { close() }
-
-    func append(_ data: Data) throws {
-        var failure: Int32 = 0
-        data.withUnsafeBytes { buffer in
-            var written = 0
-            while written < buffer.count && failure == 0 {
-                let count = Glibc.write(descriptor, buffer.baseAddress! + written, buffer.count - written)
-                if count < 0 {
-                    if errno != EINTR { failure = errno }
-                    continue
-                }
-                written += count
-            }
-        }
-        guard failure == 0 else {
-            throw BackupServiceError.io(
-                "cannot write \(url.path): \(String(cString: strerror(failure))) (is the disk full?)")
-        }
-    }
-
-    func close() {
-        guard descriptor >= 0 else { return }
-        Glibc.close(descriptor)
-        descriptor = -1
-    }
 }
