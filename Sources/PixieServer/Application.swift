@@ -181,6 +181,7 @@ public struct Application: Sendable {
             settings.sweepInterval = configuration.blobSweepInterval
             settings.uploadsPerAccountPerHour = configuration.blobUploadsPerHour
             settings.bytesPerAccountPerHour = configuration.blobBytesPerHour
+            settings.bytesPerToken = configuration.blobBytesPerToken
             settings.allowAnonymousUploads = configuration.blobAllowAnonymousUploads
             if settings.allowAnonymousUploads {
                 logger.warning("blob uploads need no credential (blob_allow_anonymous_uploads): benchmarks only")

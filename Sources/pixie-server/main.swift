@@ -88,6 +88,8 @@ struct Serve: ParsableCommand {
     var blobUploadsPerHour: String?
     @OptionalOption(name: .long("blob-bytes-per-hour"), help: "Bytes per account per hour.")
     var blobBytesPerHour: String?
+    @OptionalOption(name: .long("blob-bytes-per-token"), help: "Bytes each token buys on an upload.")
+    var blobBytesPerToken: String?
     @OptionalOption(name: .long("blob-allow-anonymous-uploads"), help: "true for benchmarks only.")
     var blobAllowAnonymousUploads: String?
     @OptionalOption(name: .long("relay-max-subjects"), help: "Subjects per relay connection.")
@@ -138,7 +140,9 @@ struct Serve: ParsableCommand {
                 ("checkpoint_interval_ms", checkpointIntervalMs), ("blob_max_bytes", blobMaxBytes),
                 ("sync_max_blob_bytes", syncMaxBlobBytes), ("blob_ttl", blobTtl),
                 ("blob_sweep_interval", blobSweepInterval), ("blob_uploads_per_hour", blobUploadsPerHour),
-                ("blob_bytes_per_hour", blobBytesPerHour), ("blob_allow_anonymous_uploads", blobAllowAnonymousUploads),
+                ("blob_bytes_per_hour", blobBytesPerHour),
+                ("blob_bytes_per_token", blobBytesPerToken),
+                ("blob_allow_anonymous_uploads", blobAllowAnonymousUploads),
                 ("relay_max_subjects", relayMaxSubjects),
                 ("relay_max_payload_bytes", relayMaxPayloadBytes), ("relay_max_queued_frames", relayMaxQueuedFrames),
                 ("relay_tokens", relayTokens), ("relay_push_webhook_url", relayPushWebhookUrl),

@@ -279,6 +279,42 @@ struct BlobServiceTests {
         #expect(blobs.files().count == 2)
     }
 
+    @Test func aTokenPaidUploadIsAsLargeAsItsTokensBuyAndNoLarger() async throws {
+        let blobs = try BlobFixture(services: PixieConfiguration.Service.allCases) { $0.blobBytesPerToken = 100 }
+        let header = { (tokens: [Data]) in
+            "PrivateToken " + tokens.map { "token=\($0.base64URLEncodedString())" }.joined(separator: ", ")
+        }
+        // Declared past what one token buys: refused before the token is spent, so it still pays for less.
+        let token = blobs.token()
+        let declared = await blobs.upload(Data(count: 150), authorization: header([token]))
+        #expect(declared.status == .tooManyRequests)
+        #expect(declared.errorCode == "rate_limited")
+        #expect(declared.bodyText.contains("1 token buys 100 bytes"), "\(declared.bodyText)")
+        #expect(await blobs.upload(Data(count: 100), authorization: header([token])).status == .created)
+        // Not declared: cut off once the body passes the budget, and nothing is kept.
+        let streamed = await blobs.upload(
+            Data(count: 150), declareLength: false, authorization: header([blobs.token()]))
+        #expect(streamed.status == .tooManyRequests)
+        #expect(try blobs.rows() == 1)
+        #expect(blobs.files().count == 1)
+        // Two tokens buy twice as much.
+        let two = await blobs.upload(Data(count: 150), authorization: header([blobs.token(), blobs.token()]))
+        #expect(two.status == .created)
+        // A whole-store snapshot cannot be paid for with tokens: 64 of them buy 6400 bytes here.
+        let snapshot = Data(count: 10_000)
+        let most = (0..<BlobService.maximumTokensPerUpload).map { _ in blobs.token() }
+        let paid = await blobs.upload(snapshot, mime: BlobService.syncMimeType, authorization: header(most))
+        #expect(paid.status == .tooManyRequests)
+        let tooMany = (0...BlobService.maximumTokensPerUpload).map { _ in blobs.token() }
+        #expect(await blobs.upload(Data(count: 1), authorization: header(tooMany)).status == .badRequest)
+        // With a session, within its account's hour, it can.
+        var phone = TestDevice(name: "phone")
+        _ = try await blobs.fixture.createAccount(&phone)
+        let session = "Bearer \(try #require(phone.session))"
+        #expect(await blobs.upload(snapshot, mime: BlobService.syncMimeType, authorization: session).status == .created)
+        #expect(try blobs.rows() == 3)
+    }
+
     @Test func blobAloneTakesTokensButNoSessions() async throws {
         let blobs = try BlobFixture(services: [.blob])
         let response = await blobs.upload(
@@ -312,6 +348,7 @@ struct BlobServiceTests {
         try configuration.set("blob_sweep_interval", "5", source: "--blob-sweep-interval")
         try configuration.set("blob_uploads_per_hour", "7", source: "--blob-uploads-per-hour")
         try configuration.set("blob_bytes_per_hour", "4096", source: "--blob-bytes-per-hour")
+        try configuration.set("blob_bytes_per_token", "512", source: "--blob-bytes-per-token")
         try configuration.set("services", "blob", source: "--services")
         #expect(configuration.blobTTL == 600)
         #expect(configuration.syncMaxBlobBytes == 1024)
@@ -319,6 +356,7 @@ struct BlobServiceTests {
         #expect(configuration.blobSweepInterval == .seconds(5))
         #expect(configuration.blobUploadsPerHour == 7)
         #expect(configuration.blobBytesPerHour == 4096)
+        #expect(configuration.blobBytesPerToken == 512)
         #expect(configuration.services == [.blob])
         #expect(!configuration.blobAllowAnonymousUploads)
         for (name, value) in [("blob_ttl", "0"), ("blob_max_bytes", "-1"), ("blob_allow_anonymous_uploads", "yes")] {

@@ -48,6 +48,10 @@ public struct SignInListener: Sendable {
     public var promptLifetime: TimeInterval = 180
     /// How this device answers a new device's request for the store.
     public var syncConfiguration = SyncService.Configuration()
+    /// The app's push token (APNs, FCM), registered with the relay for this device's own inbox each time it
+    /// listens: while it does not, a new device's SyncRequest (wake class Sync) wakes it with one alert push
+    /// per wake episode (docs/pixie-protocol.md, "Relay"). Nil registers none; sign-in frames never push.
+    public var pushToken: Data?
 
     public init(home: DeviceHome, deviceFamily: String) {
         self.home = home
@@ -94,7 +98,7 @@ public struct SignInListener: Sendable {
         defer { Task { await relay.close() } }
         try await relay.subscribe(discoveryInbox)
         let ownInbox = try state.inbox
-        try await relay.subscribe(ownInbox)
+        try await relay.subscribe(ownInbox, pushToken: pushToken ?? Data())
         // A new device of the account asks for the store on this device's own inbox.
         let sync = try SyncService(
             home: home, store: try DeviceStore(home: home), client: client, relay: relay, wallet: wallet,

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -81,12 +82,21 @@ public struct URLSessionTransport: HTTPTransport {
             // Not cancelled from outside: on Linux, swift-corelibs-foundation's URLSession can deadlock when the task
             // awaiting data(for:) is cancelled just as the transfer completes (its cancellation handler and its
             // completion each wait for a lock the other holds). The exchange is bounded by `timeout` instead.
-            let (data, response) = try await Task.detached { [session, uploadSession, urlRequest] in
+            // URLSession's own timeout is not relied on alone (an exchange it never ends would leave the caller
+            // waiting for ever): past a deadline of its own the exchange is left to end by itself, and the caller
+            // hears which one did not answer.
+            let exchange = Task.detached { [session, uploadSession, urlRequest] in
                 if let file = request.bodyFile {
                     return try await uploadSession.upload(for: urlRequest, fromFile: file)
                 }
                 return try await session.data(for: urlRequest)
-            }.value
+            }
+            let deadline: Duration = request.bodyFile == nil ? .seconds(timeout + 5) : .seconds(86_400)
+            let (data, response) = try await Self.first(exchange, orFailAfter: deadline) {
+                PixieClientError.unreachable(
+                    "\(baseURL.absoluteString) did not answer \(request.method) \(Self.path(of: request.target)) within "
+                        + "\(Int(timeout)) s; try again, or check the server")
+            }
             guard let http = response as? HTTPURLResponse else {
                 throw PixieClientError.unreachable("\(baseURL.absoluteString) did not answer with HTTP")
             }
@@ -102,6 +112,39 @@ public struct URLSessionTransport: HTTPTransport {
         } catch {
             throw PixieClientError.unreachable("the request to \(baseURL.absoluteString) failed (\(type(of: error)))")
         }
+    }
+
+    /// The path of `target`, without its query (which may carry a name that is not for logs).
+    static func path(of target: String) -> Substring { target.prefix { $0 != "?" } }
+
+    /// `exchange`'s value, or `failure()` thrown once `deadline` passes first (the exchange is not cancelled: see
+    /// above).
+    static func first<Value: Sendable>(
+        _ exchange: Task<Value, any Error>, orFailAfter deadline: Duration,
+        failure: @escaping @Sendable () -> any Error
+    ) async throws -> Value {
+        let outcome = Once<Value>()
+        return try await withCheckedThrowingContinuation { continuation in
+            outcome.set(continuation)
+            let timer = Task {
+                try await Task.sleep(for: deadline)
+                outcome.resume(with: .failure(failure()))
+            }
+            Task {
+                let result = await exchange.result
+                timer.cancel()
+                outcome.resume(with: result)
+            }
+        }
+    }
+
+    /// A continuation resumed by whichever comes first.
+    private final class Once<Value: Sendable>: Sendable {
+        private let continuation = Mutex<CheckedContinuation<Value, any Error>?>(nil)
+        func set(_ continuation: CheckedContinuation<Value, any Error>) {
+            self.continuation.withLock { $0 = continuation }
+        }
+        func resume(with result: Result<Value, any Error>) { continuation.withLock { $0.take() }?.resume(with: result) }
     }
 
     static func explain(_ error: URLError, baseURL: URL, timeout: TimeInterval) -> String {

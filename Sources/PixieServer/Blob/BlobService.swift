@@ -39,6 +39,10 @@ public struct BlobService: Sendable {
         public var uploadsPerAccountPerHour = 60
         /// Bytes one account may upload per clock hour with a session (`blob_bytes_per_hour`).
         public var bytesPerAccountPerHour: Int64 = 16 << 30
+        /// Bytes each rate-limit token spent on an upload buys (`blob_bytes_per_token`): an upload paid with
+        /// tokens may be as large as the tokens it spends buy, and no larger. At most
+        /// ``maximumTokensPerUpload`` tokens go into one upload.
+        public var bytesPerToken: Int64 = 1 << 20
         /// Take uploads that carry no `Authorization` at all (`blob_allow_anonymous_uploads`): for benchmarks
         /// and development only. An upload that carries `Authorization` is still checked (session or token).
         public var allowAnonymousUploads = false
@@ -142,8 +146,14 @@ public struct BlobService: Sendable {
     enum Credential {
         case anonymous
         case session
-        case privateToken(Data)
+        /// One to ``maximumTokensPerUpload`` tokens, each buying ``Configuration/bytesPerToken``.
+        case privateTokens([Data])
     }
+
+    /// The most tokens one upload's `Authorization` may carry. With the default 1 MiB a token, a token-paid
+    /// upload is at most 64 MiB, while tokens come at 40 an hour per number and 600 an hour per account: a
+    /// whole-store snapshot of gigabytes needs the session budget (``Configuration/bytesPerAccountPerHour``).
+    public static let maximumTokensPerUpload = 64
 
     func upload(_ request: HTTPRequest) async throws -> HTTPResponse {
         let credential: Credential =
@@ -156,7 +166,7 @@ public struct BlobService: Sendable {
             metrics.increment("pixie_blob_uploads_total", labels: ["result": "too_large"])
             throw Self.tooLarge(cap: cap, mime: mime)
         }
-        // The bytes this upload may still take from its account's hourly budget (tokens carry no byte budget).
+        // The bytes this upload may take: what is left of its account's hourly budget, or what its tokens buy.
         var budget = Int64.max
         var account: String?
         switch credential {
@@ -171,15 +181,26 @@ public struct BlobService: Sendable {
             let session = try authenticateSession(request)
             account = session.accountID
             budget = try reserveUpload(account: session.accountID, declared: declared)
-        case .privateToken(let token):
-            try tokens.spend(token)
+        case .privateTokens(let presented):
+            budget = Int64(presented.count) * configuration.bytesPerToken
+            if let declared, declared > budget {
+                // Refused before anything is spent: the client can send more tokens.
+                metrics.increment("pixie_blob_uploads_total", labels: ["result": "rate_limited"])
+                throw Self.beyondTokens(presented.count, budget: budget, declared: declared)
+            }
+            // Every token must verify and be unspent; those that did are spent even if another did not.
+            for result in tokens.spend(presented) { try result.get() }
         }
         guard let stream = request.bodyStream else {
             throw HTTPError(.internalServerError, .internalError, "the upload route did not stream its body")
         }
         let stored: StoredBlob
         do {
-            stored = try await store(stream, cap: cap, budget: budget, mime: mime)
+            let beyond: HTTPError =
+                if case .privateTokens(let presented) = credential {
+                    Self.beyondTokens(presented.count, budget: budget, declared: nil)
+                } else { Self.overBudget() }
+            stored = try await store(stream, cap: cap, budget: budget, beyond: beyond, mime: mime)
         } catch let error as HTTPError {
             let result = error.code == .contentTooLarge ? "too_large" : error.code.rawValue
             metrics.increment("pixie_blob_uploads_total", labels: ["result": result])
@@ -219,6 +240,8 @@ public struct BlobService: Sendable {
                 .unauthorized, .unauthorized, "the Authorization scheme must be Bearer or PrivateToken (RFC 9577)")
         }
         // RFC 9577 §2.2: `PrivateToken token="<base64url>"`, the quotes optional; other parameters are ignored.
+        // An upload may carry several `token=` parameters, each buying more bytes.
+        var presented: [Data] = []
         for parameter in parts[1].split(separator: ",") {
             let pair = parameter.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
             guard pair.count == 2, pair[0].lowercased() == "token" else { continue }
@@ -228,11 +251,29 @@ public struct BlobService: Sendable {
             }
             let padding = CharacterSet(charactersIn: "=")
             guard let token = Data(base64URLEncoded: value.trimmingCharacters(in: padding)), !token.isEmpty else {
-                break
+                throw HTTPError(
+                    .unauthorized, .tokenInvalid, "a PrivateToken token= parameter is not base64url; send the token")
             }
-            return .privateToken(token)
+            presented.append(token)
         }
-        throw HTTPError(.unauthorized, .tokenInvalid, "the PrivateToken header must carry token=<base64url token>")
+        guard !presented.isEmpty else {
+            throw HTTPError(.unauthorized, .tokenInvalid, "the PrivateToken header must carry token=<base64url token>")
+        }
+        guard presented.count <= maximumTokensPerUpload else {
+            throw HTTPError(
+                .badRequest, .badRequest,
+                "one upload carries at most \(maximumTokensPerUpload) tokens; this one carries \(presented.count)")
+        }
+        return .privateTokens(presented)
+    }
+
+    static func beyondTokens(_ count: Int, budget: Int64, declared: Int64?) -> HTTPError {
+        let tokens = count == 1 ? "1 token buys" : "\(count) tokens buy"
+        let size = declared.map { "is \($0) bytes" } ?? "went past that"
+        return HTTPError(
+            .tooManyRequests, .rateLimited,
+            "\(tokens) \(budget) bytes of upload, and this one \(size); send more tokens (at most "
+                + "\(maximumTokensPerUpload)), or upload with a session")
     }
 
     /// The upload's `Content-Type`, checked to be a `type/subtype` with printable parameters (it is sent back
@@ -311,7 +352,10 @@ public struct BlobService: Sendable {
 
     /// Streams `body` into `tmp/`, then fsyncs, renames it into place and records it. Anything that goes
     /// wrong, a client that vanishes included, leaves no file and no row.
-    func store(_ body: HTTPBodyStream, cap: Int, budget: Int64, mime: String) async throws -> StoredBlob {
+    /// `budget` is the most bytes it may take, with `beyond` thrown past it.
+    func store(
+        _ body: HTTPBodyStream, cap: Int, budget: Int64, beyond: HTTPError = overBudget(), mime: String
+    ) async throws -> StoredBlob {
         let temporaryDirectory = configuration.directory.appendingPathComponent("tmp", isDirectory: true)
         try FileManager.default.createDirectory(at: temporaryDirectory, withIntermediateDirectories: true)
         let temporaryName = random.bytes(count: 16).hexString + ".part"
@@ -325,7 +369,7 @@ public struct BlobService: Sendable {
             for try await chunk in body {
                 size += Int64(chunk.count)
                 if size > Int64(cap) { throw Self.tooLarge(cap: cap, mime: mime) }
-                if size > budget { throw Self.overBudget() }
+                if size > budget { throw beyond }
                 hasher.update(data: chunk)
                 try file.write(chunk)
             }

@@ -73,6 +73,7 @@ public struct PixieConfiguration: Sendable, Equatable {
     public var blobUploadsPerHour = 60
     /// blob-svc: bytes one account may upload per hour with a session.
     public var blobBytesPerHour: Int64 = 16 << 30
+    public var blobBytesPerToken: Int64 = 1 << 20
     /// blob-svc: take uploads with no credential at all. For benchmarks and local development only, until
     /// credential-svc issues rate-limit tokens; the server logs a warning when it is on.
     public var blobAllowAnonymousUploads = false
@@ -150,6 +151,7 @@ public struct PixieConfiguration: Sendable, Equatable {
         ("blob_sweep_interval", "seconds between sweeps of expired blobs (default 60)"),
         ("blob_uploads_per_hour", "blob uploads per account per hour with a session (default 60)"),
         ("blob_bytes_per_hour", "blob bytes per account per hour with a session (default 17179869184)"),
+        ("blob_bytes_per_token", "blob bytes each rate-limit token spent on an upload buys (default 1048576)"),
         (
             "blob_allow_anonymous_uploads",
             "true to take blob uploads with no credential: benchmarks only (default false)"
@@ -271,6 +273,9 @@ public struct PixieConfiguration: Sendable, Equatable {
         case "blob_bytes_per_hour":
             guard let number = Int64(value), number > 0 else { throw fail("a number of bytes above 0") }
             blobBytesPerHour = number
+        case "blob_bytes_per_token":
+            guard let number = Int64(value), number > 0 else { throw fail("a number of bytes above 0") }
+            blobBytesPerToken = number
         case "blob_allow_anonymous_uploads":
             guard let flag = Bool(value.lowercased()) else { throw fail("true or false") }
             blobAllowAnonymousUploads = flag

@@ -26,11 +26,13 @@ struct TwoDevices {
 
     static let number = "+14155550144"
 
-    static func make(sync: SyncService.Configuration = SyncService.Configuration()) async throws -> TwoDevices {
+    static func make(
+        sync: SyncService.Configuration = SyncService.Configuration(), serverEnvironment: [String: String] = [:]
+    ) async throws -> TwoDevices {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pixie-sync-\(UUID())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let bundle = try AgainstTheServerTests.trustBundle(dataDirectory: directory)
-        let server = try await RunningServer(dataDirectory: directory)
+        let server = try await RunningServer(dataDirectory: directory, environment: serverEnvironment)
         let code: OnboardingFlow.CodeSource = { number, _ in
             try #require(try AgainstTheServerTests.lastCode(to: number, in: directory))
         }
@@ -487,5 +489,71 @@ struct SyncAgainstTheServerTests {
             return
         }
         #expect(try everyRow(try DeviceStore(home: devices.laptop)) == everyRow(phoneStore))
+    }
+
+    @Test("a sleeping sibling is woken by one push per wake episode, and a failed push lets the next re-send retry")
+    func wakesASleepingSibling() async throws {
+        let wake = Shared<(@Sendable () -> Void)?>(nil)
+        // The push provider fails the first wake; on the next, the phone wakes and listens.
+        let receiver = try PushReceiver { index, _ in
+            guard index > 0 else { return 503 }
+            wake.get()?()
+            return 202
+        }
+        defer { receiver.stop() }
+        var configuration = Self.fast()
+        configuration.resendInterval = .seconds(1)
+        let devices = try await TwoDevices.make(
+            sync: configuration, serverEnvironment: ["PIXIE_RELAY_PUSH_WEBHOOK_URL": receiver.url])
+        defer { devices.stop() }
+        let phoneStore = try DeviceStore(home: devices.phone)
+        try populate(phoneStore)
+        devices.listener.cancel()
+        _ = await devices.listener.result
+
+        // The phone registers its push token for its own inbox as it listens, then sleeps (no connection).
+        let pushToken = SecureRandom.bytes(count: 32)
+        var registered = SignInListener(home: devices.phone, deviceFamily: "Phone")
+        registered.syncConfiguration = configuration
+        registered.pushToken = pushToken
+        let listener = registered
+        let (ready, readyContinuation) = AsyncStream.makeStream(of: Void.self)
+        let registering = Task { [listener] in
+            try await listener.run(ready: { readyContinuation.yield() }, decide: { _ in .ignore })
+        }
+        for await _ in ready { break }
+        registering.cancel()
+        _ = await registering.result
+        try await Task.sleep(for: .milliseconds(300))  // the relay sees the connection go
+        let reports = Shared<[SignInListener.Outcome]>([])
+        let awake = Shared<Task<Void, any Error>?>(nil)
+        wake.change {
+            $0 = {
+                awake.change { running in
+                    guard running == nil else { return }
+                    running = Task { [listener] in
+                        try await listener.run(
+                            decide: { _ in .ignore }, report: { outcome in reports.change { $0.append(outcome) } })
+                    }
+                }
+            }
+        }
+        defer { awake.get()?.cancel() }
+
+        let outcome = try await Self.absorbing(devices, configuration: configuration)
+        guard case .absorbed = outcome else {
+            Issue.record("expected the store, got \(outcome); the woken phone reported \(reports.get())")
+            return
+        }
+        #expect(try everyRow(try DeviceStore(home: devices.laptop)) == everyRow(phoneStore))
+        // Two wakes: the one that failed and the retry. None after the phone held its inbox again, though the
+        // re-sends went on until it answered.
+        let inbox = try #require(try await devices.rosterEntry(of: devices.phone).inbox).data.base64URLEncodedString()
+        let wakes = receiver.wakes
+        #expect(wakes.count == 2, "\(wakes)")
+        for posted in wakes {
+            #expect(posted["wake"] == "sync" && posted["subject"] == inbox, "\(posted)")
+            #expect(posted["push_token"] == pushToken.base64URLEncodedString())
+        }
     }
 }
