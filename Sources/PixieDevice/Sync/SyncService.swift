@@ -21,7 +21,8 @@ import Synchronization
 /// **A sibling** (``respond(to:)``) opens with the seed's guard, `isSameAccount(senderUserIDHash)`, on every frame,
 /// and also checks that the reply key is a device of the logged roster, so a removed device whose SenderCert has not
 /// expired yet gets nothing. It says it is preparing, exports with snapshotPayload(includeSecrets: true), seals with
-/// BlobCrypto under a fresh key and nonce into a file, uploads it as `application/x-pixie-sync`, and sends the offer;
+/// BlobCrypto under a fresh key and nonce and uploads it as `application/x-pixie-sync` as it goes (a pipeline: nothing
+/// waits for the whole store), reporting progress with more SyncPreparing frames, and sends the offer;
 /// if the export or the upload fails it says so (``SyncFailure``), so "declined" and "broke" differ.
 public final class SyncService: Sendable {
     public struct Configuration: Sendable {
@@ -35,6 +36,10 @@ public final class SyncService: Sendable {
         /// How long the new device waits for a sibling's offer after its SyncPreparing (counted again from each
         /// SyncPreparing that comes) before it gives up on it.
         public var preparingTimeout: Duration = .seconds(600)
+        /// How often a sibling that is preparing a snapshot tells the new device how far it is (a SyncPreparing
+        /// with the bytes sealed and sent so far), which also keeps the new device's ``preparingTimeout`` from
+        /// running out on a long export.
+        public var progressInterval: Duration = .seconds(5)
         /// Bytes per download request: what a cut-off download can lose, and what is in memory at once.
         public var rangeByteCount = 8 << 20
         /// How far a request's timestamp may be from the sibling's clock: an old request a relay plays again
@@ -324,37 +329,59 @@ extension SyncService {
             report(.failed("could not answer the request: \(error)"))
             return
         }
-        // Export and seal into a file, reporting progress as it goes.
-        let file: URL
-        let sealed: (sha256: Data, size: UInt64, rows: Int, key: SymmetricKey, nonce: Data)
-        do {
-            try makeSyncDirectory()
-            file = syncDirectory.appendingPathComponent("outgoing-\(id.hexString).blob")
-            try? PrivateFiles.remove(file)
-            sealed = try sealSnapshot(to: file, requestID: id, estimate: estimate)
-        } catch is CancellationError {
-            report(.cancelled)
-            return
-        } catch {
-            await fail(.exportFailed, "this device could not export its store: \(error)")
-            return
+        // Export, seal and upload at once: the sealed pieces go to blob-svc as they are made, at most the pipe's
+        // capacity waiting in between, while SyncPreparing reports say how far it is.
+        let pipe = PipedBody()
+        let stop = StopFlag()
+        let uploading = Task { [client, credentials] in
+            try await client.uploadBlob(
+                pipe, mime: "application/x-pixie-sync", session: try await credentials.session())
         }
-        defer { try? PrivateFiles.remove(file) }
-        if Task.isCancelled {
-            report(.cancelled)
+        let reporting = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: configuration.progressInterval)
+                guard !Task.isCancelled else { return }
+                // The estimate is the store's file size; a snapshot that outgrows it raises it.
+                let done = pipe.byteCount
+                let progress = SyncPreparing(requestID: id, estimatedBytes: max(estimate, done), doneBytes: done)
+                if let payload = try? progress.encoded { try? await send(.syncPreparing, payload, to: reply, key: key) }
+            }
+        }
+        let sealed: Result<Sealed, any Error> = await withTaskCancellationHandler {
+            await Self.onOwnThread { [store] in
+                Result { try Self.sealSnapshot(of: store, into: pipe, stop: stop) }
+            }
+        } onCancel: {
+            stop.set()
+        }
+        reporting.cancel()
+        let upload = await uploading.result
+        let snapshot: Sealed
+        switch sealed {
+        case .success(let done):
+            snapshot = done
+        case .failure(let error):
+            if let uploaded = try? upload.get() { try? await client.deleteBlob(uploaded.blobID) }
+            if error is CancellationError {
+                report(.cancelled)
+            } else if error as? PipedBodyError == .readerGone, case .failure(let failed) = upload {
+                await fail(.uploadFailed, "blob-svc did not take the snapshot: \(failed)")
+            } else {
+                await fail(.exportFailed, "this device could not export its store: \(error)")
+            }
             return
         }
         let uploaded: BlobAPI.UploadResponse
-        do {
-            uploaded = try await client.uploadBlob(
-                fileAt: file, mime: "application/x-pixie-sync", session: try await credentials.session())
-        } catch {
+        switch upload {
+        case .success(let answer): uploaded = answer
+        case .failure(let error):
             await fail(.uploadFailed, "blob-svc did not take the snapshot: \(error)")
             return
         }
         guard let blobID = Data(base64URLEncoded: uploaded.blobID), blobID.count == SyncOffer.blobIDByteCount,
-            uploaded.sizeBytes == Int64(sealed.size), Data(base64URLEncoded: uploaded.sha256) == sealed.sha256
+            uploaded.sizeBytes == Int64(snapshot.size), Data(base64URLEncoded: uploaded.sha256) == snapshot.sha256
         else {
+            try? await client.deleteBlob(uploaded.blobID)
             await fail(.uploadFailed, "blob-svc stored something other than the snapshot sent")
             return
         }
@@ -365,50 +392,66 @@ extension SyncService {
         }
         do {
             let offer = SyncOffer(
-                requestID: id, blobID: blobID, key: sealed.key.withUnsafeBytes { Data($0) }, nonce: sealed.nonce,
-                sha256: sealed.sha256, sizeBytes: sealed.size)
+                requestID: id, blobID: blobID, key: snapshot.key.withUnsafeBytes { Data($0) },
+                nonce: snapshot.nonce, sha256: snapshot.sha256, sizeBytes: snapshot.size)
             try await send(.syncOffer, try offer.encoded, to: reply, key: key)
         } catch {
             await fail(.uploadFailed, "the offer could not be sent: \(error)")
             return
         }
-        report(.sent(rows: sealed.rows, bytes: sealed.size))
+        report(.sent(rows: snapshot.rows, bytes: snapshot.size))
     }
 
-    /// Exports with secrets, seals under a fresh key and nonce, and writes the blob to `file`, hashing it.
-    private func sealSnapshot(
-        to file: URL, requestID: Data, estimate: UInt64
-    ) throws -> (sha256: Data, size: UInt64, rows: Int, key: SymmetricKey, nonce: Data) {
-        let output: PrivateFiles.NewFile
-        do {
-            output = try PrivateFiles.NewFile(file)
-        } catch {
-            throw BackupServiceError.io(error.reason)
-        }
+    /// What a sealed snapshot is: its hash and size as sent, its rows, and the key and nonce it was sealed under.
+    struct Sealed: Sendable {
+        let sha256: Data
+        let size: UInt64
+        let rows: Int
+        let key: SymmetricKey
+        let nonce: Data
+    }
+
+    /// Exports `store` with secrets, seals it under a fresh key and nonce, and writes the blob into `pipe` as it
+    /// goes, hashing it; the pipe is finished (or failed) when this returns. Blocks: run on a thread of its own.
+    static func sealSnapshot(of store: DeviceStore, into pipe: PipedBody, stop: StopFlag) throws -> Sealed {
         var sealer = BlobCrypto.Sealer()
         let key = sealer.key
         let nonce = sealer.nonce
         var hash = SHA256()
+        var size: UInt64 = 0
         func write(_ bytes: Data) throws {
-            try Task.checkCancellation()
+            if stop.isSet { throw CancellationError() }
             hash.update(data: bytes)
-            do {
-                try output.write(bytes)
-            } catch {
-                throw BackupServiceError.io(error.reason)
-            }
+            size += UInt64(bytes.count)
+            try pipe.write(bytes)
         }
-        let summary = try BackupService(store: store).exportRawPayload(includeSecrets: true) { piece in
-            try write(try sealer.update(piece))
-        }
-        try write(try sealer.finalize())
         do {
-            try output.commit()
+            let summary = try BackupService(store: store).exportRawPayload(includeSecrets: true) { piece in
+                try write(try sealer.update(piece))
+            }
+            try write(try sealer.finalize())
+            pipe.finish()
+            return Sealed(sha256: Data(hash.finalize()), size: size, rows: summary.rows, key: key, nonce: nonce)
         } catch {
-            throw BackupServiceError.io(error.reason)
+            pipe.fail(error)
+            throw error
         }
-        return (Data(hash.finalize()), output.byteCount, summary.rows, key, nonce)
     }
+
+    /// `body`'s value, computed on a thread of its own rather than on the cooperative pool (it blocks: on
+    /// SQLite, on a full pipe).
+    static func onOwnThread<Value: Sendable>(_ body: @escaping @Sendable () -> Value) async -> Value {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(returning: body()) }
+        }
+    }
+}
+
+/// Set once, read from any thread: how a task's cancellation reaches work on a thread of its own.
+final class StopFlag: Sendable {
+    private let flag = Atomic<Bool>(false)
+    func set() { flag.store(true, ordering: .releasing) }
+    var isSet: Bool { flag.load(ordering: .acquiring) }
 }
 
 // MARK: the new device

@@ -20,15 +20,19 @@ public struct TransportRequest: Sendable, Equatable {
     public var body: Data?
     /// A file to send as the body instead, read as it is sent (a blob of gigabytes is never whole in memory).
     public var bodyFile: URL?
+    /// A body made while it is sent (chunked), instead.
+    public var bodyPipe: PipedBody?
 
     public init(
-        method: String, target: String, headers: [String: String] = [:], body: Data? = nil, bodyFile: URL? = nil
+        method: String, target: String, headers: [String: String] = [:], body: Data? = nil, bodyFile: URL? = nil,
+        bodyPipe: PipedBody? = nil
     ) {
         self.method = method
         self.target = target
         self.headers = headers
         self.body = body
         self.bodyFile = bodyFile
+        self.bodyPipe = bodyPipe
     }
 }
 
@@ -77,6 +81,7 @@ public struct URLSessionTransport: HTTPTransport {
         var urlRequest = URLRequest(url: url)
         urlRequest.httpMethod = request.method
         urlRequest.httpBody = request.body
+        if let pipe = request.bodyPipe { urlRequest.httpBodyStream = pipe.inputStream() }
         for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
         do {
             // Not cancelled from outside: on Linux, swift-corelibs-foundation's URLSession can deadlock when the task
@@ -86,12 +91,15 @@ public struct URLSessionTransport: HTTPTransport {
             // waiting for ever): past a deadline of its own the exchange is left to end by itself, and the caller
             // hears which one did not answer.
             let exchange = Task.detached { [session, uploadSession, urlRequest] in
+                // The producer of a piped body is let go, however the exchange ends.
+                defer { request.bodyPipe?.readerStopped() }
                 if let file = request.bodyFile {
                     return try await uploadSession.upload(for: urlRequest, fromFile: file)
                 }
-                return try await session.data(for: urlRequest)
+                return try await (request.bodyPipe == nil ? session : uploadSession).data(for: urlRequest)
             }
-            let deadline: Duration = request.bodyFile == nil ? .seconds(timeout + 5) : .seconds(86_400)
+            let streamed = request.bodyFile != nil || request.bodyPipe != nil
+            let deadline: Duration = streamed ? .seconds(86_400) : .seconds(timeout + 5)
             let (data, response) = try await Self.first(exchange, orFailAfter: deadline) {
                 PixieClientError.unreachable(
                     "\(baseURL.absoluteString) did not answer \(request.method) \(Self.path(of: request.target)) within "

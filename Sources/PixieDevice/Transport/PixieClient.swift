@@ -111,6 +111,16 @@ public struct PixieClient: Sendable {
         return try Self.decode(response, 201, "/v1/blobs")
     }
 
+    /// `POST /v1/blobs` with `body` as the body, sent as it is written (chunked, since its length is not known
+    /// before it is complete), under `mime`, paid with `session`.
+    public func uploadBlob(_ body: PipedBody, mime: String, session: String) async throws -> BlobAPI.UploadResponse {
+        let response = try await transport.send(
+            TransportRequest(
+                method: "POST", target: "/v1/blobs",
+                headers: ["Content-Type": mime, "Authorization": "Bearer \(session)"], bodyPipe: body))
+        return try Self.decode(response, 201, "/v1/blobs")
+    }
+
     /// Bytes `offset ..< offset + count` of the blob `name` (fewer at its end), and the blob's whole size, with one
     /// `Range` request: a download resumes by asking for what it has not got.
     public func blobRange(_ name: String, from offset: UInt64, count: Int) async throws -> (bytes: Data, size: UInt64) {

@@ -556,4 +556,60 @@ struct SyncAgainstTheServerTests {
             #expect(posted["push_token"] == pushToken.base64URLEncodedString())
         }
     }
+
+    /// A phone whose store holds `megabytes` notes of 1 MiB each.
+    static func bigStore(_ devices: TwoDevices, megabytes: Int) throws -> DeviceStore {
+        let store = try DeviceStore(home: devices.phone)
+        let body = String(repeating: "x", count: 1 << 20)
+        for index in 0..<megabytes {
+            try store.put(
+                .notebookNotes, id: "big-\(index)", fields: ["title": .text("\(index)"), "body": .text(body)])
+        }
+        return store
+    }
+
+    @Test("the sibling seals and uploads as it exports, saying how far it is, and the whole store arrives")
+    func pipelinesWithProgress() async throws {
+        var configuration = Self.fast()
+        configuration.progressInterval = .milliseconds(2)
+        configuration.rangeByteCount = 1 << 20
+        let devices = try await TwoDevices.make(sync: configuration)
+        defer { devices.stop() }
+        let phoneStore = try Self.bigStore(devices, megabytes: 24)
+        let seen = Shared<[SyncService.Event]>([])
+        let outcome = try await Self.absorbing(
+            devices, configuration: configuration, events: { event in seen.change { $0.append(event) } })
+        guard case .absorbed = outcome else {
+            Issue.record("expected the store, got \(outcome)")
+            return
+        }
+        #expect(try everyRow(try DeviceStore(home: devices.laptop)) == everyRow(phoneStore))
+        let progress = seen.get().compactMap { if case .preparing(_, let done) = $0 { done } else { nil } }
+        #expect(progress.first == 0)
+        #expect(progress.contains { $0 > 0 }, "\(progress)")
+        #expect(progress == progress.sorted())
+    }
+
+    @Test("blob-svc refusing the upload midway is a SyncFailure the new device hears, and nothing is left stored")
+    func uploadRefusedMidway() async throws {
+        // The account may upload 100 kB this hour: the snapshot passes it in the middle of its chunked body.
+        let devices = try await TwoDevices.make(
+            sync: Self.fast(), serverEnvironment: ["PIXIE_BLOB_BYTES_PER_HOUR": "100000"])
+        defer { devices.stop() }
+        _ = try Self.bigStore(devices, megabytes: 2)
+        let seen = Shared<[SyncService.Event]>([])
+        let outcome = try await Self.absorbing(devices, events: { event in seen.change { $0.append(event) } })
+        guard case .refused(let reasons) = outcome else {
+            Issue.record("expected a refusal, got \(outcome)")
+            return
+        }
+        #expect(reasons.count == 1 && reasons[0].contains("blob-svc did not take the snapshot"), "\(reasons)")
+        #expect(seen.get().contains { if case .siblingFailed(.uploadFailed, _) = $0 { true } else { false } })
+        try await devices.phoneReported { if case .sync(.failed) = $0 { true } else { false } }
+        let blobs = try FileManager.default.contentsOfDirectory(
+            atPath: devices.directory.appendingPathComponent("blobs").path
+        ).filter { $0 != "tmp" }
+        #expect(blobs.isEmpty, "\(blobs)")
+        #expect(try DeviceStore(home: devices.laptop).rows(.notebookNotes).isEmpty)
+    }
 }
