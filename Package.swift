@@ -49,6 +49,7 @@ let package = Package(
         ),
         // Linux's epoll(7) and eventfd(2), from the C library itself (Glibc's Swift module leaves them out).
         .systemLibrary(name: "CEpoll"),
+        .systemLibrary(name: "CMalloc"),
         .systemLibrary(
             name: "CMicroHTTPD",
             pkgConfig: "libmicrohttpd",
@@ -179,7 +180,11 @@ let package = Package(
             name: "signin-bench", dependencies: ["PixieDevice", "PixieWire", "CommandLineKit"], swiftSettings: strict),
         // pixie: one Pixie device, its state in --home.
         .executableTarget(
-            name: "pixie", dependencies: ["PixieDevice", "PixieWire", "CommandLineKit", "SiblingsCrypto"],
+            name: "pixie",
+            dependencies: [
+                "PixieDevice", "PixieWire", "CommandLineKit", "SiblingsCrypto",
+                .target(name: "CMalloc", condition: .when(platforms: [.linux])),
+            ],
             swiftSettings: strict),
 
         // The Age module on files, to time beside the age CLI (scripts/bench-age.sh); a benchmark entry point.

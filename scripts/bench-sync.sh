@@ -58,6 +58,7 @@ device() { echo --home "$1" --server "$url" --trust-bundle bundle.json --phone +
 say "creating the phone's account and a $size MiB store"
 # shellcheck disable=SC2046
 "$bin/pixie" init $(device phone) >/dev/null
+"$bin/pixie" store add notebook_notes title=first body=made --home phone >/dev/null  # creates store.sqlite
 python3 - phone/store.sqlite "$size" <<'PY'
 import base64, os, sqlite3, sys
 database = sqlite3.connect(sys.argv[1])
@@ -91,6 +92,7 @@ for _ in $(seq 100); do grep -q '"prompt"' listen.log && break; sleep 0.1; done
 echo "$code" >&3
 wait "$signin" || { cat signin.log listen.log >&2; say "the sign-in failed"; exit 1; }
 
+phone_rss_before="$(awk '/VmHWM/ {print $2}' "/proc/$listener/status")"
 say "ours: pixie sync"
 start="$(now)"
 sync_start="$start"
@@ -113,6 +115,7 @@ rm -f laptop2/store.sqlite*
 /usr/bin/time -f '%M' -o laptop-rss "$bin/pixie" sync --home laptop2 --json >sync2.log 2>&1 \
     || { cat sync2.log >&2; say "the second sync failed"; exit 1; }
 laptop_rss="$(tail -1 laptop-rss)"
+say "ours took $ours s"
 
 say "stock: sqlite3 .backup, age, curl up and down, sha256sum, age -d, sqlite3 .restore"
 age-keygen -o key.txt 2>/dev/null
@@ -121,7 +124,8 @@ mkdir stock
 start="$(now)"
 sqlite3 phone/store.sqlite ".backup stock/backup.db"
 age -r "$recipient" -o stock/backup.age stock/backup.db
-blob="$(curl -sS --fail -H 'Content-Type: application/x-pixie-sync' --data-binary @stock/backup.age "$url/v1/blobs" \
+# -T streams the file (--data-binary would read it into memory first).
+blob="$(curl -sS --fail -X POST -H 'Content-Type: application/x-pixie-sync' -T stock/backup.age "$url/v1/blobs" \
     | sed -n 's/.*"blob_id":"\([^"]*\)".*/\1/p')"
 curl -sS --fail -o stock/down.age "$url/v1/blobs/$blob"
 sha256sum stock/down.age >/dev/null
@@ -138,11 +142,11 @@ end="$(now)"
 floor="$(echo "$end - $start" | bc)"
 
 mib="$(echo "scale=1; $store_bytes / 1048576" | bc)"
-printf '\nstore: %s MiB (%s bytes), %s notes\n' "$mib" "$store_bytes" "$size"
+printf '\nstore: %s MiB (%s bytes), %s notes of 1 MiB\n' "$mib" "$store_bytes" "$size"
 printf '%-7s %8.2f s\n' ours "$ours" stock "$stock" floor "$floor"
 printf 'ours / stock = %.2f, ours / floor = %.2f\n' "$(echo "$ours / $stock" | bc -l)" "$(echo "$ours / $floor" | bc -l)"
-printf 'peak RSS: phone (pixie listen, the whole run) %s MiB, laptop (pixie sync) %s MiB\n' \
-    "$((phone_rss / 1024))" "$((laptop_rss / 1024))"
+printf 'peak RSS: phone (pixie listen) %s MiB (%s MiB before the sync), laptop (pixie sync) %s MiB\n' \
+    "$((phone_rss / 1024))" "$((phone_rss_before / 1024))" "$((laptop_rss / 1024))"
 printf 'where the time went (the laptop'"'"'s events): to the first SyncPreparing %.2f s; export, seal and upload, to the first download progress %.2f s; download with hashing %.2f s; open and import %.2f s\n' \
     "$(echo "$preparing - $sync_start" | bc)" "$(echo "$downloading - $preparing" | bc)" \
     "$(echo "$importing - $downloading" | bc)" "$(echo "$absorbed - $importing" | bc)"

@@ -21,9 +21,18 @@ public protocol SQLQuerying {
     /// Runs one statement and returns its first row, or nil if it produces none. Stops after the first row;
     /// it does not check that there is only one.
     func queryOne(_ sql: String, _ params: [SQLValue]) throws -> SQLRow?
+
+    /// Runs one statement and calls `body` with each row as it is read, so that a result of any size is never
+    /// whole in memory (a snapshot of a store of gigabytes). Inside a transaction the rows come from its one
+    /// view. An implementation that cannot stream may read them all first (the default does).
+    func forEachRow(_ sql: String, _ params: [SQLValue], _ body: (SQLRow) throws -> Void) throws
 }
 
 extension SQLQuerying {
+    public func forEachRow(_ sql: String, _ params: [SQLValue], _ body: (SQLRow) throws -> Void) throws {
+        for row in try query(sql, params) { try body(row) }
+    }
+
     /// Runs one statement without parameters; see ``execute(_:_:)``.
     @discardableResult
     public func execute(_ sql: String) throws -> Int {

@@ -3,6 +3,10 @@ import Foundation
 import PixieDevice
 import PixieWire
 
+#if canImport(Glibc)
+    import CMalloc
+#endif
+
 /// `pixie`: one Pixie device, its state in `--home` (README.md, "Two devices"). Libraries do the work
 /// (PixieDevice's OnboardingFlow and SignInListener); this parses arguments and prints.
 struct PixieCommand: ParsableCommand {
@@ -418,4 +422,10 @@ struct SignOut: ParsableCommand {
     }
 }
 
+#if canImport(Glibc)
+    // Buffers of 4 MiB and more (a download's 8 MiB ranges) are mapped on their own and go straight back to the
+    // system when freed. glibc's default threshold grows with what is freed, after which such buffers come from the
+    // heap and fragment it: a 1 GiB absorption then peaked anywhere from 57 to 107 MiB (docs/benchmarks.md).
+    _ = CMalloc_mapAllocationsFrom(4 << 20)
+#endif
 await PixieCommand.main()

@@ -50,6 +50,46 @@ struct SQLiteFileTests {
         #expect(try db.readTransaction { try $0.queryOne("SELECT max(id) AS m FROM rows")?.int("m") } == 3)
     }
 
+    @Test("forEachRow in a read transaction hands rows over in order from its view, while any statement may run")
+    func forEachRowStreams() throws {
+        let directory = try TestDirectory()
+        let db = try SQLiteDatabase(path: directory.path("db.sqlite"))
+        try db.execute("CREATE TABLE rows (id INTEGER PRIMARY KEY, body TEXT)")
+        try db.transaction { transaction in
+            for id in 1...50 {
+                try transaction.execute("INSERT INTO rows VALUES (?, ?)", [.integer(Int64(id)), .text("\(id)")])
+            }
+        }
+        var seen: [Int] = []
+        try db.readTransaction { reads in
+            try reads.forEachRow("SELECT * FROM rows ORDER BY id", []) { row in
+                seen.append(try row.int("id"))
+                // The same statement and a write, mid-iteration: neither disturbs the rows still to come.
+                #expect(try reads.queryOne("SELECT body FROM rows WHERE id = ?", [.integer(1)])?.string("body") == "1")
+                _ = try reads.query("SELECT * FROM rows ORDER BY id", [])
+                if seen.count == 10 { try db.execute("INSERT INTO rows VALUES (51, 'late')") }
+            }
+        }
+        #expect(seen == Array(1...50))
+        // A body that throws stops the rows, and the connection is usable again.
+        struct Stop: Error {}
+        var count = 0
+        #expect(throws: Stop.self) {
+            try db.readTransaction { reads in
+                try reads.forEachRow("SELECT * FROM rows", []) { _ in
+                    count += 1
+                    if count == 3 { throw Stop() }
+                }
+            }
+        }
+        #expect(count == 3)
+        #expect(try db.readTransaction { try $0.query("SELECT * FROM rows", []).count } == 51)
+        let bad = try #require(throws: StorageError.self) {
+            try db.readTransaction { try $0.forEachRow("SELECT * FROM nowhere", []) { _ in } }
+        }
+        #expect(bad.reason.contains("nowhere"), "\(bad.reason)")
+    }
+
     @Test("a reopened file database keeps its data and its migrations")
     func reopen() throws {
         let directory = try TestDirectory()

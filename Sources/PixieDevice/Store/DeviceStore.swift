@@ -243,22 +243,14 @@ public final class DeviceStore: Sendable {
 
     /// Calls `body` with every row of `categories`, tombstones included, category by category in the order given
     /// and each in the order its rows were first written, all from one consistent view of the store (the seed's
-    /// photograph: writes made meanwhile are not in it, and are not blocked). Reads `pageSize` rows at a time, so a
-    /// store of any size is never whole in memory.
-    func forEachRow(
-        of categories: [StoreCategory], pageSize: Int = 512, _ body: (StoreRow) throws -> Void
-    ) throws {
+    /// photograph: writes made meanwhile are not in it, and are not blocked). Rows are read one at a time as SQLite
+    /// steps to them, so a store of any size, and of rows of any size, is never whole in memory.
+    func forEachRow(of categories: [StoreCategory], _ body: (StoreRow) throws -> Void) throws {
         do {
             try database.readTransaction { reads in
                 for category in categories {
-                    var after: Int64 = 0
-                    while true {
-                        let page = try reads.query(
-                            "SELECT rowid AS snapshot_rowid, * FROM \(category.table) WHERE rowid > ? ORDER BY rowid "
-                                + "LIMIT ?", [.integer(after), .integer(Int64(pageSize))])
-                        for row in page { try body(try Self.decode(row, category)) }
-                        guard page.count == pageSize, let last = page.last else { break }
-                        after = try last.int64("snapshot_rowid")
+                    try reads.forEachRow("SELECT * FROM \(category.table) ORDER BY rowid", []) { row in
+                        try body(try Self.decode(row, category))
                     }
                 }
             }

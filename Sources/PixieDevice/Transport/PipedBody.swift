@@ -14,13 +14,15 @@ public final class PipedBody: @unchecked Sendable {
     // Everything below is guarded by `condition`.
     private let condition = NSCondition()
     private var pieces: [Data] = []
+    /// How much of the first piece has been read already.
+    private var headOffset = 0
     private var buffered = 0
     private var finished = false
     private var failure: (any Error)?
     private var readerGone = false
     private var written: UInt64 = 0
 
-    public init(capacity: Int = 8 << 20) {
+    public init(capacity: Int = 4 << 20) {
         self.capacity = capacity
     }
 
@@ -64,22 +66,27 @@ public final class PipedBody: @unchecked Sendable {
 
     // MARK: the reader's side
 
-    /// Up to `count` bytes, waiting until some are written; empty at the end of the body; nil if the producer
-    /// failed.
-    func read(upTo count: Int) -> Data? {
+    /// Copies up to `count` bytes into `buffer`, waiting until some are written: how many it copied, 0 at the end
+    /// of the body, -1 if the producer failed.
+    func read(into buffer: UnsafeMutablePointer<UInt8>, count: Int) -> Int {
         condition.lock()
         defer { condition.unlock() }
         while pieces.isEmpty, !finished { condition.wait() }
-        if failure != nil { return nil }
-        guard !pieces.isEmpty else { return Data() }
-        var piece = pieces.removeFirst()
-        if piece.count > count {
-            pieces.insert(Data(piece.dropFirst(count)), at: 0)
-            piece = Data(piece.prefix(count))
+        if failure != nil { return -1 }
+        guard let head = pieces.first else { return 0 }
+        let start = head.startIndex + headOffset
+        let end = min(head.endIndex, start + count)
+        head.copyBytes(to: buffer, from: start..<end)
+        let copied = end - start
+        if end == head.endIndex {
+            pieces.removeFirst()
+            headOffset = 0
+        } else {
+            headOffset += copied
         }
-        buffered -= piece.count
+        buffered -= copied
         condition.broadcast()
-        return piece
+        return copied
     }
 
     /// Whether to read again: false only once the body is complete and read. A failed body says true, so that
@@ -136,13 +143,9 @@ private final class PipedBodyStream: InputStream {
     }
 
     override func read(_ buffer: UnsafeMutablePointer<UInt8>, maxLength length: Int) -> Int {
-        guard let piece = body.read(upTo: length) else {
-            status = .error
-            return -1
-        }
-        if piece.isEmpty { status = .atEnd }
-        piece.copyBytes(to: buffer, count: piece.count)
-        return piece.count
+        let count = body.read(into: buffer, count: length)
+        if count < 0 { status = .error } else if count == 0 { status = .atEnd }
+        return count
     }
 
     override func getBuffer(

@@ -80,29 +80,57 @@ final class SQLiteConnection: @unchecked Sendable {
     func run(
         _ statement: SQLiteStatement, _ sql: String, _ params: [SQLValue], limit: Int = .max
     ) throws(StorageError) -> [SQLRow] {
+        var rows: [SQLRow] = []
+        do {
+            try step(statement, sql, params, limit: limit) { rows.append($0) }
+        } catch let error as StorageError {
+            throw error
+        } catch {
+            fatalError("appending a row does not throw")
+        }
+        return rows
+    }
+
+    /// Runs `sql` with `params` on a statement of its own (not the cache's, so that `body` may run any statement
+    /// meanwhile) and calls `body` with each row as SQLite steps to it.
+    func each(_ sql: String, _ params: [SQLValue], _ body: (SQLRow) throws -> Void) throws {
+        var prepared: OpaquePointer?
+        let code = sql.withCString { sqlite3_prepare_v2(handle, $0, -1, &prepared, nil) }
+        guard code == SQLITE_OK else { throw error(code, "preparing", sql: sql) }
+        guard let prepared else {
+            throw StorageError(.query, "the SQL has no statement (it is empty or only comments): \(quoted(sql))")
+        }
+        try step(SQLiteStatement(prepared), sql, params, limit: .max, body)
+    }
+
+    /// Binds `params` and steps `statement` up to `limit` rows, calling `body` with each; resets it after.
+    private func step(
+        _ statement: SQLiteStatement, _ sql: String, _ params: [SQLValue], limit: Int,
+        _ body: (SQLRow) throws -> Void
+    ) throws {
         let stmt = statement.handle
         defer {
             sqlite3_reset(stmt)
             sqlite3_clear_bindings(stmt)
         }
         try bind(params, to: stmt, sql: sql)
-        var rows: [SQLRow] = []
+        var count = 0
         var columns: [String] = []
         var index: [String: Int] = [:]
-        while rows.count < limit {
+        while count < limit {
             let code = sqlite3_step(stmt)
             if code == SQLITE_DONE { break }
             guard code == SQLITE_ROW else { throw error(code, "running", sql: sql) }
-            if rows.isEmpty {
+            if count == 0 {
                 // Names are read per run, not cached: a schema change re-prepares `SELECT *` with new columns.
-                let count = sqlite3_column_count(stmt)
-                columns = (0..<count).map { String(cString: sqlite3_column_name(stmt, $0)) }
+                let columnCount = sqlite3_column_count(stmt)
+                columns = (0..<columnCount).map { String(cString: sqlite3_column_name(stmt, $0)) }
                 index = SQLRow.index(of: columns)
             }
             let values = (0..<Int32(columns.count)).map { column(stmt, $0) }
-            rows.append(SQLRow(columns: columns, values: values, index: index))
+            count += 1
+            try body(SQLRow(columns: columns, values: values, index: index))
         }
-        return rows
     }
 
     /// Runs `sql` for its effect; returns the rows it changed (0 for statements that change none).

@@ -261,6 +261,10 @@ final class SQLiteTransaction: SQLTransaction {
         try open().run(sql, params, limit: 1).first
     }
 
+    func forEachRow(_ sql: String, _ params: [SQLValue], _ body: (SQLRow) throws -> Void) throws {
+        try open().each(sql, params, body)
+    }
+
     func executeScript(_ sql: String) throws {
         try open().executeScript(sql)
     }
