@@ -114,6 +114,10 @@ public final class SyncService: Sendable {
     /// Requests answered already, by request_id, with when: a re-send that arrives after the export finished starts
     /// no second one. Kept for the freshness window, after which the request itself is refused as stale.
     private let answered = Mutex<[Data: Date]>([:])
+    /// Blobs this sibling offered and the new device has not acked yet, by request_id: a cancel that comes after
+    /// the offer went out (the new device took another sibling's), or an ack ok:false, deletes the blob at once
+    /// rather than leaving it on blob-svc for a day.
+    private let offered = Mutex<[Data: String]>([:])
 
     /// A sync service for the device set up in `home`, talking through `relay` (subscribed to this device's inbox
     /// by whoever reads its deliveries: ``absorb(events:)`` does it itself).
@@ -250,12 +254,20 @@ extension SyncService {
         case .request(let request):
             await handleRequest(request, from: sender, report: report)
         case .ack(let ack):
+            // ok:true: the new device deleted the blob itself. Otherwise it may not have.
+            if let blob = offered.withLock({ $0.removeValue(forKey: ack.requestID) }), !ack.ok {
+                try? await client.deleteBlob(blob)
+            }
             report(.acknowledged(ok: ack.ok, reason: ack.reason))
         case .cancel(let cancel):
-            if let task = exports.withLock({ $0[cancel.requestID] }) {
-                task.cancel()
-                report(.cancelled)
-            }
+            let task = exports.withLock { $0[cancel.requestID] }
+            task?.cancel()
+            let blob = offered.withLock { $0.removeValue(forKey: cancel.requestID) }
+            if let blob { try? await client.deleteBlob(blob) }
+            // Frames are handled each in a task of its own, so a cancel may be handled before its request: the
+            // request counts as answered, and starts nothing when it comes.
+            if task == nil, blob == nil { answered.withLock { $0[cancel.requestID] = Date() } }
+            report(.cancelled)
         case .preparing, .offer, .failure:
             report(.dropped("a frame for a new device, and this one is not absorbing"))
         }
@@ -298,7 +310,9 @@ extension SyncService {
             _ = exports.withLock { $0.removeValue(forKey: request.requestID) }
         }
         let started = exports.withLock { exports -> Bool in
-            guard exports[request.requestID] == nil else { return false }
+            guard exports[request.requestID] == nil, answered.withLock({ $0[request.requestID] == nil }) else {
+                return false
+            }
             exports[request.requestID] = task
             return true
         }
@@ -385,8 +399,10 @@ extension SyncService {
             await fail(.uploadFailed, "blob-svc stored something other than the snapshot sent")
             return
         }
+        // Recorded before the last look at cancellation, so that a cancel from now on finds the blob to delete.
+        offered.withLock { $0[id] = uploaded.blobID }
         if Task.isCancelled {
-            try? await client.deleteBlob(uploaded.blobID)
+            if offered.withLock({ $0.removeValue(forKey: id) }) != nil { try? await client.deleteBlob(uploaded.blobID) }
             report(.cancelled)
             return
         }
@@ -603,7 +619,18 @@ extension SyncService {
                         return .refused(asked.compactMap(\.failed))
                     }
                 case .offer(let offer):
-                    guard let index = index(of: offer.requestID), chosen == nil || chosen == index else { continue }
+                    guard let index = index(of: offer.requestID) else { continue }
+                    if let chosen, chosen != index {
+                        // A sibling that finished before its cancel came: its blob is of no use, so it goes now
+                        // rather than in a day, and the sibling hears why.
+                        try? await client.deleteBlob(offer.blobName)
+                        let ack = SyncAck(
+                            requestID: offer.requestID, ok: false, reason: "another sibling's snapshot was taken")
+                        if let payload = try? ack.encoded {
+                            try? await send(.syncAck, payload, to: asked[index].subject, key: asked[index].key)
+                        }
+                        continue
+                    }
                     watchdog?.cancel()
                     let target = asked[index]
                     try saveOffer(offer, replyTo: target.subject, key: target.key)

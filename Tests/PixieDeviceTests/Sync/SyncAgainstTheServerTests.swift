@@ -23,6 +23,8 @@ struct TwoDevices {
     let laptop: DeviceHome
     let listener: Task<Void, any Error>
     let siblingReports: Shared<[SignInListener.Outcome]>
+    /// The check code the device signing in shows, which the phone's listener approves with.
+    let checkCode: Shared<String?>
 
     static let number = "+14155550144"
 
@@ -58,15 +60,9 @@ struct TwoDevices {
         }
         for await _ in ready { break }
         let laptop = try DeviceHome(directory: directory.appendingPathComponent("laptop"))
-        var signIn = SignInApprovalRequester.Configuration(deviceModel: "Laptop")
-        signIn.maximumWait = .seconds(60)
         do {
-            _ = try await OnboardingFlow(home: laptop).signIn(
-                server: server.base, trustBundle: bundle, name: "laptop", phoneNumber: number, code: code,
-                configuration: signIn,
-                events: { event in
-                    if case .waiting(let code) = event { checkCode.change { $0 = code } }
-                })
+            try await signIn(
+                laptop, name: "laptop", server: server, directory: directory, bundle: bundle, checkCode: checkCode)
         } catch {
             // Say what the phone's listener did, to tell a slow machine from a listener that stopped.
             listening.cancel()
@@ -78,7 +74,33 @@ struct TwoDevices {
         }
         return TwoDevices(
             directory: directory, server: server, phone: phone, laptop: laptop, listener: listening,
-            siblingReports: reports)
+            siblingReports: reports, checkCode: checkCode)
+    }
+
+    /// Signs the device in `home` in, approved by the phone's listener with the check code it shows.
+    static func signIn(
+        _ home: DeviceHome, name: String, server: RunningServer, directory: URL, bundle: TrustBundle,
+        checkCode: Shared<String?>
+    ) async throws {
+        // The phone approves with whatever code is here: none until this device shows its own.
+        checkCode.change { $0 = nil }
+        var signIn = SignInApprovalRequester.Configuration(deviceModel: name.capitalized)
+        signIn.maximumWait = .seconds(60)
+        _ = try await OnboardingFlow(home: home).signIn(
+            server: server.base, trustBundle: bundle, name: name, phoneNumber: number,
+            code: { number, _ in try #require(try AgainstTheServerTests.lastCode(to: number, in: directory)) },
+            configuration: signIn,
+            events: { event in
+                if case .waiting(let code) = event { checkCode.change { $0 = code } }
+            })
+    }
+
+    /// A third device of the account, signed in as the laptop was.
+    func signIn(_ name: String) async throws -> DeviceHome {
+        let home = try DeviceHome(directory: directory.appendingPathComponent(name))
+        try await Self.signIn(
+            home, name: name, server: server, directory: directory, bundle: try bundle, checkCode: checkCode)
+        return home
     }
 
     var bundle: TrustBundle { get throws { try AgainstTheServerTests.trustBundle(dataDirectory: directory) } }
@@ -611,5 +633,82 @@ struct SyncAgainstTheServerTests {
         ).filter { $0 != "tmp" }
         #expect(blobs.isEmpty, "\(blobs)")
         #expect(try DeviceStore(home: devices.laptop).rows(.notebookNotes).isEmpty)
+    }
+
+    @Test("two siblings answer: the new device follows the first, cancels the other, and no blob is left behind")
+    func twoSiblings() async throws {
+        let devices = try await TwoDevices.make(sync: Self.fast())
+        defer { devices.stop() }
+        let tablet = try await devices.signIn("tablet")
+        let phoneStore = try DeviceStore(home: devices.phone)
+        try populate(phoneStore)
+        // The tablet holds the same rows (it absorbed them, as a sibling would have).
+        let tabletService = try await SyncService.connect(home: tablet, configuration: Self.fast())
+        guard case .absorbed = try await tabletService.absorb() else {
+            Issue.record("the tablet did not absorb the phone's store")
+            return
+        }
+        await tabletService.close()
+        var tabletListener = SignInListener(home: tablet, deviceFamily: "Tablet")
+        tabletListener.syncConfiguration = Self.fast()
+        let tabletReports = Shared<[SignInListener.Outcome]>([])
+        let (ready, readyContinuation) = AsyncStream.makeStream(of: Void.self)
+        let listening = Task { [tabletListener] in
+            try await tabletListener.run(
+                ready: { readyContinuation.yield() }, decide: { _ in .ignore },
+                report: { outcome in tabletReports.change { $0.append(outcome) } })
+        }
+        defer { listening.cancel() }
+        for await _ in ready { break }
+
+        let seen = Shared<[SyncService.Event]>([])
+        let outcome = try await Self.absorbing(devices, events: { event in seen.change { $0.append(event) } })
+        guard case .absorbed = outcome else {
+            Issue.record("expected the store, got \(outcome)")
+            return
+        }
+        #expect(try everyRow(try DeviceStore(home: devices.laptop)) == everyRow(phoneStore))
+        #expect(seen.get().contains { if case .requesting(2, _) = $0 { true } else { false } })
+        // One sibling's snapshot was taken; the other was cancelled, or (if it was done first) its offer was
+        // turned down with ok:false and its blob deleted.
+        func ended(_ reports: [SignInListener.Outcome]) -> (sent: Bool, declined: Bool) {
+            let syncs = reports.compactMap { if case .sync(let outcome) = $0 { outcome } else { nil } }
+            let taken = syncs.contains(.acknowledged(ok: true, reason: ""))
+            let other =
+                syncs.contains(.cancelled)
+                || syncs.contains { if case .acknowledged(false, _) = $0 { true } else { false } }
+            return (taken, other)
+        }
+        for _ in 0..<500 {
+            let (phone, tablet) = (ended(devices.siblingReports.get()), ended(tabletReports.get()))
+            if (phone.sent && tablet.declined) || (tablet.sent && phone.declined) { break }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        let (phone, tabletEnd) = (ended(devices.siblingReports.get()), ended(tabletReports.get()))
+        #expect(phone.sent != tabletEnd.sent, "phone \(devices.siblingReports.get()), tablet \(tabletReports.get())")
+        #expect(phone.declined != tabletEnd.declined)
+        let blobs = try FileManager.default.contentsOfDirectory(
+            atPath: devices.directory.appendingPathComponent("blobs").path
+        ).filter { $0 != "tmp" }
+        #expect(blobs.isEmpty, "\(blobs)")
+    }
+
+    @Test("a device whose own account hash is missing refuses every frame: isSameAccount is false for all")
+    func noOwnHash() async throws {
+        let devices = try await TwoDevices.make(sync: Self.fast())
+        defer { devices.stop() }
+        let accountID = try #require(try devices.laptop.load()?.membership?.accountID)
+        let own = SenderCert.computeUserIDHash(accountID)
+        let service = try await SyncService.connect(home: devices.laptop, configuration: Self.fast())
+        #expect(service.isSameAccount(own))
+        #expect(!service.isSameAccount(Data(own.prefix(31))))
+        await service.close()
+        // No account id: no own hash. Not even the hash of an empty id, which a stranger's cert could carry.
+        try devices.laptop.update { $0.membership?.accountID = "" }
+        let blank = try await SyncService.connect(home: devices.laptop, configuration: Self.fast())
+        defer { Task { await blank.close() } }
+        #expect(!blank.isSameAccount(own))
+        #expect(!blank.isSameAccount(SenderCert.computeUserIDHash("")))
+        #expect(!blank.isSameAccount(Data()))
     }
 }
