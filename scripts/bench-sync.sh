@@ -12,7 +12,7 @@
 # DeviceStore schema's notebook_notes), so the store is that big plus SQLite's pages. Everything sits in the
 # page cache (this machine has 24 GiB), so the figures are CPU and memory-copy bound, as the floor is. Also
 # reports each device's peak RSS (VmHWM), and where the time goes from the laptop's progress events.
-# About three minutes for 1 GiB after the build; needs ~8 × SIZE_MIB of free disk under BENCH_DIR (/tmp).
+# About two minutes for 1 GiB after the build; needs ~8 × SIZE_MIB of free disk under BENCH_DIR (/tmp).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -20,7 +20,7 @@ cd "$root"
 size="${SIZE_MIB:-1024}"
 say() { printf 'bench-sync: %s\n' "$*" >&2; }
 now() { date +%s.%N; }
-for tool in sqlite3 age age-keygen curl sha256sum python3; do
+for tool in sqlite3 age age-keygen curl sha256sum python3 bc /usr/bin/time; do
     command -v "$tool" >/dev/null || { say "$tool is missing: run scripts/setup.sh"; exit 1; }
 done
 

@@ -19,11 +19,29 @@ public struct InProcessTransport: HTTPTransport {
         self.remoteAddress = remoteAddress
     }
 
+    /// A piped body, read to its end (its producer runs on a thread of its own).
+    static func drain(_ pipe: PipedBody) throws -> Data {
+        let stream = pipe.inputStream()
+        stream.open()
+        defer { stream.close() }
+        var body = Data()
+        var buffer = [UInt8](repeating: 0, count: 64 << 10)
+        while stream.hasBytesAvailable {
+            let count = stream.read(&buffer, maxLength: buffer.count)
+            if count < 0 { throw PixieClientError.unreachable("the piped body failed while it was read") }
+            if count == 0 { break }
+            body.append(contentsOf: buffer[0..<count])
+        }
+        return body
+    }
+
     public func send(_ request: TransportRequest) async throws -> TransportResponse {
         var headers = HTTPHeaders()
         for (name, value) in request.headers.sorted(by: { $0.key < $1.key }) { headers.add(name, value) }
         // A file body is read whole: these are tests, with small blobs.
-        let body = try request.body ?? request.bodyFile.map { try Data(contentsOf: $0) } ?? Data()
+        let body =
+            try request.body ?? request.bodyFile.map { try Data(contentsOf: $0) } ?? request.bodyPipe.map(Self.drain)
+            ?? Data()
         if !body.isEmpty, headers["Content-Length"] == nil { headers["Content-Length"] = String(body.count) }
         let response = await responder.test(
             HTTPMethod(request.method), request.target, headers: headers, body: body, remoteAddress: remoteAddress)

@@ -39,7 +39,7 @@ public final class SyncService: Sendable {
         /// How often a sibling that is preparing a snapshot tells the new device how far it is (a SyncPreparing
         /// with the bytes sealed and sent so far), which also keeps the new device's ``preparingTimeout`` from
         /// running out on a long export.
-        public var progressInterval: Duration = .seconds(5)
+        public var progressInterval: Duration = .seconds(30)
         /// Bytes per download request: what a cut-off download can lose, and what is in memory at once.
         public var rangeByteCount = 8 << 20
         /// How far a request's timestamp may be from the sibling's clock: an old request a relay plays again
@@ -266,8 +266,12 @@ extension SyncService {
             if let blob { try? await client.deleteBlob(blob) }
             // Frames are handled each in a task of its own, so a cancel may be handled before its request: the
             // request counts as answered, and starts nothing when it comes.
-            if task == nil, blob == nil { answered.withLock { $0[cancel.requestID] = Date() } }
-            report(.cancelled)
+            if task == nil, blob == nil {
+                answered.withLock { $0[cancel.requestID] = Date() }
+                report(.dropped("a cancel for a request this device has not started; it will start nothing"))
+            } else {
+                report(.cancelled)
+            }
         case .preparing, .offer, .failure:
             report(.dropped("a frame for a new device, and this one is not absorbing"))
         }
@@ -305,21 +309,20 @@ extension SyncService {
             report(.dropped("the roster could not be checked, so the request was not answered: \(error)"))
             return
         }
-        let task = Task { [self] in
-            await export(for: request, report: report)
-            _ = exports.withLock { $0.removeValue(forKey: request.requestID) }
-        }
-        let started = exports.withLock { exports -> Bool in
-            guard exports[request.requestID] == nil, answered.withLock({ $0[request.requestID] == nil }) else {
-                return false
+        // One export per request_id, ever: the claim (the request counts as answered from now on) and the task
+        // go in under one lock, so a re-send handled at the same time, or a cancel, finds one or the other.
+        let id = request.requestID
+        exports.withLock { exports in
+            let fresh = answered.withLock { answered -> Bool in
+                guard answered[id] == nil else { return false }
+                answered[id] = now
+                return true
             }
-            exports[request.requestID] = task
-            return true
-        }
-        if started {
-            answered.withLock { $0[request.requestID] = now }
-        } else {
-            task.cancel()
+            guard fresh, exports[id] == nil else { return }
+            exports[id] = Task { [self] in
+                await export(for: request, report: report)
+                _ = self.exports.withLock { $0.removeValue(forKey: id) }
+            }
         }
     }
 
@@ -348,15 +351,21 @@ extension SyncService {
         let pipe = PipedBody()
         let stop = StopFlag()
         let uploading = Task { [client, credentials] in
-            try await client.uploadBlob(
+            // However the upload ends (or never starts: no session), a sealer waiting on a full pipe is let go.
+            defer { pipe.readerStopped() }
+            return try await client.uploadBlob(
                 pipe, mime: "application/x-pixie-sync", session: try await credentials.session())
         }
         let reporting = Task {
+            var reported: UInt64 = 0
             while !Task.isCancelled {
                 try? await Task.sleep(for: configuration.progressInterval)
                 guard !Task.isCancelled else { return }
-                // The estimate is the store's file size; a snapshot that outgrows it raises it.
+                // The estimate is the store's file size; a snapshot that outgrows it raises it. Nothing moved,
+                // nothing sent: a stalled export is not kept alive by its reports (each costs a relay token).
                 let done = pipe.byteCount
+                guard done > reported else { continue }
+                reported = done
                 let progress = SyncPreparing(requestID: id, estimatedBytes: max(estimate, done), doneBytes: done)
                 if let payload = try? progress.encoded { try? await send(.syncPreparing, payload, to: reply, key: key) }
             }
@@ -367,6 +376,7 @@ extension SyncService {
             }
         } onCancel: {
             stop.set()
+            pipe.readerStopped()
         }
         reporting.cancel()
         let upload = await uploading.result
@@ -376,7 +386,7 @@ extension SyncService {
             snapshot = done
         case .failure(let error):
             if let uploaded = try? upload.get() { try? await client.deleteBlob(uploaded.blobID) }
-            if error is CancellationError {
+            if error is CancellationError || stop.isSet {
                 report(.cancelled)
             } else if error as? PipedBodyError == .readerGone, case .failure(let failed) = upload {
                 await fail(.uploadFailed, "blob-svc did not take the snapshot: \(failed)")
@@ -396,7 +406,10 @@ extension SyncService {
             uploaded.sizeBytes == Int64(snapshot.size), Data(base64URLEncoded: uploaded.sha256) == snapshot.sha256
         else {
             try? await client.deleteBlob(uploaded.blobID)
-            await fail(.uploadFailed, "blob-svc stored something other than the snapshot sent")
+            await fail(
+                .uploadFailed,
+                "the blob blob-svc stored is not the snapshot sent (its size or SHA-256 differs: the upload was cut "
+                    + "or altered on its way); it was deleted")
             return
         }
         // Recorded before the last look at cancellation, so that a cancel from now on finds the blob to delete.
@@ -412,6 +425,8 @@ extension SyncService {
                 nonce: snapshot.nonce, sha256: snapshot.sha256, sizeBytes: snapshot.size)
             try await send(.syncOffer, try offer.encoded, to: reply, key: key)
         } catch {
+            // The new device cannot know the blob: it goes now, not in a day.
+            if offered.withLock({ $0.removeValue(forKey: id) }) != nil { try? await client.deleteBlob(uploaded.blobID) }
             await fail(.uploadFailed, "the offer could not be sent: \(error)")
             return
         }

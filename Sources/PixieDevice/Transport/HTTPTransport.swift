@@ -101,9 +101,10 @@ public struct URLSessionTransport: HTTPTransport {
             let streamed = request.bodyFile != nil || request.bodyPipe != nil
             let deadline: Duration = streamed ? .seconds(86_400) : .seconds(timeout + 5)
             let (data, response) = try await Self.first(exchange, orFailAfter: deadline) {
-                PixieClientError.unreachable(
+                request.bodyPipe?.readerStopped()
+                return PixieClientError.unreachable(
                     "\(baseURL.absoluteString) did not answer \(request.method) \(Self.path(of: request.target)) within "
-                        + "\(Int(timeout)) s; try again, or check the server")
+                        + "\(deadline.components.seconds) s; try again, or check the server")
             }
             guard let http = response as? HTTPURLResponse else {
                 throw PixieClientError.unreachable("\(baseURL.absoluteString) did not answer with HTTP")

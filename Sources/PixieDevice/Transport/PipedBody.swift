@@ -1,15 +1,16 @@
 import Foundation
 
 /// A request body made while it is sent: a producer writes pieces as it makes them (a sibling's snapshot, sealed
-/// as it is exported), the transport reads them as the connection takes them, and at most ``capacity`` bytes wait
-/// in between, so neither side ever holds the whole body. Sent with chunked transfer encoding (its length is not
+/// as it is exported), the transport reads them as the connection takes them, and about ``capacity`` bytes wait in
+/// between (a write waits while the capacity is reached, so at most the capacity plus the piece being written), so
+/// neither side ever holds the whole body. Sent with chunked transfer encoding (its length is not
 /// known until the producer finishes).
 ///
 /// Both sides block a thread while they wait (the producer on a full buffer, the reader on an empty one), so
 /// neither may run on Swift's cooperative pool: the producer runs on a thread of its own, the reader is
 /// URLSession's.
 public final class PipedBody: @unchecked Sendable {
-    /// The most bytes written and not yet read.
+    /// How many bytes written and not yet read make a write wait.
     public let capacity: Int
     // Everything below is guarded by `condition`.
     private let condition = NSCondition()

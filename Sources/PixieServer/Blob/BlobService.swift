@@ -182,7 +182,8 @@ public struct BlobService: Sendable {
             account = session.accountID
             budget = try reserveUpload(account: session.accountID, declared: declared)
         case .privateTokens(let presented):
-            budget = Int64(presented.count) * configuration.bytesPerToken
+            let (bought, overflow) = Int64(presented.count).multipliedReportingOverflow(by: configuration.bytesPerToken)
+            budget = overflow ? .max : bought
             if let declared, declared > budget {
                 // Refused before anything is spent: the client can send more tokens.
                 metrics.increment("pixie_blob_uploads_total", labels: ["result": "rate_limited"])

@@ -274,7 +274,9 @@ public struct PixieConfiguration: Sendable, Equatable {
             guard let number = Int64(value), number > 0 else { throw fail("a number of bytes above 0") }
             blobBytesPerHour = number
         case "blob_bytes_per_token":
-            guard let number = Int64(value), number > 0 else { throw fail("a number of bytes above 0") }
+            guard let number = Int64(value), number > 0, number <= Int64.max / 64 else {
+                throw fail("a number of bytes above 0 (and below 2^57)")
+            }
             blobBytesPerToken = number
         case "blob_allow_anonymous_uploads":
             guard let flag = Bool(value.lowercased()) else { throw fail("true or false") }
