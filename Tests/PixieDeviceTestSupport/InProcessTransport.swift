@@ -38,10 +38,8 @@ public struct InProcessTransport: HTTPTransport {
     public func send(_ request: TransportRequest) async throws -> TransportResponse {
         var headers = HTTPHeaders()
         for (name, value) in request.headers.sorted(by: { $0.key < $1.key }) { headers.add(name, value) }
-        // A file body is read whole: these are tests, with small blobs.
-        let body =
-            try request.body ?? request.bodyFile.map { try Data(contentsOf: $0) } ?? request.bodyPipe.map(Self.drain)
-            ?? Data()
+        // A piped body is read whole: these are tests, with small blobs.
+        let body = try request.body ?? request.bodyPipe.map(Self.drain) ?? Data()
         if !body.isEmpty, headers["Content-Length"] == nil { headers["Content-Length"] = String(body.count) }
         let response = await responder.test(
             HTTPMethod(request.method), request.target, headers: headers, body: body, remoteAddress: remoteAddress)

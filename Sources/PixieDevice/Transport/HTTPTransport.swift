@@ -18,20 +18,16 @@ public struct TransportRequest: Sendable, Equatable {
     public var target: String
     public var headers: [String: String]
     public var body: Data?
-    /// A file to send as the body instead, read as it is sent (a blob of gigabytes is never whole in memory).
-    public var bodyFile: URL?
-    /// A body made while it is sent (chunked), instead.
+    /// A body made while it is sent (chunked), instead: a blob of gigabytes is never whole in memory.
     public var bodyPipe: PipedBody?
 
     public init(
-        method: String, target: String, headers: [String: String] = [:], body: Data? = nil, bodyFile: URL? = nil,
-        bodyPipe: PipedBody? = nil
+        method: String, target: String, headers: [String: String] = [:], body: Data? = nil, bodyPipe: PipedBody? = nil
     ) {
         self.method = method
         self.target = target
         self.headers = headers
         self.body = body
-        self.bodyFile = bodyFile
         self.bodyPipe = bodyPipe
     }
 }
@@ -54,13 +50,13 @@ public struct TransportResponse: Sendable, Equatable {
 public struct URLSessionTransport: HTTPTransport {
     public let baseURL: URL
     private let session: URLSession
-    /// For bodies sent from a file: the same idle timeout, but no limit on the whole exchange but a day, since a
+    /// For piped bodies: the same idle timeout, but no limit on the whole exchange but a day, since a
     /// snapshot of gigabytes takes as long as the connection needs.
     private let uploadSession: URLSession
     private let timeout: TimeInterval
 
-    /// `timeout`: how long one exchange may take before it fails with a message that says so (for an upload from a
-    /// file, how long it may go without progress).
+    /// `timeout`: how long one exchange may take before it fails with a message that says so (for a piped body,
+    /// how long it may go without progress).
     public init(baseURL: URL, timeout: TimeInterval = 30) {
         self.baseURL = baseURL
         self.timeout = timeout
@@ -93,13 +89,9 @@ public struct URLSessionTransport: HTTPTransport {
             let exchange = Task.detached { [session, uploadSession, urlRequest] in
                 // The producer of a piped body is let go, however the exchange ends.
                 defer { request.bodyPipe?.readerStopped() }
-                if let file = request.bodyFile {
-                    return try await uploadSession.upload(for: urlRequest, fromFile: file)
-                }
                 return try await (request.bodyPipe == nil ? session : uploadSession).data(for: urlRequest)
             }
-            let streamed = request.bodyFile != nil || request.bodyPipe != nil
-            let deadline: Duration = streamed ? .seconds(86_400) : .seconds(timeout + 5)
+            let deadline: Duration = request.bodyPipe != nil ? .seconds(86_400) : .seconds(timeout + 5)
             let (data, response) = try await Self.first(exchange, orFailAfter: deadline) {
                 request.bodyPipe?.readerStopped()
                 return PixieClientError.unreachable(

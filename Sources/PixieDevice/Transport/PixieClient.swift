@@ -101,16 +101,6 @@ public struct PixieClient: Sendable {
 
     // MARK: blob-svc
 
-    /// `POST /v1/blobs` with the file at `file` as the body, read as it is sent, under `mime`
-    /// (`application/x-pixie-sync` for a snapshot), paid with `session`. Answers where the blob is.
-    public func uploadBlob(fileAt file: URL, mime: String, session: String) async throws -> BlobAPI.UploadResponse {
-        let response = try await transport.send(
-            TransportRequest(
-                method: "POST", target: "/v1/blobs",
-                headers: ["Content-Type": mime, "Authorization": "Bearer \(session)"], bodyFile: file))
-        return try Self.decode(response, 201, "/v1/blobs")
-    }
-
     /// `POST /v1/blobs` with `body` as the body, sent as it is written (chunked, since its length is not known
     /// before it is complete), under `mime`, paid with `session`.
     public func uploadBlob(_ body: PipedBody, mime: String, session: String) async throws -> BlobAPI.UploadResponse {

@@ -168,6 +168,7 @@ public struct BlobService: Sendable {
         }
         // The bytes this upload may take: what is left of its account's hourly budget, or what its tokens buy.
         var budget = Int64.max
+        var beyond = Self.overBudget()
         var account: String?
         switch credential {
         case .anonymous:
@@ -184,6 +185,7 @@ public struct BlobService: Sendable {
         case .privateTokens(let presented):
             let (bought, overflow) = Int64(presented.count).multipliedReportingOverflow(by: configuration.bytesPerToken)
             budget = overflow ? .max : bought
+            beyond = Self.beyondTokens(presented.count, budget: budget, declared: nil)
             if let declared, declared > budget {
                 // Refused before anything is spent: the client can send more tokens.
                 metrics.increment("pixie_blob_uploads_total", labels: ["result": "rate_limited"])
@@ -197,10 +199,6 @@ public struct BlobService: Sendable {
         }
         let stored: StoredBlob
         do {
-            let beyond: HTTPError =
-                if case .privateTokens(let presented) = credential {
-                    Self.beyondTokens(presented.count, budget: budget, declared: nil)
-                } else { Self.overBudget() }
             stored = try await store(stream, cap: cap, budget: budget, beyond: beyond, mime: mime)
         } catch let error as HTTPError {
             let result = error.code == .contentTooLarge ? "too_large" : error.code.rawValue
