@@ -89,8 +89,12 @@ public enum PrivateFiles {
         }
     }
 
-    /// Writes `data` to `url` atomically, with permission bits `mode`.
-    public static func write(_ data: Data, to url: URL, mode: mode_t = 0o600) throws(PrivateFilesError) {
+    /// Writes `data` to `url` atomically, with permission bits `mode`. With `durable` false the data is not
+    /// flushed before the rename (the rename is still atomic): the caller makes a batch of such writes durable
+    /// at once with ``syncFileSystem(containing:)``, and until then a crash may leave any of them empty.
+    public static func write(
+        _ data: Data, to url: URL, mode: mode_t = 0o600, durable: Bool = true
+    ) throws(PrivateFilesError) {
         let directory = url.deletingLastPathComponent()
         // O_EXCL makes the name safe to guess; the random part only keeps writers of one file apart.
         let temporary = directory.appendingPathComponent(
@@ -122,7 +126,7 @@ public enum PrivateFiles {
             }
         }
         guard !failed else { throw fail("write") }
-        guard fsync(descriptor) == 0 else { throw fail("sync") }
+        guard !durable || fsync(descriptor) == 0 else { throw fail("sync") }
         closed = true
         guard close(descriptor) == 0 else { throw fail("close") }
         guard rename(temporary.path, url.path) == 0 else {
@@ -135,6 +139,14 @@ public enum PrivateFiles {
         guard unlink(url.path) == 0 || errno == ENOENT else {
             throw .io("cannot remove \(url.path): \(String(cString: strerror(errno)))")
         }
+    }
+
+    /// Makes everything written so far durable, the batch of writes made with `durable: false` included:
+    /// sync(2), which on Linux returns once the data is on disk. One call for a batch costs one flush where a
+    /// write each would cost one per file.
+    public static func syncFileSystem(containing directory: URL) throws(PrivateFilesError) {
+        _ = directory
+        sync()
     }
 
     /// Makes renames and removals in `directory` durable.

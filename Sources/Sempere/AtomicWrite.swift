@@ -11,9 +11,18 @@ import SiblingsCrypto
 /// at the wrong moment sees the old file or the new one, never half of one.
 enum AtomicWrite {
     /// Writes `data` to `url` with permission bits `mode`.
-    static func write(_ data: Data, to url: URL, mode: mode_t) throws {
+    static func write(_ data: Data, to url: URL, mode: mode_t, durable: Bool = true) throws {
         do {
-            try PrivateFiles.write(data, to: url, mode: mode)
+            try PrivateFiles.write(data, to: url, mode: mode, durable: durable)
+        } catch {
+            throw SempereError(error)
+        }
+    }
+
+    /// Makes a batch of writes made with `durable: false` durable (everything on `directory`'s file system).
+    static func syncFileSystem(containing directory: URL) throws {
+        do {
+            try PrivateFiles.syncFileSystem(containing: directory)
         } catch {
             throw SempereError(error)
         }

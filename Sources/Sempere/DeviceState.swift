@@ -18,6 +18,9 @@ public struct DeviceState: Codable, Sendable, Equatable {
     public var folder: String
     /// The newest device list this device has accepted.
     public var pin: VaultPin
+    /// The current epoch (its recipient) and the number of re-encryptions when this device last went over
+    /// its own notes (`"<recipient>:<count>"`): a change since makes the next command do it (late files, old copies).
+    public var notesTidiedAt: String?
 
     public init(folder: String, pin: VaultPin) {
         self.format = Self.format
@@ -58,6 +61,24 @@ public struct DeviceState: Codable, Sendable, Equatable {
     /// `<root>/vaults/<vault_id>.note-hashes`.
     public func noteHashesFile(root: URL) -> URL {
         Self.directory(root: root).appendingPathComponent("\(vaultID).note-hashes")
+    }
+
+    /// Where this device keeps every epoch key it has held in the vault (``EpochKeyMemory``):
+    /// `<root>/vaults/<vault_id>.epoch-keys.age`.
+    public func epochKeysFile(root: URL) -> URL {
+        Self.directory(root: root).appendingPathComponent("\(vaultID).epoch-keys.age")
+    }
+
+    /// Where home journals the copies a re-encryption into `epoch` has made durable:
+    /// `<root>/vaults/<vault_id>.reencrypt-<epoch>.journal`.
+    public func reencryptJournalFile(root: URL, epoch: Int) -> URL {
+        Self.directory(root: root).appendingPathComponent("\(vaultID).reencrypt-\(epoch).journal")
+    }
+
+    /// Where this device keeps the newest manifest it accepted from each listed device (``NoteManifest``):
+    /// `<root>/vaults/<vault_id>.manifests/<device_id>.json`.
+    public func manifestCopiesDirectory(root: URL) -> URL {
+        Self.directory(root: root).appendingPathComponent("\(vaultID).manifests")
     }
 
     /// Where this device keeps a copy of the newest vault.json it accepted,

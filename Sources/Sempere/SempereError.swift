@@ -93,15 +93,80 @@ public struct SempereError: Error, Sendable, CustomStringConvertible {
 
     public let code: Code
     public let reason: String
+    /// For a note that is set aside (``Code/untrustedNote``): where Repair lists it.
+    public let setAsideCategory: SetAsideCategory?
     public let file: String
     public let line: UInt
 
-    init(_ code: Code, _ reason: String, file: String = #fileID, line: UInt = #line) {
+    init(
+        _ code: Code, _ reason: String, setAside category: SetAsideCategory? = nil, file: String = #fileID,
+        line: UInt = #line
+    ) {
         self.code = code
         self.reason = reason
+        self.setAsideCategory = category
         self.file = file
         self.line = line
     }
 
     public var description: String { "SempereError.\(code): \(reason) (\(file):\(line))" }
+}
+
+/// Where Repair lists a file that is set aside (the guide's "Repair ▸ From Before a Device Change", and the
+/// others): compare with the static members. It can grow, like ``SempereError/Code``.
+public struct SetAsideCategory: Hashable, Sendable, CustomStringConvertible {
+    enum Backing: String, Hashable, Sendable, CaseIterable {
+        case fromBeforeADeviceChange = "from-before-a-device-change"
+        case oldVersionPutBack = "old-version-put-back"
+        case deletedNotePutBack = "deleted-note-put-back"
+        case untrusted = "forged-or-moved"
+        case cannotOpen = "cannot-open"
+        case notInTheLayout = "not-in-the-layout"
+    }
+
+    let backing: Backing
+
+    /// Under an old key and not accounted for by any device change: a removed device's note written after
+    /// its removal (or changed since), or a note re-encrypted to a newer key by someone other than home.
+    public static let fromBeforeADeviceChange = SetAsideCategory(backing: .fromBeforeADeviceChange)
+    /// An older version of a note than one this device has shown: the storage provider put it back.
+    public static let oldVersionPutBack = SetAsideCategory(backing: .oldVersionPutBack)
+    /// A note its author deleted, there again: put back by the storage provider (or its deletion has not
+    /// reached this device yet).
+    public static let deletedNotePutBack = SetAsideCategory(backing: .deletedNotePutBack)
+    /// Not signed by a device of the vault for this place: no or a bad signature, an unknown author, a note
+    /// in another device's folder, a copy no re-encryption list names.
+    public static let untrusted = SetAsideCategory(backing: .untrusted)
+    /// It does not open with any key this device holds, or cannot be read at all.
+    public static let cannotOpen = SetAsideCategory(backing: .cannotOpen)
+    /// Not part of the vault's layout: a sync conflict copy, a stray file or folder.
+    public static let notInTheLayout = SetAsideCategory(backing: .notInTheLayout)
+
+    /// Every category, in the order Repair shows them.
+    public static let all: [SetAsideCategory] = Backing.allCases.map { SetAsideCategory(backing: $0) }
+
+    /// The category from its ``identifier``.
+    public init?(identifier: String) {
+        guard let backing = Backing(rawValue: identifier) else { return nil }
+        self.backing = backing
+    }
+
+    init(backing: Backing) { self.backing = backing }
+
+    /// A stable name for scripts (`--json`): "from-before-a-device-change", "old-version-put-back", ….
+    public var identifier: String { backing.rawValue }
+
+    /// The heading Repair shows.
+    public var title: String {
+        switch backing {
+        case .fromBeforeADeviceChange: return "From Before a Device Change"
+        case .oldVersionPutBack: return "Old Versions Put Back"
+        case .deletedNotePutBack: return "Deleted Notes Put Back"
+        case .untrusted: return "Forged or Moved"
+        case .cannotOpen: return "Cannot Be Opened"
+        case .notInTheLayout: return "Sync Conflicts and Strays"
+        }
+    }
+
+    public var description: String { identifier }
 }

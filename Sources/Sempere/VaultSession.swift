@@ -1,3 +1,4 @@
+import Age
 import Foundation
 import SiblingsCrypto
 
@@ -181,6 +182,15 @@ public struct VaultSession: Sendable {
         self.state = state
         self.vault = vault
         self.notices = notices
+        // Once per change of epoch or re-encryption: this device goes over its own notes (``list()``), so that
+        // notes it wrote late under an older key are re-encrypted whatever command it runs first.
+        let mark = "\(vault.body.currentEpoch.recipient):\(vault.body.reencryptions.count)"
+        if state.notesTidiedAt != mark, vault.body.device(keys.id) != nil {
+            let listing = try list()
+            self.notices += listing.warnings
+            self.state.notesTidiedAt = mark
+            try self.state.save(root: configRoot)
+        }
     }
 
     /// Keeps this device's copy of the list it follows in step with it, written before the pin moves, so
@@ -501,6 +511,11 @@ public struct VaultSession: Sendable {
         return references
     }
 
+    /// ``existingNotes(_:hashes:notices:)`` of this vault, what it could not read told in ``notices``.
+    mutating func existingNotesNow() throws -> [VaultBody.NoteReference] {
+        try Self.existingNotes(folder, hashes: noteHashes, notices: &notices)
+    }
+
     /// This device's hashes of the note files, so that unchanged ones are not read again (only a cache:
     /// an empty one when it does not parse).
     var noteHashes: NoteHashes { NoteHashes.load(from: state.noteHashesFile(root: configRoot)) }
@@ -703,11 +718,18 @@ public struct VaultSession: Sendable {
 
     /// A note that opened and passed every check.
     public struct Note: Sendable {
+        /// The author's path, `notes/<author>/<id>.age`.
         public let path: String
+        /// The file shown: the author's, or home's re-encrypted copy of it (`reencrypted/…`).
+        public let file: String
         public let id: String
         /// The device that signed it (always the device whose folder holds it).
         public let author: String
         public let epoch: Int
+        /// 1 when written, one more with each edit (0 for a note written before sempere 0.3).
+        public let version: Int
+        /// The epoch whose key opens the file shown (newer than ``epoch`` for home's re-encrypted copy).
+        public let keyEpoch: Int
         public let markdown: String
         public let modified: Date?
 
@@ -715,59 +737,281 @@ public struct VaultSession: Sendable {
         public var title: String { VaultSession.title(of: markdown) }
     }
 
-    /// A file that is not shown as a note, and why: it is never read as one and never deleted.
+    /// A note that is not shown yet and is not wrong either: its author's device lists a newer version than
+    /// the one here (or a note whose file has not arrived), or a copy of a re-encryption home has not
+    /// finished. It resolves when the file arrives.
+    public struct Pending: Sendable {
+        public let path: String
+        public let author: String
+        /// The version here, nil when no file is here.
+        public let version: Int?
+        /// The version the author's manifest lists, when it lists one.
+        public let expected: Int?
+        public let reason: String
+
+        public var id: String { VaultSession.noteID(path) }
+    }
+
+    /// A file that is not shown as a note, and why: it is never read as one and never deleted unless the
+    /// person says so (``repairDelete(path:)``).
     public struct SetAside: Sendable {
         public let path: String
+        public let category: SetAsideCategory
         public let reason: String
     }
 
     public struct Listing: Sendable {
         /// Newest first.
         public let notes: [Note]
+        public let pending: [Pending]
         public let setAside: [SetAside]
+        /// Files still under an old key that their writer removes on its next command (after Re-encrypt
+        /// Everything), or copies that a newer file replaced.
+        public let waitingForRemoval: [String]
+        /// What the listing found that the person should be told (an author's manifest older than one seen).
+        public let warnings: [String]
     }
 
     /// Every note, opened and checked through this device's encrypted note index (only the notes that
-    /// changed since the last listing are opened again), and everything set aside.
+    /// changed since the last listing are opened again), everything pending, and everything set aside.
+    ///
+    /// Listing also does what this device owes the vault, as each note's writer: it re-encrypts under the
+    /// current key its own notes written late under an older one (the guide's "Files that arrive late"),
+    /// removes its own files that home's re-encrypted copies replaced, keeps its manifest in step with its
+    /// notes, and, on home, removes the copies and the removed devices' files that are superseded.
     public func list() throws -> Listing {
+        try list(tidy: true)
+    }
+
+    func list(tidy: Bool) throws -> Listing {
         let indexFile = state.noteIndexFile(root: configRoot)
         var index = NoteIndex.load(from: indexFile, identity: keys.identity)
-        let results = try index.refresh(folder: folder, vault: vault, keyring: try keyring())
+        let keyring = try keyring()
+        var memory = EpochKeyMemory.load(from: state.epochKeysFile(root: configRoot), identity: keys.identity)
+        if memory.remember(keyring) {
+            try memory.save(to: state.epochKeysFile(root: configRoot), identity: keys.identity)
+        }
+        let results = try index.refresh(folder: folder, vault: vault, keyring: keyring)
+        var warnings: [String] = []
+        let manifests = try readManifests(warnings: &warnings, keyring: keyring)
+        let triage = NoteTriage(
+            files: results.map {
+                NoteTriage.File(path: $0.path, sha256: index.entries[$0.path]?.sha256 ?? "", result: $0.result)
+            },
+            vault: body, manifests: manifests, seen: index.seen ?? [:], reencrypted: keyring.reencrypted,
+            inProgress: unfinishedReencryption)
+        index.seen = triage.seen
         try index.save(to: indexFile, identity: keys.identity)
         try NoteHashes(index).save(to: state.noteHashesFile(root: configRoot))
-        var notes: [Note] = []
-        var setAside: [SetAside] = []
-        for (path, result) in results {
-            switch result {
-            case .success(let opened):
-                let modified =
-                    (try? FileManager.default.attributesOfItem(atPath: folder.url.appendingPathComponent(path).path))?[
-                        .modificationDate] as? Date
-                notes.append(
-                    Note(
-                        path: path, id: Self.noteID(path), author: opened.author, epoch: opened.epoch,
-                        markdown: opened.markdown, modified: modified))
-            case .failure(let error):
-                setAside.append(SetAside(path: path, reason: error.reason))
-            }
+        if tidy,
+            try tidyOwnNotes(triage, index: index, manifest: manifests[keys.id], keyring: keyring, memory: memory)
+        {
+            return try list(tidy: false)
         }
+        var notes: [Note] = []
+        for (file, opened) in triage.shown {
+            let modified =
+                (try? FileManager.default.attributesOfItem(atPath: folder.url.appendingPathComponent(file).path))?[
+                    .modificationDate] as? Date
+            let path = VaultNote.authorPath(file)
+            notes.append(
+                Note(
+                    path: path, file: file, id: Self.noteID(path), author: opened.author, epoch: opened.epoch,
+                    version: opened.version, keyEpoch: opened.keyEpoch, markdown: opened.markdown, modified: modified))
+        }
+        var setAside = triage.setAside.map { SetAside(path: $0.path, category: $0.category, reason: $0.reason) }
         setAside += try folder.setAside().map {
             SetAside(
-                path: $0,
+                path: $0, category: .notInTheLayout,
                 reason: "not part of the vault layout (a sync conflict copy, or a stray file or folder)")
         }
         notes.sort { ($0.modified ?? .distantPast) > ($1.modified ?? .distantPast) }
-        return Listing(notes: notes, setAside: setAside.sorted { $0.path < $1.path })
+        return Listing(
+            notes: notes, pending: triage.pending, setAside: setAside.sorted { $0.path < $1.path },
+            waitingForRemoval: triage.superseded.map(\.path).sorted(), warnings: warnings)
+    }
+
+    /// The epoch of a Re-encrypt Everything home started and has not finished, if any.
+    var unfinishedReencryption: Int? {
+        let epoch = body.currentEpoch
+        guard epoch.reason == VaultHome.reencryptReason,
+            !body.reencryptions.contains(where: { $0.epoch == epoch.number })
+        else { return nil }
+        return epoch.number
+    }
+
+    /// What this device owes as the writer of its own files (``list()``); true when it changed anything.
+    private func tidyOwnNotes(
+        _ triage: NoteTriage, index: NoteIndex, manifest: NoteManifest?, keyring: VaultKeyring,
+        memory: EpochKeyMemory
+    ) throws -> Bool {
+        var changed = false
+        // Superseded files this device writes: its own files that home's copies replaced; on home, copies a
+        // newer file replaced and removed devices' files home copied.
+        for file in triage.superseded where file.remover == keys.id {
+            try folder.removeNote(at: file.path)
+            changed = true
+        }
+        var updated = manifest ?? NoteManifest(vaultID: body.vaultID, device: keys.id)
+        let mine = triage.shown.filter { $0.note.author == keys.id }
+        var manifestChanged = manifest == nil && !mine.isEmpty
+        // Late files: its own notes under an older key than the current one that no record lists (written
+        // while this device had not seen the change) are written again under the current key.
+        let current = body.currentEpoch.number
+        for (file, note) in mine where !VaultFolder.isCopyPath(file) {
+            guard note.keyEpoch < current,
+                let record = body.records.first(where: { $0.epoch == note.keyEpoch }),
+                let sha = index.entries[file]?.sha256,
+                (try? keyring.fileLists.contains(path: file, sha256: sha, record: record, vaultID: body.vaultID))
+                    != true
+            else { continue }
+            let version = max(note.version, updated.notes[Self.noteID(file)] ?? 0) + 1
+            try write(note.markdown, at: file, version: version)
+            updated.recordWrite(Self.noteID(file), version: version)
+            manifestChanged = true
+        }
+        // Its own notes under a key no list it follows has any more (written under a list a takeover dropped):
+        // opened with a key it held once, checked as its own, and written again under the current key.
+        let older = memory.others(than: keyring)
+        for entry in triage.setAside where entry.category == .cannotOpen && !older.isEmpty {
+            guard entry.path.hasPrefix("notes/\(keys.id)/"), VaultFolder.isNotePath(entry.path),
+                let file = try? folder.readNote(at: entry.path),
+                let plaintext = older.lazy.compactMap({ try? Age.decrypt(file, identities: [$0.ageIdentity]) }).first,
+                let own = VaultNote.signed(plaintext, by: keys, path: entry.path, vaultID: body.vaultID)
+            else { continue }
+            let id = Self.noteID(entry.path)
+            let version = max(own.version, updated.notes[id] ?? 0) + 1
+            try write(own.markdown, at: entry.path, version: version)
+            updated.recordWrite(id, version: version)
+            manifestChanged = true
+        }
+        // Its manifest in step with its notes: a note newer than the manifest says (a command stopped between
+        // the two writes, or a vault from before manifests) is recorded; a note the manifest says it deleted
+        // is removed (the deletion had stopped half way).
+        for (file, note) in mine {
+            let id = Self.noteID(VaultNote.authorPath(file))
+            if (updated.notes[id] ?? -1) < note.version {
+                updated.recordWrite(id, version: note.version)
+                manifestChanged = true
+            }
+        }
+        if manifestChanged {
+            try saveOwnManifest(updated)
+            changed = true
+        }
+        for entry in triage.setAside where entry.category == .deletedNotePutBack {
+            guard entry.path.hasPrefix("notes/\(keys.id)/") else { continue }
+            try folder.removeNote(at: entry.path)
+            changed = true
+        }
+        return changed
+    }
+
+    // MARK: - Manifests
+
+    /// Every listed device's manifest this device trusts: of the one in the folder and the copy this device
+    /// kept of the newest it accepted, the newer. An older one in the folder is a warning, never followed.
+    func readManifests(warnings: inout [String], keyring: VaultKeyring? = nil) throws -> [String: NoteManifest] {
+        var manifests: [String: NoteManifest] = [:]
+        let keyring = try keyring ?? self.keyring()
+        for device in body.devices {
+            guard let key = keyring.signingKeys[device.id] else { continue }
+            func parse(_ data: Data?) -> Result<NoteManifest, SempereError>? {
+                data.map { data in
+                    Result {
+                        try NoteManifest(parsing: data, device: device.id, vaultID: body.vaultID, key: key)
+                    }.mapError { $0 as? SempereError ?? SempereError(.malformedVault, plainDescription(of: $0)) }
+                }
+            }
+            let kept = try? parse(FileManager.default.contents(atPath: manifestCopy(device.id).path))?.get()
+            let inFolder = parse(folder.manifestFile(device: device.id))
+            switch inFolder {
+            case .success(let manifest)?:
+                if let kept, kept.sequence > manifest.sequence {
+                    manifests[device.id] = kept
+                    warnings.append(
+                        "\(NoteManifest.path(device: device.id)) (\(device.name)'s list of its notes) is older than one "
+                            + "this device has seen (\(manifest.sequence) < \(kept.sequence)): the storage provider put "
+                            + "back an old version; this device follows the newer one")
+                } else {
+                    manifests[device.id] = manifest
+                    if kept?.sequence != manifest.sequence, let data = folder.manifestFile(device: device.id) {
+                        try saveManifestCopy(data, device: device.id)
+                    }
+                }
+            case .failure(let error)?:
+                manifests[device.id] = kept
+                warnings.append("\(NoteManifest.path(device: device.id)) refused: \(error.reason)")
+            case nil:
+                manifests[device.id] = kept
+                if kept != nil, device.id != keys.id {
+                    warnings.append(
+                        "\(NoteManifest.path(device: device.id)) (\(device.name)'s list of its notes) is missing from "
+                            + "the folder: this device follows the copy it kept")
+                }
+            }
+        }
+        return manifests
+    }
+
+    /// Where this device keeps the newest manifest it accepted from `device`.
+    func manifestCopy(_ device: String) -> URL {
+        state.manifestCopiesDirectory(root: configRoot).appendingPathComponent("\(device).json")
+    }
+
+    private func saveManifestCopy(_ data: Data, device: String) throws {
+        let directory = state.manifestCopiesDirectory(root: configRoot)
+        do {
+            try FileManager.default.createDirectory(
+                at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw SempereError(.io, "cannot create \(directory.path): \(plainCreateFailure(at: directory, error))")
+        }
+        try AtomicWrite.write(data, to: manifestCopy(device), mode: 0o600)
+    }
+
+    /// Writes this device's manifest into the folder and keeps a copy.
+    func saveOwnManifest(_ manifest: NoteManifest) throws {
+        var manifest = manifest
+        let kept =
+            (try? NoteManifest(
+                parsing: Data(contentsOf: manifestCopy(keys.id)), device: keys.id, vaultID: body.vaultID,
+                key: keys.signingKey.publicKey))?.sequence ?? 0
+        manifest.advance(past: kept)
+        let data = try manifest.signed(by: keys)
+        try folder.write(manifest: data, device: keys.id)
+        try saveManifestCopy(data, device: keys.id)
+    }
+
+    /// `manifest` (or this device's manifest now, made from its notes when it has none) with note `id` at
+    /// `version`, saved.
+    func recordInManifest(_ manifest: NoteManifest?, id: String, version: Int) throws -> NoteManifest {
+        var updated = try manifest ?? ownManifest()
+        updated.recordWrite(id, version: version)
+        try saveOwnManifest(updated)
+        return updated
+    }
+
+    /// This device's manifest now: the newest it has, or, when it has none, one made from a listing of its
+    /// notes (which writes it).
+    func ownManifest() throws -> NoteManifest {
+        var warnings: [String] = []
+        if let manifest = try readManifests(warnings: &warnings)[keys.id] { return manifest }
+        _ = try list()
+        return try readManifests(warnings: &warnings)[keys.id] ?? NoteManifest(vaultID: body.vaultID, device: keys.id)
     }
 
     func keyring() throws -> VaultKeyring {
-        try VaultKeyring(vault: body, credentials: keys, fileLists: EpochFileLists(folder: folder))
+        try VaultKeyring(
+            vault: body, credentials: keys, fileLists: EpochFileLists(folder: folder),
+            reencrypted: ReencryptionLists(folder: folder, vault: body))
     }
 
-    /// The note path named by a note id or a unique start of one.
+    /// The note path (the author's, `notes/<device>/<id>.age`) named by a note id or a unique start of one.
     public func notePath(matching text: String) throws -> String {
         let wanted = text.lowercased()
-        let matches = try folder.notePaths().filter { $0 == text || Self.noteID($0).hasPrefix(wanted) }
+        let paths = Set((try folder.notePaths() + folder.copyPaths()).map(VaultNote.authorPath)).sorted()
+        let matches = paths.filter { $0 == text || Self.noteID($0).hasPrefix(wanted) }
         guard !wanted.isEmpty, let first = matches.first else {
             throw SempereError(.notFound, "no note \"\(text)\" in this vault: see `sempere ls`")
         }
@@ -777,23 +1021,33 @@ public struct VaultSession: Sendable {
         return first
     }
 
-    /// The note at `path`, opened and checked; a note whose checks fail is never shown: the error says why
-    /// it is set aside.
+    /// The note at `path` (the author's path), opened and checked as a listing does; a note that is set
+    /// aside or pending is never shown: the error says why.
     public func open(notePath path: String) throws -> VaultNote.Opened {
-        do {
-            return try VaultNote.open(
-                try folder.readNote(at: path), path: path, vault: body, keyring: try keyring())
-        } catch let error as SempereError where error.code == .untrustedNote {
-            throw SempereError(
-                .untrustedNote, "note \(Self.noteID(path).prefix(8)) is set aside, never shown: \(error.reason)")
+        let listing = try list()
+        let id = Self.noteID(path).prefix(8)
+        if let note = listing.notes.first(where: { $0.path == path }) {
+            return VaultNote.Opened(
+                markdown: note.markdown, author: note.author, epoch: note.epoch, version: note.version,
+                keyEpoch: note.keyEpoch)
         }
+        if let pending = listing.pending.first(where: { VaultNote.authorPath($0.path) == path }) {
+            throw SempereError(.notFound, "note \(id) is pending, not shown yet: \(pending.reason)")
+        }
+        if let aside = listing.setAside.first(where: { VaultNote.authorPath($0.path) == path }) {
+            throw SempereError(
+                .untrustedNote, "note \(id) is set aside, never shown: \(aside.reason)", setAside: aside.category)
+        }
+        throw SempereError(.notFound, "no note \"\(id)\" in this vault: see `sempere ls`")
     }
 
     /// Seals `markdown` as a new note of this device; returns its path.
     @discardableResult
     public func newNote(markdown: String) throws -> String {
         let path = VaultFolder.notePath(author: keys.id, noteID: VaultFolder.newNoteID())
-        try write(markdown, at: path)
+        let manifest = try ownManifest()
+        try write(markdown, at: path, version: 1)
+        _ = try recordInManifest(manifest, id: Self.noteID(path), version: 1)
         return path
     }
 
@@ -818,7 +1072,16 @@ public struct VaultSession: Sendable {
             }
             texts.append(text)
         }
-        return try texts.map { try newNote(markdown: $0) }
+        var manifest = try ownManifest()
+        var paths: [String] = []
+        for text in texts {
+            let path = VaultFolder.notePath(author: keys.id, noteID: VaultFolder.newNoteID())
+            try write(text, at: path, version: 1)
+            manifest.recordWrite(Self.noteID(path), version: 1)
+            paths.append(path)
+        }
+        try saveOwnManifest(manifest)
+        return paths
     }
 
     /// The note at `path` when this device may edit it: it opens, and this device signed it.
@@ -834,28 +1097,32 @@ public struct VaultSession: Sendable {
         return opened
     }
 
-    /// Replaces this device's note at `path` with `markdown`. An empty text is refused (as git refuses an
-    /// empty commit message): removing a note is ``removeNote(at:)``.
+    /// Replaces this device's note at `path` with `markdown`, as its next version. An empty text is refused
+    /// (as git refuses an empty commit message): removing a note is ``removeNote(at:)``.
     public func updateNote(at path: String, markdown: String) throws {
-        _ = try editableNote(at: path)
+        let opened = try editableNote(at: path)
         guard !markdown.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
             throw SempereError(
                 .emptyNote,
                 "the edited note is empty, so it was not saved and note \(Self.noteID(path).prefix(8)) is unchanged; "
                     + "to delete it, `sempere rm \(Self.noteID(path).prefix(8))`")
         }
-        try write(markdown, at: path)
+        let manifest = try ownManifest()
+        let version = max(opened.version, manifest.notes[Self.noteID(path)] ?? 0) + 1
+        try write(markdown, at: path, version: version)
+        _ = try recordInManifest(manifest, id: Self.noteID(path), version: version)
     }
 
     /// Removes this device's note at `path`. Only a note that opens and that this device signed is removed.
     /// A set-aside one is kept ("never deleted unless you say so", and only through Repair): removing it
-    /// here could lose another device's note that the provider moved into this folder.
+    /// here could lose another device's note that the provider moved into this folder. The deletion is
+    /// recorded in this device's manifest first, so a copy of the note put back later is set aside.
     public func removeNote(at path: String) throws {
         let opened: VaultNote.Opened
         do {
             opened = try open(notePath: path)
         } catch let error as SempereError where error.code == .untrustedNote {
-            throw SempereError(.untrustedNote, "\(error.reason); it is kept, not removed (Repair will handle it)")
+            throw SempereError(.untrustedNote, "\(error.reason); it is kept, not removed (`sempere repair` handles it)")
         }
         guard opened.author == keys.id else {
             throw SempereError(
@@ -863,11 +1130,16 @@ public struct VaultSession: Sendable {
                 "note \(Self.noteID(path).prefix(8)) was written by \(name(of: opened.author)); only its author "
                     + "removes it (each device writes only its own notes)")
         }
+        var manifest = try ownManifest()
+        let id = Self.noteID(path)
+        manifest.recordDeletion(id, version: max(opened.version, manifest.notes[id] ?? 0))
+        try saveOwnManifest(manifest)
         try folder.removeNote(at: path)
     }
 
-    func write(_ markdown: String, at path: String) throws {
-        try folder.writeNote(try VaultNote.seal(markdown: markdown, path: path, vault: body, author: keys), at: path)
+    func write(_ markdown: String, at path: String, version: Int) throws {
+        try folder.writeNote(
+            try VaultNote.seal(markdown: markdown, path: path, vault: body, author: keys, version: version), at: path)
     }
 
     // MARK: - Export

@@ -139,15 +139,8 @@ struct KitReplace: ParsableCommand {
             var session = try options.session()
             var current: RecoveryKit?
             if withCurrentKit {
-                let secret =
-                    ProcessInfo.processInfo.environment["SEMPERE_KIT"]
-                    ?? readStandardInput().split(separator: "\n", omittingEmptySubsequences: false).first.map(
-                        String.init)
-                guard let secret, !secret.isEmpty else {
-                    throw failure("--with-current-kit needs the current kit in $SEMPERE_KIT or on standard input")
-                }
                 current = try RecoveryKit(
-                    secretString: secret.trimmingCharacters(in: .whitespaces), vaultID: session.body.vaultID)
+                    secretString: try readKitSecret(for: "--with-current-kit"), vaultID: session.body.vaultID)
             }
             let before = session.notices.count
             let replaced = try session.replaceKit(currentKit: current)

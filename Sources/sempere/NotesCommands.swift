@@ -48,16 +48,27 @@ struct List: ParsableCommand {
         try reporting {
             let session = try options.session()
             let listing = try session.list()
+            for warning in listing.warnings { streams.err("sempere: warning: \(printable(warning))") }
             if json {
                 try printJSON([
                     "notes": listing.notes.map { note in
                         [
                             "id": note.id, "path": note.path, "title": note.title, "author": note.author,
                             "author_name": session.name(of: note.author), "modified": isoDate(note.modified),
-                            "mine": note.author == session.keys.id,
+                            "mine": note.author == session.keys.id, "version": note.version,
                         ] as [String: Any]
                     },
-                    "set_aside": listing.setAside.map { ["path": $0.path, "reason": $0.reason] },
+                    "pending": listing.pending.map { pending in
+                        [
+                            "id": pending.id, "path": pending.path, "author": pending.author,
+                            "version": pending.version ?? NSNull(), "expected": pending.expected ?? NSNull(),
+                            "reason": pending.reason,
+                        ] as [String: Any]
+                    },
+                    "set_aside": listing.setAside.map {
+                        ["path": $0.path, "category": $0.category.identifier, "reason": $0.reason]
+                    },
+                    "waiting_for_removal": listing.waitingForRemoval,
                 ])
                 return
             }
@@ -67,10 +78,24 @@ struct List: ParsableCommand {
                     "\(note.id.prefix(8))  \(isoDate(note.modified))  \(printable(session.name(of: note.author)))  "
                         + printable(note.title))
             }
+            if !listing.pending.isEmpty {
+                streams.out("")
+                streams.out("Pending (on their way: shown once they arrive):")
+                for item in listing.pending {
+                    streams.out(
+                        "  \(item.id.prefix(8))  \(printable(session.name(of: item.author))): \(printable(item.reason))"
+                    )
+                }
+            }
             if !listing.setAside.isEmpty {
                 streams.out("")
-                streams.out("Set aside (never shown as notes, never deleted):")
-                for item in listing.setAside { streams.out("  \(printable(item.path)): \(printable(item.reason))") }
+                streams.out("Set aside (never shown as notes, never deleted; `sempere repair` restores or deletes):")
+                for category in SetAsideCategory.all {
+                    let items = listing.setAside.filter { $0.category == category }
+                    guard !items.isEmpty else { continue }
+                    streams.out("  \(category.title):")
+                    for item in items { streams.out("    \(printable(item.path)): \(printable(item.reason))") }
+                }
             }
         }
     }

@@ -20,7 +20,7 @@ struct SempereCommand: ParsableCommand {
         version: "sempere 0.2.0",
         subcommands: [
             Create.self, Join.self, Devices.self, New.self, List.self, Cat.self, Remove.self, Search.self,
-            Import.self, Export.self, Edit.self, Kit.self, Takeover.self,
+            Import.self, Export.self, Edit.self, Repair.self, Kit.self, Takeover.self, Reencrypt.self,
         ])
 }
 
@@ -108,6 +108,29 @@ func readPassphrase(for purpose: String) throws -> String {
 /// A QR code for the terminal, or nothing when it cannot be made (the words or string suffice).
 func terminalQR(_ payload: some DataProtocol) -> String {
     (try? QRCode(payload).terminalText()) ?? ""
+}
+
+/// Whether the person agrees to `question`: `--yes` agrees; otherwise it is asked on the terminal, and a
+/// command not run from a terminal is refused (a script says `--yes`).
+func confirm(_ question: String, yes: Bool) throws -> Bool {
+    if yes { return true }
+    guard isatty(STDIN_FILENO) == 1 else {
+        throw failure("\(question) Not run from a terminal, so nothing was done: add --yes to go ahead")
+    }
+    streams.err("\(question) [y/N] ")
+    let answer = readLine()?.trimmingCharacters(in: .whitespaces).lowercased() ?? ""
+    return answer == "y" || answer == "yes"
+}
+
+/// The kit secret from $SEMPERE_KIT, else the first line of standard input, for `option`.
+func readKitSecret(for option: String) throws -> String {
+    let secret =
+        ProcessInfo.processInfo.environment["SEMPERE_KIT"]
+        ?? readStandardInput().split(separator: "\n", omittingEmptySubsequences: false).first.map(String.init)
+    guard let secret, !secret.isEmpty else {
+        throw failure("\(option) needs the current kit in $SEMPERE_KIT or on standard input")
+    }
+    return secret.trimmingCharacters(in: .whitespaces)
 }
 
 /// Prints the warnings a change added to the session after it was opened.

@@ -50,8 +50,8 @@ struct ReadWithoutSempereTests {
         let errors = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         #expect(process.terminationStatus == 0, "\(errors)")
-        #expect(text.hasPrefix("# After\n\nwritten in epoch 2\n\n<!-- sempere-note v1 author="), "\(text.prefix(200))")
-        #expect(text.contains(" epoch=2 ") && text.contains("# Before\n\nwritten in epoch 1\n\n<!-- sempere-note v1"))
+        #expect(text.hasPrefix("# After\n\nwritten in epoch 2\n\n<!-- sempere-note v2 author="), "\(text.prefix(200))")
+        #expect(text.contains(" epoch=2 ") && text.contains("# Before\n\nwritten in epoch 1\n\n<!-- sempere-note v2"))
         // The plaintext vault keys went with the private temporary folder.
         let left = try FileManager.default.contentsOfDirectory(atPath: scratch.root.path)
         #expect(!left.contains { $0.hasPrefix("tmp.") })

@@ -20,8 +20,11 @@ extension VaultHome {
     }
 
     /// Replaces the kit: immediately when `currentKit` (this vault's kit) co-signs, else after the delay.
+    /// With `reencrypt` (Re-encrypt Everything), the epoch the replacement starts is the one every note is
+    /// then re-encrypted under (reason "reencrypt").
     public func replaceKit(
-        in vault: SignedVault, currentKit: RecoveryKit?, existingNotes: [VaultBody.NoteReference], now: Date = Date()
+        in vault: SignedVault, currentKit: RecoveryKit?, existingNotes: [VaultBody.NoteReference], now: Date = Date(),
+        reencrypt: Bool = false
     ) throws -> KitReplaced {
         try checkHome(vault)
         guard vault.body.kitReplacement == nil else {
@@ -59,14 +62,16 @@ extension VaultHome {
                         oldKitSignature: cosignature.rawRepresentation, anchorGeneration: anchorGeneration,
                         anchorHome: credentials.id, anchorHomeSigningKey: credentials.publicKey.rawRepresentation,
                         newKitSignature: anchor))
-                list = try Self.endEpoch(&body, reason: "kit", existingNotes: existingNotes, old: current)
+                list = try Self.endEpoch(
+                    &body, reason: reencrypt ? Self.reencryptReason : "kit", existingNotes: existingNotes, old: current)
             }
             return KitReplaced(vault: updated, fileList: list, kit: newKit, effectiveAt: nil)
         }
         let effectiveAt = Int64(now.timeIntervalSince1970.rounded(.down)) + vault.body.kitReplacementDelay
         let updated = try next(vault) { body in
             body.kitReplacement = VaultBody.KitReplacement(
-                recovery: recovery, requestedIn: body.generation, effectiveAt: effectiveAt, newKitSignature: anchor)
+                recovery: recovery, requestedIn: body.generation, effectiveAt: effectiveAt, newKitSignature: anchor,
+                reencrypt: reencrypt ? true : nil)
             // Both kits hold the current epoch until the replacement takes effect.
             body.epochs[body.epochs.count - 1].wraps["recovery-next"] = try VaultKeys.wrap(
                 current, to: recovery.wrapRecipient)
@@ -95,7 +100,9 @@ extension VaultHome {
                     anchorGeneration: pending.requestedIn, anchorHome: credentials.id,
                     anchorHomeSigningKey: credentials.publicKey.rawRepresentation,
                     newKitSignature: pending.newKitSignature))
-            list = try Self.endEpoch(&body, reason: "kit", existingNotes: existingNotes, old: current)
+            list = try Self.endEpoch(
+                &body, reason: pending.reencrypt == true ? Self.reencryptReason : "kit", existingNotes: existingNotes,
+                old: current)
         }
         return EpochChange(vault: updated, fileList: list!)
     }

@@ -22,22 +22,30 @@ public struct NoteIndex: Codable, Sendable {
         var markdown: String?
         var author: String?
         var epoch: Int?
+        var version: Int?
+        var keyEpoch: Int?
         var setAside: String?
+        /// The ``SetAsideCategory`` identifier of a set-aside entry.
+        var category: String?
     }
 
     /// The trust fingerprint of the vault body the entries were checked under.
     var trustSHA256: String
     var entries: [String: Entry]
+    /// The highest version of each note (by its author's path) this device has shown: a lower one later is
+    /// an old version put back. Kept when the entries are dropped for a new trust fingerprint.
+    var seen: [String: Int]?
     /// How many notes the last `refresh` had to open (the rest came from the index).
     public private(set) var openedInLastRefresh = 0
 
     enum CodingKeys: String, CodingKey {
-        case trustSHA256 = "trust_sha256", entries
+        case trustSHA256 = "trust_sha256", entries, seen
     }
 
     public init() {
         trustSHA256 = ""
         entries = [:]
+        seen = [:]
     }
 
     /// SHA-256 over what can turn an accepted note into a set-aside one: the vault id, the removed
@@ -49,12 +57,14 @@ public struct NoteIndex: Codable, Sendable {
             let removed: [VaultBody.Removal]
             let epochs: [[String]]
             let records: [VaultBody.Record]
+            let reencryptions: [VaultBody.Reencryption]
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         let trust = Trust(
             vaultID: body.vaultID, removed: body.removed,
-            epochs: body.epochs.map { [String($0.number), String($0.startedIn), $0.recipient] }, records: body.records)
+            epochs: body.epochs.map { [String($0.number), String($0.startedIn), $0.recipient] }, records: body.records,
+            reencryptions: body.reencryptions)
         return SHA256.hash(data: try encoder.encode(trust)).description
     }
 
@@ -73,8 +83,8 @@ public struct NoteIndex: Codable, Sendable {
         try AtomicWrite.write(try Age.encrypt(plaintext, to: [identity.recipient]), to: url, mode: 0o600)
     }
 
-    /// Every note in `folder`, opened and checked, reusing what is unchanged; the index is updated.
-    /// Changed notes are opened on all cores.
+    /// Every note file in `folder` (the authors' files and home's re-encrypted copies), opened and checked,
+    /// reusing what is unchanged; the index is updated. Changed notes are opened on all cores.
     public mutating func refresh(
         folder: VaultFolder, vault: SignedVault, keyring: VaultKeyring
     ) throws -> [(path: String, result: Result<VaultNote.Opened, SempereError>)] {
@@ -85,7 +95,7 @@ public struct NoteIndex: Codable, Sendable {
         } else {
             entries = entries.filter { $0.value.setAside == nil }
         }
-        let paths = try folder.notePaths()
+        let paths = try folder.notePaths() + folder.copyPaths()
         // A file whose device, inode, size, modification and change times are those it had when it was
         // hashed is not read again (as git's index does): the change time cannot be set back by a sync
         // client or the provider, so a rewritten file always shows.
@@ -106,7 +116,9 @@ public struct NoteIndex: Codable, Sendable {
                 return Data()
             }
         }
-        for (path, reason) in unreadable { entries[path] = Entry(sha256: "", setAside: reason) }
+        for (path, reason) in unreadable {
+            entries[path] = Entry(sha256: "", setAside: reason, category: SetAsideCategory.cannotOpen.identifier)
+        }
         let digests = paths.indices.map { index in
             unchanged[index] ? entries[paths[index]]!.sha256 : SHA256.hash(data: files[index]).description
         }
@@ -130,7 +142,10 @@ public struct NoteIndex: Codable, Sendable {
                 opened.set(job, .failure(error))
             } catch {
                 opened.set(
-                    job, .failure(SempereError(.untrustedNote, "it does not open: \(plainDescription(of: error))")))
+                    job,
+                    .failure(
+                        SempereError(
+                            .untrustedNote, "it does not open: \(plainDescription(of: error))", setAside: .cannotOpen)))
             }
         }
         for (job, index) in stale.enumerated() {
@@ -139,9 +154,11 @@ public struct NoteIndex: Codable, Sendable {
             case .success(let note):
                 entries[paths[index]] = Entry(
                     sha256: digest, stat: stats[index], markdown: note.markdown, author: note.author,
-                    epoch: note.epoch)
+                    epoch: note.epoch, version: note.version, keyEpoch: note.keyEpoch)
             case .failure(let error):
-                entries[paths[index]] = Entry(sha256: digest, stat: stats[index], setAside: error.reason)
+                entries[paths[index]] = Entry(
+                    sha256: digest, stat: stats[index], setAside: error.reason,
+                    category: (error.setAsideCategory ?? .untrusted).identifier)
             }
         }
         let present = Set(paths)
@@ -149,9 +166,21 @@ public struct NoteIndex: Codable, Sendable {
         return paths.map { path in
             let entry = entries[path]!
             if let markdown = entry.markdown, let author = entry.author, let epoch = entry.epoch {
-                return (path, .success(VaultNote.Opened(markdown: markdown, author: author, epoch: epoch)))
+                return (
+                    path,
+                    .success(
+                        VaultNote.Opened(
+                            markdown: markdown, author: author, epoch: epoch, version: entry.version ?? 0,
+                            keyEpoch: entry.keyEpoch ?? epoch))
+                )
             }
-            return (path, .failure(SempereError(.untrustedNote, entry.setAside ?? "it was set aside")))
+            return (
+                path,
+                .failure(
+                    SempereError(
+                        .untrustedNote, entry.setAside ?? "it was set aside",
+                        setAside: entry.category.flatMap(SetAsideCategory.init(identifier:)) ?? .untrusted))
+            )
         }
     }
 }

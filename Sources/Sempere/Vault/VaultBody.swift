@@ -31,6 +31,9 @@ public struct VaultBody: Codable, Sendable, Equatable {
     public var kitReplacementDelay: Int64
     /// Every completed kit replacement, oldest first.
     public var kitChanges: [KitChange]
+    /// Every Re-encrypt Everything home finished, oldest first: each commits to the list of the copies it
+    /// wrote under its epoch's key (``ReencryptionList``).
+    public var reencryptions: [Reencryption]
 
     /// The delay a vault uses when it names none.
     public static let defaultKitReplacementDelay: Int64 = 72 * 3600
@@ -230,10 +233,29 @@ public struct VaultBody: Codable, Sendable, Equatable {
         public var effectiveAt: Int64
         /// The new kit's signature of the home that asked (``KitChange/anchorBytes``).
         public var newKitSignature: Data
+        /// True when home asked for Re-encrypt Everything: the epoch the replacement starts is the one every
+        /// note is re-encrypted under (absent otherwise).
+        public var reencrypt: Bool?
 
         enum CodingKeys: String, CodingKey {
             case recovery, requestedIn = "requested_in", effectiveAt = "effective_at"
-            case newKitSignature = "new_kit_signature"
+            case newKitSignature = "new_kit_signature", reencrypt
+        }
+    }
+
+    /// Re-encrypt Everything, finished: home re-encrypted every note of the epochs before `epoch` under
+    /// `epoch`'s key, as copies beside their authors' files (`reencrypted/<author>/<id>.age`), and
+    /// `records/reencrypted-<epoch>.json` lists each: the author's path, the SHA-256 of the file it copied
+    /// and of the copy. vault.json commits to that list by its SHA-256 and count.
+    public struct Reencryption: Codable, Sendable, Equatable {
+        public var epoch: Int
+        /// The generation of the body that finished it.
+        public var generation: UInt64
+        public var listSHA256: String
+        public var count: Int
+
+        enum CodingKeys: String, CodingKey {
+            case epoch, generation, listSHA256 = "list_sha256", count
         }
     }
 
@@ -284,7 +306,7 @@ public struct VaultBody: Codable, Sendable, Equatable {
         case devices, removed, recovery, epochs, records, handoffs
         case takeoverGeneration = "takeover_generation", takeovers, genesis
         case kitReplacement = "kit_replacement", kitReplacementDelay = "kit_replacement_delay"
-        case kitChanges = "kit_changes"
+        case kitChanges = "kit_changes", reencryptions
     }
 
     init(
@@ -292,7 +314,7 @@ public struct VaultBody: Codable, Sendable, Equatable {
         devices: [Device], removed: [Removal], recovery: Recovery, epochs: [Epoch], records: [Record],
         handoffs: [Handoff] = [], takeoverGeneration: UInt64 = 0, takeovers: [Takeover] = [], genesis: Genesis? = nil,
         kitReplacement: KitReplacement? = nil, kitReplacementDelay: Int64 = VaultBody.defaultKitReplacementDelay,
-        kitChanges: [KitChange] = []
+        kitChanges: [KitChange] = [], reencryptions: [Reencryption] = []
     ) {
         self.vaultID = vaultID
         self.generation = generation
@@ -311,6 +333,7 @@ public struct VaultBody: Codable, Sendable, Equatable {
         self.kitReplacement = kitReplacement
         self.kitReplacementDelay = kitReplacementDelay
         self.kitChanges = kitChanges
+        self.reencryptions = reencryptions
     }
 
     public init(from decoder: any Decoder) throws {
@@ -334,7 +357,8 @@ public struct VaultBody: Codable, Sendable, Equatable {
             kitReplacement: try container.decodeIfPresent(KitReplacement.self, forKey: .kitReplacement),
             kitReplacementDelay: try container.decodeIfPresent(Int64.self, forKey: .kitReplacementDelay)
                 ?? VaultBody.defaultKitReplacementDelay,
-            kitChanges: try container.decodeIfPresent([KitChange].self, forKey: .kitChanges) ?? [])
+            kitChanges: try container.decodeIfPresent([KitChange].self, forKey: .kitChanges) ?? [],
+            reencryptions: try container.decodeIfPresent([Reencryption].self, forKey: .reencryptions) ?? [])
     }
 
     public var currentEpoch: Epoch { epochs[epochs.count - 1] }

@@ -12,6 +12,9 @@ import SiblingsCrypto
 /// notes/<device_id>/<note_id>.age     each device writes only its own folder
 /// requests/<request_id>.json          each joining device writes only its own request
 /// records/epoch-<n>.json              written only by home: the notes that existed when epoch n ended
+/// records/reencrypted-<m>.json        written only by home: the copies Re-encrypt Everything made
+/// reencrypted/<author>/<note_id>.age  written only by home: notes re-encrypted under a newer key
+/// manifests/<device_id>.json          each device writes only its own: its notes and their versions
 /// recovery.age                        the optional passphrase copy of the recovery key
 /// ```
 ///
@@ -116,28 +119,78 @@ public struct VaultFolder: Sendable {
 
     public func readNote(at path: String) throws -> Data { try read(path) }
 
-    /// Removes a note's file (its author only).
+    /// Removes a note's file (its author only), or home's copy of one; one already gone is fine.
     public func removeNote(at path: String) throws {
-        guard Self.isNotePath(path) else { throw SempereError(.notFound, "\(path) is not a note path") }
-        do {
-            try FileManager.default.removeItem(at: url.appendingPathComponent(path))
-        } catch {
-            throw SempereError(.io, "cannot remove \(path): \(plainDescription(of: error))")
+        guard Self.isNotePath(path) || Self.isCopyPath(path) else {
+            throw SempereError(.notFound, "\(path) is not a note path")
+        }
+        try removeFile(path)
+    }
+
+    /// Removes any file of the folder (a set-aside one, after the person said so); one already gone is fine.
+    func removeFile(_ path: String) throws {
+        guard !path.split(separator: "/").contains(".."), !path.hasPrefix("/") else {
+            throw SempereError(.notFound, "\(path) is not a path inside the vault")
+        }
+        guard unlink(self.path + "/" + path) == 0 || errno == ENOENT else {
+            if errno == EISDIR || errno == EPERM {
+                do {
+                    try FileManager.default.removeItem(at: url.appendingPathComponent(path))
+                    return
+                } catch {
+                    throw SempereError(.io, "cannot remove \(path): \(plainDescription(of: error))")
+                }
+            }
+            throw SempereError(.io, "cannot remove \(path): \(String(cString: strerror(errno)))")
         }
     }
 
-    /// Every note file in the layout, sorted.
+    /// Writes home's re-encrypted copy at `reencrypted/<author>/<id>.age`. Not flushed (`durable` false): home
+    /// makes a batch durable at once (``AtomicWrite/syncFileSystem(containing:)``) before it records it.
+    func writeCopy(_ file: Data, at path: String) throws {
+        guard Self.isCopyPath(path) else {
+            throw SempereError(.notFound, "\(path) is not a re-encrypted copy's path")
+        }
+        let target = url.appendingPathComponent(path)
+        try Self.createFolder(target.deletingLastPathComponent())
+        try AtomicWrite.write(file, to: target, mode: 0o644, durable: false)
+    }
+
+    /// Makes every copy written since durable.
+    func syncCopies() throws { try AtomicWrite.syncFileSystem(containing: url) }
+
+    // MARK: Manifests
+
+    /// Writes this device's manifest (``NoteManifest``; each device writes only its own).
+    func write(manifest file: Data, device: String) throws {
+        let target = url.appendingPathComponent(NoteManifest.path(device: device))
+        try Self.createFolder(target.deletingLastPathComponent())
+        try AtomicWrite.write(file, to: target, mode: 0o644)
+    }
+
+    /// A device's manifest file as it is in the folder, nil when there is none.
+    func manifestFile(device: String) -> Data? {
+        FileManager.default.contents(atPath: url.appendingPathComponent(NoteManifest.path(device: device)).path)
+    }
+
+    /// Every note file in the layout, sorted (the authors' files, not home's re-encrypted copies).
     public func notePaths() throws -> [String] {
         try noteFiles(withStat: false).map(\.path)
     }
 
-    /// Every note file's path, sorted, with its ``statKey(_:)`` when `withStat` (nil if it cannot be
-    /// stat'ed): one directory read per device folder, each file stat'ed relative to its folder
-    /// (`fstatat`), so that listing 10,000 notes builds no full path per file.
-    func noteFiles(withStat: Bool) throws -> [(path: String, stat: String?)] {
+    /// Every re-encrypted copy home wrote (`reencrypted/<author>/<note_id>.age`), sorted.
+    public func copyPaths() throws -> [String] {
+        try noteFiles(withStat: false, in: "reencrypted").map(\.path)
+    }
+
+    /// Every note file's path under `root` ("notes", or "reencrypted" for home's copies), sorted, with its
+    /// ``statKey(_:)`` when `withStat` (nil if it cannot be stat'ed): one directory read per device folder,
+    /// each file stat'ed relative to its folder (`fstatat`), so that listing 10,000 notes builds no full path
+    /// per file.
+    func noteFiles(withStat: Bool, in root: String = "notes") throws -> [(path: String, stat: String?)] {
         var files: [(path: String, stat: String?)] = []
-        for device in try entries(in: "notes") where device.isDirectory && Self.isHexID(Substring(device.name)) {
-            let prefix = "notes/" + device.name + "/"
+        for device in try entries(in: root) where device.isDirectory && Self.isHexID(Substring(device.name)) {
+            let prefix = root + "/" + device.name + "/"
             let folder = self.path + "/" + prefix
             guard let directory = opendir(folder) else {
                 if errno == ENOENT || errno == ENOTDIR { continue }
@@ -204,11 +257,14 @@ public struct VaultFolder: Sendable {
         }
     }
 
-    static func isNotePath(_ path: String) -> Bool {
+    static func isNotePath(_ path: String, root: String = "notes") -> Bool {
         let parts = path.split(separator: "/", omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[0] == "notes", isHexID(parts[1]), parts[2].hasSuffix(".age") else { return false }
+        guard parts.count == 3, parts[0] == root, isHexID(parts[1]), parts[2].hasSuffix(".age") else { return false }
         return isHexID(parts[2].dropLast(4))
     }
+
+    /// Whether `path` is a copy home re-encrypted, `reencrypted/<author>/<note_id>.age`.
+    static func isCopyPath(_ path: String) -> Bool { isNotePath(path, root: "reencrypted") }
 
     static func isHexID(_ text: Substring) -> Bool {
         text.utf8.count == 32 && text.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
@@ -228,6 +284,13 @@ public struct VaultFolder: Sendable {
     /// Writes an epoch's file list (home only, before the vault.json that commits to it).
     public func write(_ list: EpochFileList) throws {
         let target = url.appendingPathComponent(EpochFileList.path(epoch: list.epoch))
+        try Self.createFolder(target.deletingLastPathComponent())
+        try AtomicWrite.write(list.bytes, to: target, mode: 0o644)
+    }
+
+    /// Writes a re-encryption's list of copies (home only, before the vault.json that commits to it).
+    public func write(_ list: ReencryptionList) throws {
+        let target = url.appendingPathComponent(ReencryptionList.path(epoch: list.epoch))
         try Self.createFolder(target.deletingLastPathComponent())
         try AtomicWrite.write(list.bytes, to: target, mode: 0o644)
     }
@@ -267,19 +330,27 @@ public struct VaultFolder: Sendable {
     public func setAside() throws -> [String] {
         var strays: [String] = []
         for name in try names(in: "")
-        where ![Self.vaultFile, Self.recoveryFile, "notes", "requests", "records"].contains(name) {
+        where ![Self.vaultFile, Self.recoveryFile, "notes", "requests", "records", "reencrypted", "manifests"].contains(
+            name)
+        {
             strays.append(name)
         }
-        for device in try names(in: "notes") {
-            guard Self.isHexID(Substring(device)), isFolder("notes/\(device)") else {
-                strays.append("notes/\(device)")
-                continue
+        for root in ["notes", "reencrypted"] {
+            for device in try names(in: root) {
+                guard Self.isHexID(Substring(device)), isFolder("\(root)/\(device)") else {
+                    strays.append("\(root)/\(device)")
+                    continue
+                }
+                for name in try names(in: "\(root)/\(device)") {
+                    let path = "\(root)/\(device)/\(name)"
+                    // A folder named like a note is not a note either.
+                    if !Self.isNotePath(path, root: root) || isFolder(path) { strays.append(path) }
+                }
             }
-            for name in try names(in: "notes/\(device)") {
-                let path = "notes/\(device)/\(name)"
-                // A folder named like a note is not a note either.
-                if !Self.isNotePath(path) || isFolder(path) { strays.append(path) }
-            }
+        }
+        for name in try names(in: "manifests") {
+            let id = name.hasSuffix(".json") ? Substring(name.dropLast(5)) : ""
+            if !Self.isHexID(id) || isFolder("manifests/\(name)") { strays.append("manifests/\(name)") }
         }
         return strays.sorted()
     }

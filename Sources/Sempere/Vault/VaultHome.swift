@@ -255,11 +255,18 @@ public struct VaultKeyring: Sendable {
     let signingKeys: [String: HybridSignature.PublicKey]
     /// The epochs' file lists, for the notes of devices removed since (``EpochFileList``).
     public let fileLists: EpochFileLists
+    /// The lists of the copies home re-encrypted (``ReencryptionList``): a copy opens only when listed.
+    public let reencrypted: ReencryptionLists
 
     /// The keys `credentials` opens in `vault`; `fileLists` are where the records' lists are read (without
-    /// them, a removed device's old notes cannot be checked against a compact record and are set aside).
-    public init(vault: VaultBody, credentials: DeviceKeys, fileLists: EpochFileLists = EpochFileLists()) throws {
+    /// them, a removed device's old notes cannot be checked against a compact record and are set aside), and
+    /// `reencrypted` where the re-encryption lists are (without them, no re-encrypted copy opens).
+    public init(
+        vault: VaultBody, credentials: DeviceKeys, fileLists: EpochFileLists = EpochFileLists(),
+        reencrypted: ReencryptionLists = ReencryptionLists()
+    ) throws {
         self.fileLists = fileLists
+        self.reencrypted = reencrypted
         guard vault.device(credentials.id) != nil else {
             if vault.removed.contains(where: { $0.device.id == credentials.id }) {
                 throw SempereError(

@@ -9,45 +9,86 @@ import SiblingsCrypto
 /// provider cannot use it to test guesses of a note's text, and stock `age -d` shows the note with one
 /// comment line at its end:
 ///
-///     <!-- sempere-note v1 author=<device_id> epoch=<n> signature=<base64 HybridSignature> -->
+///     <!-- sempere-note v2 author=<device_id> epoch=<n> version=<v> signature=<base64 HybridSignature> -->
 ///
-/// The signature covers vault_id ‖ 0x00 ‖ path ‖ 0x00 ‖ decimal epoch ‖ 0x00 ‖ the Markdown bytes, with
-/// context "sempere/v1/note": a note cannot be moved to another path, epoch or vault.
+/// The v2 signature covers vault_id ‖ 0x00 ‖ path ‖ 0x00 ‖ decimal epoch ‖ 0x00 ‖ decimal version ‖ 0x00 ‖
+/// the Markdown bytes, with context "sempere/v2/note": a note cannot be moved to another path, epoch or
+/// vault, nor passed off as another version of itself. A v1 line (sempere 0.2 and before) has no version
+/// (read as version 0) and signs vault_id ‖ 0x00 ‖ path ‖ 0x00 ‖ epoch ‖ 0x00 ‖ Markdown, context
+/// "sempere/v1/note".
+///
+/// The path signed is always the author's: `notes/<author>/<id>.age`. A copy home re-encrypted under a
+/// newer key (Re-encrypt Everything) sits at `reencrypted/<author>/<id>.age` with the author's own
+/// signature line unchanged, and opens only when home's re-encryption list binds its bytes to it
+/// (``VaultKeyring/reencrypted``).
 public enum VaultNote {
-    static let context = Data("sempere/v1/note".utf8)
-    static let prefix = "<!-- sempere-note v1 "
+    static let contextV1 = Data("sempere/v1/note".utf8)
+    static let context = Data("sempere/v2/note".utf8)
+    static let prefixV1 = "<!-- sempere-note v1 "
+    static let prefix = "<!-- sempere-note v2 "
+    /// What both trailer versions start with.
+    static let marker = Data("\n<!-- sempere-note v".utf8)
 
     public struct Opened: Sendable, Equatable {
         public let markdown: String
         public let author: String
+        /// The epoch the author signed the note in.
         public let epoch: Int
+        /// The note's version: 1 when written, one more with each edit (0 for a note from before versions).
+        public let version: Int
+        /// The epoch whose key opens the file: the signed epoch, or a newer one for a copy home re-encrypted.
+        public let keyEpoch: Int
+
+        public init(markdown: String, author: String, epoch: Int, version: Int, keyEpoch: Int) {
+            self.markdown = markdown
+            self.author = author
+            self.epoch = epoch
+            self.version = version
+            self.keyEpoch = keyEpoch
+        }
     }
 
-    static func signedBytes(vaultID: String, path: String, epoch: Int, markdown: Data) -> Data {
+    /// What the author signs (v2; `version` nil: the v1 form).
+    static func signedBytes(vaultID: String, path: String, epoch: Int, version: Int?, markdown: Data) -> Data {
         // (Markdown that is not valid UTF-8 cannot come from `seal`, which takes a String; the bytes are
         // what is signed either way.)
-        Data(vaultID.utf8) + Data([0]) + Data(path.utf8) + Data([0]) + Data(String(epoch).utf8) + Data([0]) + markdown
+        var bytes = Data(vaultID.utf8) + Data([0]) + Data(path.utf8) + Data([0]) + Data(String(epoch).utf8) + Data([0])
+        if let version { bytes += Data(String(version).utf8) + Data([0]) }
+        return bytes + markdown
     }
 
-    /// The age file for `markdown` at `path`, written by `author` in the vault's current epoch.
-    public static func seal(markdown: String, path: String, vault: VaultBody, author: DeviceKeys) throws -> Data {
+    /// The age file for `markdown` at `path` (this device's own folder), version `version`, written by
+    /// `author` in the vault's current epoch.
+    public static func seal(
+        markdown: String, path: String, vault: VaultBody, author: DeviceKeys, version: Int = 1
+    ) throws -> Data {
         guard vault.device(author.id) != nil else {
             throw SempereError(.removed, "this device is not listed in the vault, so it cannot write notes")
         }
         let epoch = vault.currentEpoch
         let body = Data(markdown.utf8)
         let signature = try author.signingKey.signature(
-            for: signedBytes(vaultID: vault.vaultID, path: path, epoch: epoch.number, markdown: body), context: context)
+            for: signedBytes(vaultID: vault.vaultID, path: path, epoch: epoch.number, version: version, markdown: body),
+            context: context)
         let trailer =
-            "\n\(prefix)author=\(author.id) epoch=\(epoch.number) signature=\(signature.rawRepresentation.base64EncodedString()) -->\n"
+            "\n\(prefix)author=\(author.id) epoch=\(epoch.number) version=\(version) "
+            + "signature=\(signature.rawRepresentation.base64EncodedString()) -->\n"
         return try Age.encrypt(body + Data(trailer.utf8), to: [try VaultKeys.recipient(epoch.recipient)])
+    }
+
+    /// The author's path of a note file: itself, or for home's re-encrypted copy
+    /// `reencrypted/<author>/<id>.age`, `notes/<author>/<id>.age`.
+    public static func authorPath(_ path: String) -> String {
+        path.hasPrefix("reencrypted/") ? "notes/" + path.dropFirst("reencrypted/".count) : path
     }
 
     /// Opens the note at `path` and checks who wrote it. Throws `.untrustedNote` for a note the provider
     /// (or a removed device after its removal) could have made: no trailer, a signature that fails, an
-    /// author not listed during the note's epoch, an epoch other than the one whose key opens it, a note
-    /// outside its signer's folder, or a removed device's note that is not in the record of the notes that
-    /// existed when it was removed. The reason says which, without the path (callers name the note).
+    /// author not listed during the note's epoch, an epoch other than the one whose key opens it (unless
+    /// home's re-encryption list binds this very file), a note outside its signer's folder, or a removed
+    /// device's note that is not in the record of the notes that existed when it was removed. The reason
+    /// says which, without the path (callers name the note), and the error's ``SempereError/setAsideCategory``
+    /// says where Repair lists it.
     public static func open(_ file: Data, path: String, vault: VaultBody, keyring: VaultKeyring) throws -> Opened {
         var opened: (plaintext: Data, epoch: Int)?
         for (epoch, identity) in keyring.identities.sorted(by: { $0.key > $1.key }) {
@@ -56,57 +97,110 @@ public enum VaultNote {
                 break
             }
         }
-        guard let (plaintext, epoch) = opened else {
+        guard let (plaintext, keyEpoch) = opened else {
             throw SempereError(
                 .untrustedNote,
                 "it does not open with any of this vault's keys this device holds (a key of a newer device list "
-                    + "this device has not seen yet, or a file that is not a note)")
+                    + "this device has not seen yet, or a file that is not a note)", setAside: .cannotOpen)
         }
-        // Parsed as bytes: the trailer is ASCII, and the Markdown before it is signed as bytes.
-        let marker = Data(("\n" + prefix).utf8)
-        guard plaintext.hasSuffix(Data(" -->\n".utf8)),
-            let start = plaintext.range(of: marker, options: .backwards)
-        else {
-            throw SempereError(.untrustedNote, "it has no author signature line, so it was not written by Sempere")
-        }
-        let markdownBytes = plaintext[..<start.lowerBound]
-        // Split on bytes: String.split goes through grapheme breaking, 100 times slower on 4.5 KB.
-        var fields: [String: String] = [:]
-        for field in plaintext[start.upperBound..<(plaintext.endIndex - 5)].split(separator: UInt8(ascii: " ")) {
-            guard let equals = field.firstIndex(of: UInt8(ascii: "=")) else { continue }
-            fields[String(decoding: field[..<equals], as: UTF8.self)] = String(
-                decoding: field[(equals + 1)...], as: UTF8.self)
-        }
-        guard let author = fields["author"], let claimed = fields["epoch"].flatMap({ Int($0) }),
-            claimed == epoch, let signatureBytes = fields["signature"].flatMap({ Data(base64Encoded: $0) }),
-            let signature = try? HybridSignature.Signature(rawRepresentation: signatureBytes)
-        else {
+        guard let trailer = Trailer(plaintext) else {
             throw SempereError(
-                .untrustedNote, "its author line is malformed, or names another epoch than the key that opens it")
+                .untrustedNote, "it has no author signature line, so it was not written by Sempere",
+                setAside: .untrusted)
+        }
+        let authorPath = authorPath(path)
+        let isCopy = authorPath != path
+        guard trailer.epoch == keyEpoch || (isCopy && trailer.epoch < keyEpoch) else {
+            throw SempereError(
+                .untrustedNote, "its author line is malformed, or names another epoch than the key that opens it",
+                setAside: trailer.epoch < keyEpoch ? .fromBeforeADeviceChange : .untrusted)
+        }
+        // A copy under a newer key than its author signed in: only home's list of what it re-encrypted vouches
+        // for it (the epoch recipients are public, so anyone holding an old plaintext could make one).
+        if isCopy {
+            guard
+                keyring.reencrypted.binds(
+                    path: authorPath, sha256: SHA256.hash(data: file).description, epoch: keyEpoch)
+            else {
+                throw SempereError(
+                    .untrustedNote,
+                    "it is a re-encrypted copy that home's list of re-encrypted notes does not name (left over from a "
+                        + "re-encryption that stopped, or put there by someone else)", setAside: .untrusted)
+            }
         }
         // The signer is the author, and a note lives in its author's folder: a listed device that signs a note
         // for another device's path (overwriting that device's note) is set aside, never shown as that device's.
-        let folder = path.split(separator: "/", omittingEmptySubsequences: false)
-        guard folder.count == 3, folder[0] == "notes", folder[1] == author else {
+        let folder = authorPath.split(separator: "/", omittingEmptySubsequences: false)
+        guard folder.count == 3, folder[0] == "notes", folder[1] == trailer.author else {
             throw SempereError(
                 .untrustedNote,
-                "it is signed by device \(author.prefix(8)), not by the device whose folder holds it (each device "
-                    + "writes only its own folder)")
+                "it is signed by device \(trailer.author.prefix(8)), not by the device whose folder holds it (each "
+                    + "device writes only its own folder)", setAside: .untrusted)
         }
         let device = try authorRecord(
-            author, epoch: epoch, path: path, file: file, vault: vault, lists: keyring.fileLists)
+            trailer.author, epoch: trailer.epoch, path: authorPath, file: file, vault: vault, lists: keyring.fileLists,
+            boundByHome: isCopy)
+        let signed = signedBytes(
+            vaultID: vault.vaultID, path: authorPath, epoch: trailer.epoch,
+            version: trailer.isV1 ? nil : trailer.version,
+            markdown: Data(plaintext[..<trailer.markdownEnd]))
         guard let key = keyring.signingKeys[device.id],
-            key.isValidSignature(
-                signature,
-                for: signedBytes(vaultID: vault.vaultID, path: path, epoch: epoch, markdown: Data(markdownBytes)),
-                context: context)
+            key.isValidSignature(trailer.signature, for: signed, context: trailer.isV1 ? contextV1 : context)
         else {
             throw SempereError(
                 .untrustedNote,
-                "its signature does not verify under the key of \(device.name) (\(author.prefix(8))), whose note it "
-                    + "claims to be: it was forged or altered")
+                "its signature does not verify under the key of \(device.name) (\(trailer.author.prefix(8))), whose "
+                    + "note it claims to be: it was forged or altered", setAside: .untrusted)
         }
-        return Opened(markdown: String(decoding: markdownBytes, as: UTF8.self), author: author, epoch: epoch)
+        return Opened(
+            markdown: String(decoding: plaintext[..<trailer.markdownEnd], as: UTF8.self), author: trailer.author,
+            epoch: trailer.epoch, version: trailer.version, keyEpoch: keyEpoch)
+    }
+
+    /// A note's signature line, parsed as bytes (the trailer is ASCII; the Markdown before it is signed as
+    /// bytes): nil when the plaintext has none, or one that does not parse.
+    struct Trailer {
+        let markdownEnd: Data.Index
+        let author: String
+        let epoch: Int
+        /// 0 for a v1 line.
+        let version: Int
+        let isV1: Bool
+        let signature: HybridSignature.Signature
+
+        init?(_ plaintext: Data) {
+            guard plaintext.hasSuffix(Data(" -->\n".utf8)),
+                let start = plaintext.range(of: VaultNote.marker, options: .backwards),
+                let space = plaintext[start.upperBound...].firstIndex(of: UInt8(ascii: " ")),
+                space + 1 <= plaintext.endIndex - 5
+            else { return nil }
+            let kind = plaintext[start.upperBound..<space]
+            guard kind.elementsEqual("1".utf8) || kind.elementsEqual("2".utf8) else { return nil }
+            isV1 = kind.elementsEqual("1".utf8)
+            // Split on bytes: String.split goes through grapheme breaking, 100 times slower on 4.5 KB.
+            var fields: [String: String] = [:]
+            for field in plaintext[(space + 1)..<(plaintext.endIndex - 5)].split(separator: UInt8(ascii: " ")) {
+                guard let equals = field.firstIndex(of: UInt8(ascii: "=")) else { continue }
+                fields[String(decoding: field[..<equals], as: UTF8.self)] = String(
+                    decoding: field[(equals + 1)...], as: UTF8.self)
+            }
+            guard let author = fields["author"], let epoch = fields["epoch"].flatMap({ Int($0) }), epoch >= 1,
+                let bytes = fields["signature"].flatMap({ Data(base64Encoded: $0) }),
+                let signature = try? HybridSignature.Signature(rawRepresentation: bytes)
+            else { return nil }
+            let version: Int
+            if isV1 {
+                version = 0
+            } else {
+                guard let parsed = fields["version"].flatMap({ Int($0) }), parsed >= 1 else { return nil }
+                version = parsed
+            }
+            self.markdownEnd = start.lowerBound
+            self.author = author
+            self.epoch = epoch
+            self.version = version
+            self.signature = signature
+        }
     }
 
     /// A removed device's own notes that the vault did not record when it was removed (so the other
@@ -122,40 +216,44 @@ public enum VaultNote {
         let lists = EpochFileLists(folder: folder)
         let recorded = Set(vault.records.flatMap { (try? lists.paths(record: $0, vaultID: vault.vaultID)) ?? [] })
         var saved: [(path: String, markdown: String)] = []
-        let ownKey = credentials.signingKey.publicKey
         for path in try folder.notePaths()
         where path.hasPrefix("notes/\(credentials.id)/") && !recorded.contains(path) {
             let file = try folder.readNote(at: path)
             for (epoch, identity) in identities {
                 guard let plaintext = try? Age.decrypt(file, identities: [identity.ageIdentity]) else { continue }
                 // Only what this device itself signed: the provider can encrypt to an old recipient too.
-                guard let (markdown, signature) = splitTrailer(plaintext, author: credentials.id, epoch: epoch),
-                    ownKey.isValidSignature(
-                        signature,
-                        for: signedBytes(vaultID: vault.vaultID, path: path, epoch: epoch, markdown: markdown),
-                        context: context)
+                guard let own = signed(plaintext, by: credentials, path: path, vaultID: vault.vaultID),
+                    own.epoch == epoch
                 else { break }
-                saved.append((path, String(decoding: markdown, as: UTF8.self)))
+                saved.append((path, own.markdown))
                 break
             }
         }
         return saved
     }
 
-    /// The Markdown bytes and signature of a note's plaintext when its signature line names `author` and
-    /// `epoch`, else nil.
-    static func splitTrailer(_ plaintext: Data, author: String, epoch: Int) -> (Data, HybridSignature.Signature)? {
-        let expected = Data("\n\(prefix)author=\(author) epoch=\(epoch) signature=".utf8)
-        guard plaintext.hasSuffix(Data(" -->\n".utf8)), let start = plaintext.range(of: expected, options: .backwards),
-            let bytes = Data(base64Encoded: Data(plaintext[start.upperBound..<(plaintext.endIndex - 5)])),
-            let signature = try? HybridSignature.Signature(rawRepresentation: bytes)
+    /// The Markdown, epoch and version of `plaintext` when its signature line is `keys`' own valid signature
+    /// of it at `path` (the author's path), else nil.
+    static func signed(
+        _ plaintext: Data, by keys: DeviceKeys, path: String, vaultID: String
+    ) -> (markdown: String, epoch: Int, version: Int)? {
+        guard let trailer = Trailer(plaintext), trailer.author == keys.id,
+            keys.signingKey.publicKey.isValidSignature(
+                trailer.signature,
+                for: signedBytes(
+                    vaultID: vaultID, path: path, epoch: trailer.epoch, version: trailer.isV1 ? nil : trailer.version,
+                    markdown: Data(plaintext[..<trailer.markdownEnd])),
+                context: trailer.isV1 ? contextV1 : context)
         else { return nil }
-        return (Data(plaintext[..<start.lowerBound]), signature)
+        return (String(decoding: plaintext[..<trailer.markdownEnd], as: UTF8.self), trailer.epoch, trailer.version)
     }
 
     /// The device record that may have written a note of `epoch`; throws `.untrustedNote` saying why none may.
+    /// `boundByHome`: the file is a copy home re-encrypted and bound (it checked the note when it did), so a
+    /// removed author's record is not asked for.
     static func authorRecord(
-        _ author: String, epoch: Int, path: String, file: Data, vault: VaultBody, lists: EpochFileLists
+        _ author: String, epoch: Int, path: String, file: Data, vault: VaultBody, lists: EpochFileLists,
+        boundByHome: Bool = false
     ) throws -> VaultBody.Device {
         // The generation at which the note's epoch ended (nil: it is the current epoch).
         let ended = vault.epochs.first { $0.number == epoch + 1 }?.startedIn
@@ -165,15 +263,17 @@ public enum VaultNote {
                 throw SempereError(
                     .untrustedNote,
                     "it names \(device.name) (\(author.prefix(8))) as its author in epoch \(epoch), which ended "
-                        + "before that device was added")
+                        + "before that device was added", setAside: .untrusted)
             }
             return device
         }
         guard let removal = vault.removed.first(where: { $0.device.id == author }) else {
             throw SempereError(
                 .untrustedNote,
-                "its author, device \(author.prefix(8)), is not a device of this vault, listed or removed")
+                "its author, device \(author.prefix(8)), is not a device of this vault, listed or removed",
+                setAside: .untrusted)
         }
+        if boundByHome { return removal.device }
         // A removed device keeps its old keys: only the notes recorded when the epoch ended are its.
         let digest = SHA256.hash(data: file).description
         var recorded = false
@@ -184,7 +284,8 @@ public enum VaultNote {
                 throw SempereError(
                     .untrustedNote,
                     "it was written by \(removal.device.name) (\(author.prefix(8))), since removed, and cannot be "
-                        + "checked against the record of the notes that existed at its removal: \(error.reason)")
+                        + "checked against the record of the notes that existed at its removal: \(error.reason)",
+                    setAside: .fromBeforeADeviceChange)
             }
         }
         guard recorded else {
@@ -192,7 +293,7 @@ public enum VaultNote {
                 .untrustedNote,
                 "it was written by \(removal.device.name) (\(author.prefix(8))), which was removed from the vault "
                     + "(generation \(removal.removedIn)), and it is not among the notes that existed at its removal: "
-                    + "written after the removal, or changed since (From Before a Device Change)")
+                    + "written after the removal, or changed since", setAside: .fromBeforeADeviceChange)
         }
         return removal.device
     }

@@ -111,11 +111,23 @@ struct HomeRoleScenarioTests {
         }
 
         /// `member` opens the vault and lists every note written so far, with its text.
+        /// Once the provider has delivered what it holds back (the records a removed device's notes are
+        /// checked against, say), `member` lists every note.
         func expectEveryNote(on member: Member, sourceLocation: SourceLocation = #_sourceLocation) throws {
-            let listed = Dictionary(
-                uniqueKeysWithValues: try member.session().list().notes.map { ($0.path, $0.markdown) })
+            try settle(members) {
+                let shown = Set(try member.session().list().notes.map(\.path))
+                return notes.keys.allSatisfy(shown.contains)
+            }
+            let listing = try member.session().list()
+            let listed = Dictionary(uniqueKeysWithValues: listing.notes.map { ($0.path, $0.markdown) })
             for (path, markdown) in notes {
-                #expect(listed[path] == markdown, "\(member.name) lacks \(path)", sourceLocation: sourceLocation)
+                #expect(
+                    listed[path] == markdown,
+                    Comment(
+                        rawValue: "\(member.name) lacks \(path): pending "
+                            + "\(listing.pending.map { "\($0.path) \($0.reason)" }), set aside "
+                            + "\(listing.setAside.map { "\($0.path) \($0.reason)" })"),
+                    sourceLocation: sourceLocation)
             }
         }
     }

@@ -106,7 +106,7 @@ struct VaultTests {
         }
         // Said as what it is: written by a device after its removal, not "not signed by a listed device".
         #expect(error?.reason.contains("which was removed from the vault") == true, "\(String(describing: error))")
-        #expect(error?.reason.contains("From Before a Device Change") == true)
+        #expect(error?.setAsideCategory == .fromBeforeADeviceChange)
     }
 
     @Test("a forged note: a listed device named as its author, a signature line that does not verify")
@@ -279,7 +279,7 @@ struct VaultTests {
             string: String(
                 decoding: try Age.decrypt(Data(wrap.utf8), identities: [kitIdentity.ageIdentity]), as: UTF8.self))
         let plaintext = String(decoding: try Age.decrypt(note, identities: [epochKey.ageIdentity]), as: UTF8.self)
-        #expect(plaintext.hasPrefix("pq\n<!-- sempere-note v1 "))
+        #expect(plaintext.hasPrefix("pq\n<!-- sempere-note v2 "))
     }
 
     @Test("stock age reads a note with one extra age -d for the epoch's key")
@@ -310,7 +310,7 @@ struct VaultTests {
         }
         _ = try age(["-d", "-i", "device.key", "-o", "epoch.key", "epoch.age"])
         let text = try age(["-d", "-i", "epoch.key", "note.age"])
-        #expect(text.hasPrefix("# Read me with age\n<!-- sempere-note v1 author=\(f.home.id) epoch=1 "))
+        #expect(text.hasPrefix("# Read me with age\n<!-- sempere-note v2 author=\(f.home.id) epoch=1 version=1 "))
     }
 }
 

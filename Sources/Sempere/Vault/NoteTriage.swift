@@ -1,0 +1,187 @@
+import Foundation
+
+/// Decides, for every note file that opened or did not, what a device shows (docs/sempere-format.md,
+/// "Which file is the note", "Versions and manifests"):
+///
+/// 1. **One note, two files.** After Re-encrypt Everything a note can have its author's file *A*
+///    (`notes/…`) and home's copy *H* (`reencrypted/…`, bound by home's list). *A* signed in *H*'s epoch or
+///    later is the note (the author edited it since); *A* that is the very file home copied is superseded
+///    by *H* (its author removes it); *A* changed since home copied it, still under an older key, is a late
+///    edit and is the note (its author re-encrypts it). The file not shown is superseded: never shown, never
+///    set aside, removed by its writer.
+/// 2. **Versions.** The note shown is checked against its author's manifest (``NoteManifest``) and the
+///    highest version this device has shown before: a note its author deleted is set aside (put back); a
+///    version below one this device has shown is set aside (an old version put back); a version below the
+///    manifest's, newer than any this device has shown, is pending (on its way); a note the manifest lists
+///    and no file holds is pending too.
+struct NoteTriage {
+    struct File {
+        let path: String
+        let sha256: String
+        let result: Result<VaultNote.Opened, SempereError>
+    }
+
+    /// A file no longer the note, and who removes it.
+    struct Superseded {
+        let path: String
+        /// The device that may remove it: the author for its own folder, home for its copies and for the
+        /// folders of removed devices.
+        let remover: String
+        let reason: String
+    }
+
+    var shown: [(path: String, note: VaultNote.Opened)] = []
+    var setAside: [(path: String, category: SetAsideCategory, reason: String)] = []
+    var pending: [VaultSession.Pending] = []
+    var superseded: [Superseded] = []
+    /// The updated highest versions shown, by author's path.
+    var seen: [String: Int]
+    private let home: String
+
+    /// `inProgress`: the epoch of a re-encryption home has started and not finished (its copies are not
+    /// bound yet, so they are pending, not set aside).
+    init(
+        files: [File], vault: VaultBody, manifests: [String: NoteManifest], seen: [String: Int],
+        reencrypted: ReencryptionLists, inProgress: Int?
+    ) {
+        self.seen = seen
+        home = vault.home
+        var byNote: [String: (author: File?, copy: File?)] = [:]
+        for file in files {
+            let key = VaultNote.authorPath(file.path)
+            if key == file.path {
+                byNote[key, default: (nil, nil)].author = file
+            } else {
+                byNote[key, default: (nil, nil)].copy = file
+            }
+        }
+        let removed = Set(vault.removed.map(\.device.id))
+        for (notePath, pair) in byNote.sorted(by: { $0.key < $1.key }) {
+            let authorID = String(notePath.split(separator: "/")[1])
+            // The remover of an author's file: the author, or home once the author is removed.
+            let authorRemover = removed.contains(authorID) ? vault.home : authorID
+            var chosen: (file: File, note: VaultNote.Opened)?
+            switch (pair.author, pair.copy) {
+            case (let a?, let h?):
+                let aNote = try? a.result.get()
+                let hNote = try? h.result.get()
+                let source = hNote.flatMap { reencrypted.entry(path: notePath, epoch: $0.keyEpoch)?.sourceSHA256 }
+                if let aNote, let hNote {
+                    if aNote.keyEpoch >= hNote.keyEpoch {
+                        chosen = (a, aNote)
+                        superseded.append(
+                            Superseded(
+                                path: h.path, remover: vault.home,
+                                reason: "its author wrote the note again since it was re-encrypted"))
+                    } else if source == a.sha256 {
+                        chosen = (h, hNote)
+                        superseded.append(
+                            Superseded(
+                                path: a.path, remover: authorRemover,
+                                reason: "home re-encrypted it under a newer key; the copy is the note"))
+                    } else {
+                        // A late edit under an older key: the note, until its author re-encrypts it.
+                        chosen = (a, aNote)
+                        superseded.append(
+                            Superseded(
+                                path: h.path, remover: vault.home,
+                                reason: "its author changed the note after home re-encrypted it"))
+                    }
+                } else if let hNote {
+                    chosen = (h, hNote)
+                    if source == a.sha256 {
+                        superseded.append(
+                            Superseded(
+                                path: a.path, remover: authorRemover,
+                                reason: "home re-encrypted it under a newer key; the copy is the note"))
+                    } else {
+                        setAside(a, inProgress: inProgress)
+                    }
+                } else if let aNote {
+                    chosen = (a, aNote)
+                    setAside(h, inProgress: inProgress)
+                } else {
+                    setAside(a, inProgress: inProgress)
+                    setAside(h, inProgress: inProgress)
+                }
+            case (let a?, nil):
+                if let note = try? a.result.get() { chosen = (a, note) } else { setAside(a, inProgress: inProgress) }
+            case (nil, let h?):
+                if let note = try? h.result.get() { chosen = (h, note) } else { setAside(h, inProgress: inProgress) }
+            case (nil, nil):
+                continue
+            }
+            guard let (file, note) = chosen else { continue }
+            check(file: file, note: note, notePath: notePath, manifest: manifests[note.author])
+        }
+        // What an author's manifest lists and no file holds: on its way (or held back by the provider).
+        for (author, manifest) in manifests where vault.device(author) != nil {
+            for (id, version) in manifest.notes {
+                let notePath = VaultFolder.notePath(author: author, noteID: id)
+                guard byNote[notePath] == nil else { continue }
+                pending.append(
+                    VaultSession.Pending(
+                        path: notePath, author: author, version: nil, expected: version,
+                        reason: "its author's device lists version \(version) of it, and its file has not reached "
+                            + "this device (or the storage provider holds it back)"))
+            }
+        }
+        pending.sort { $0.path < $1.path }
+    }
+
+    private mutating func setAside(_ file: File, inProgress: Int?) {
+        guard case .failure(let error) = file.result else { return }
+        // A copy of a re-encryption home is still making: not bound yet, so not a note yet, but nothing wrong.
+        if let inProgress, VaultFolder.isCopyPath(file.path), error.setAsideCategory == .untrusted,
+            error.reason.contains("re-encrypted copy")
+        {
+            pending.append(
+                VaultSession.Pending(
+                    path: file.path, author: String(file.path.split(separator: "/")[1]), version: nil, expected: nil,
+                    reason: "home is re-encrypting the vault into epoch \(inProgress); this copy counts once it has "
+                        + "finished"))
+            return
+        }
+        setAside.append((file.path, error.setAsideCategory ?? .untrusted, error.reason))
+    }
+
+    /// The version checks of the file chosen for a note.
+    private mutating func check(file: File, note: VaultNote.Opened, notePath: String, manifest: NoteManifest?) {
+        let id = VaultSession.noteID(notePath)
+        let version = note.version
+        if let deletedAt = manifest?.deleted[id], version <= deletedAt {
+            if VaultFolder.isCopyPath(file.path) {
+                // Home's copy of a note its author deleted since: home removes it.
+                superseded.append(
+                    Superseded(path: file.path, remover: home, reason: "its author deleted the note"))
+                return
+            }
+            setAside.append(
+                (
+                    file.path, .deletedNotePutBack,
+                    "its author deleted this note (at version \(deletedAt)), and this is a copy of it from before: put "
+                        + "back by the storage provider, or the deletion has not reached this device yet"
+                ))
+            return
+        }
+        if let shown = seen[notePath], version < shown {
+            setAside.append(
+                (
+                    file.path, .oldVersionPutBack,
+                    "it is version \(version) of the note, and this device has already shown version \(shown): an "
+                        + "old version the storage provider put back (the newer one may be in its version history)"
+                ))
+            return
+        }
+        if let listed = manifest?.notes[id], version < listed {
+            pending.append(
+                VaultSession.Pending(
+                    path: file.path, author: note.author, version: version, expected: listed,
+                    reason: "its author's device lists version \(listed), and version \(version) is what has reached "
+                        + "this device so far: the newer one is on its way (or the storage provider holds it back)"))
+            return
+        }
+        seen[notePath] = max(seen[notePath] ?? 0, version)
+        shown.append((file.path, note))
+    }
+}

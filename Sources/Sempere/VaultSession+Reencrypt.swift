@@ -1,0 +1,233 @@
+import Age
+import Foundation
+import SiblingsCrypto
+
+/// Re-encrypt Everything (the guide: "a separate, rare step that also replaces the recovery kit, for when
+/// even old files must stop opening with old keys"; docs/sempere-format.md, "Re-encrypt Everything").
+///
+/// Home starts a new epoch (reason "reencrypt") by replacing the kit, at once when the current kit co-signs
+/// and after the vault's delay otherwise (the rule of every kit replacement), then writes, for every note
+/// under an older key, a copy under the new one beside the author's file (`reencrypted/<author>/<id>.age`):
+/// the same plaintext, so the author's signature line, and so the author shown, are unchanged. The copies
+/// are made durable in batches and journaled outside the vault, so a kill at any point loses nothing and
+/// running it again goes on where it stopped. Last, `records/reencrypted-<m>.json` lists every copy with the
+/// SHA-256 of the file it was made from, and vault.json commits to that list: from then on the copies are
+/// the notes, and each author's device removes its old files on its next command (home removes those of
+/// removed devices). Once they have, the old keys open no note in the folder.
+extension VaultSession {
+    /// Progress of a re-encryption: `done` of `total` notes, `bytes` of the copies written so far.
+    public struct ReencryptProgress: Sendable {
+        public let done: Int
+        public let total: Int
+        public let bytes: Int64
+    }
+
+    /// What Re-encrypt Everything did.
+    public struct Reencrypted: Sendable {
+        /// The new kit to print (nil when this call only went on with one started before); call
+        /// ``kitShown()`` once it has been shown.
+        public let kit: RecoveryKit?
+        /// When the kit replacement waits for the vault's delay: when it and the re-encryption happen. Nil
+        /// when the re-encryption ran.
+        public let effectiveAt: Date?
+        /// The epoch every note is now under.
+        public let epoch: Int?
+        /// How many notes were copied (this run and any it went on from).
+        public let count: Int
+        /// Files still under an old key, which their writers remove on their next command.
+        public let waitingForRemoval: [String]
+    }
+
+    /// The batch after which copies are made durable and journaled: a kill costs at most this many copies
+    /// made again.
+    static let reencryptBatch = 256
+
+    /// On home: Re-encrypt Everything. Replaces the kit (at once with `currentKit`, which co-signs; else the
+    /// replacement waits the vault's delay, and the re-encryption runs when it takes effect: run this again
+    /// then) and re-encrypts every note under the new epoch's key. Run again after a crash or kill, it goes
+    /// on with the re-encryption that was started (no second kit).
+    public mutating func reencryptEverything(
+        currentKit: RecoveryKit?, progress: (ReencryptProgress) -> Void = { _ in }
+    ) throws -> Reencrypted {
+        try checkHome()
+        if unfinishedReencryption != nil { return try continueReencryption(kit: nil, progress: progress) }
+        if let pending = body.kitReplacement {
+            guard pending.reencrypt == true else {
+                throw SempereError(
+                    .alreadyExists,
+                    "a replacement of the recovery kit is waiting for its delay: Re-encrypt Everything replaces the "
+                        + "kit too, so run it once that one has taken effect")
+            }
+            return Reencrypted(
+                kit: nil, effectiveAt: Date(timeIntervalSince1970: TimeInterval(pending.effectiveAt)), epoch: nil,
+                count: 0, waitingForRemoval: [])
+        }
+        let existing = try existingNotesNow()
+        let replaced = try VaultHome(credentials: keys).replaceKit(
+            in: vault, currentKit: currentKit, existingNotes: existing, now: now, reencrypt: true)
+        try UnshownKit.save(replaced.kit, root: configRoot, identity: keys.identity)
+        if let list = replaced.fileList { try folder.write(list) }
+        try publish(replaced.vault)
+        if let effectiveAt = replaced.effectiveAt {
+            return Reencrypted(kit: replaced.kit, effectiveAt: effectiveAt, epoch: nil, count: 0, waitingForRemoval: [])
+        }
+        return try continueReencryption(kit: replaced.kit, progress: progress)
+    }
+
+    /// Copies every note under an older key than the re-encryption's epoch, then commits the list.
+    private mutating func continueReencryption(
+        kit: RecoveryKit?, progress: (ReencryptProgress) -> Void
+    ) throws -> Reencrypted {
+        guard let epoch = unfinishedReencryption else {
+            throw SempereError(.notFound, "no re-encryption is under way")
+        }
+        let journalFile = state.reencryptJournalFile(root: configRoot, epoch: epoch)
+        var journal = ReencryptJournal.load(from: journalFile)
+        let listing = try list()
+        let keyring = try keyring()
+        let recipient = try VaultKeys.recipient(body.currentEpoch.recipient)
+        // Every note shown under an older key, from the file shown (the author's, or an earlier copy).
+        struct Source {
+            let path: String
+            let file: String
+            let keyEpoch: Int
+        }
+        // The listing just saved the index: the files' digests are there.
+        let index = NoteIndex.load(from: state.noteIndexFile(root: configRoot), identity: keys.identity)
+        var sources: [Source] = []
+        var done: [ReencryptionList.Entry] = []
+        for note in listing.notes {
+            guard note.keyEpoch < epoch, let sha = index.entries[note.file]?.sha256 else { continue }
+            let copy = ReencryptionList.copyPath(of: note.path)
+            // Made before this run stopped, durable and journaled, and the copy still the one made.
+            if let entry = journal.entries[note.path], entry.sourceSHA256 == sha,
+                let bytes = try? folder.read(copy), SHA256.hash(data: bytes).description == entry.sha256
+            {
+                done.append(entry)
+                continue
+            }
+            sources.append(Source(path: note.path, file: note.file, keyEpoch: note.keyEpoch))
+        }
+        let total = done.count + sources.count
+        let folder = self.folder
+        var bytes: Int64 = 0
+        progress(ReencryptProgress(done: done.count, total: total, bytes: 0))
+        for start in stride(from: 0, to: sources.count, by: Self.reencryptBatch) {
+            let batch = Array(sources[start..<min(start + Self.reencryptBatch, sources.count)])
+            let made = CopySlots(count: batch.count)
+            DispatchQueue.concurrentPerform(iterations: batch.count) { job in
+                let source = batch[job]
+                made.set(
+                    job,
+                    Result {
+                        let file = try folder.readNote(at: source.file)
+                        guard let identity = keyring.identities[source.keyEpoch] else {
+                            throw SempereError(.notFound, "no key of epoch \(source.keyEpoch) on this device")
+                        }
+                        let plaintext = try Age.decrypt(file, identities: [identity.ageIdentity])
+                        let copy = try Age.encrypt(plaintext, to: [recipient])
+                        try folder.writeCopy(copy, at: ReencryptionList.copyPath(of: source.path))
+                        return (
+                            ReencryptionList.Entry(
+                                path: source.path, sha256: SHA256.hash(data: copy).description,
+                                sourceSHA256: SHA256.hash(data: file).description), Int64(copy.count)
+                        )
+                    }.mapError { $0 as? SempereError ?? SempereError(.io, plainDescription(of: $0)) })
+            }
+            var entries: [ReencryptionList.Entry] = []
+            for job in batch.indices {
+                switch made.get(job) {
+                case .success(let (entry, size)):
+                    entries.append(entry)
+                    bytes += size
+                case .failure(let error):
+                    throw SempereError(
+                        error.code,
+                        "cannot re-encrypt \(batch[job].file): \(error.reason). Nothing is lost: run `sempere "
+                            + "reencrypt` again to go on")
+                }
+            }
+            // Durable first, then journaled: a journaled copy is always whole on disk.
+            try folder.syncCopies()
+            try journal.append(entries, to: journalFile)
+            done += entries
+            progress(ReencryptProgress(done: done.count, total: total, bytes: bytes))
+        }
+        let copies = try ReencryptionList(vaultID: body.vaultID, epoch: epoch, notes: done)
+        try folder.write(copies)
+        try publish(try VaultHome(credentials: keys).finishReencryption(in: vault, epoch: epoch, list: copies))
+        try? FileManager.default.removeItem(at: journalFile)
+        // Home's own old files, and those of removed devices, go now; the others' on their next command.
+        let after = try list()
+        return Reencrypted(
+            kit: kit, effectiveAt: nil, epoch: epoch, count: done.count, waitingForRemoval: after.waitingForRemoval)
+    }
+}
+
+extension VaultHome {
+    /// The reason of an epoch that Re-encrypt Everything started.
+    public static let reencryptReason = "reencrypt"
+
+    /// Commits a finished re-encryption: vault.json names its list by SHA-256 and count.
+    func finishReencryption(in vault: SignedVault, epoch: Int, list: ReencryptionList) throws -> SignedVault {
+        try next(vault) { body in
+            body.reencryptions.append(
+                VaultBody.Reencryption(
+                    epoch: epoch, generation: body.generation, listSHA256: list.sha256, count: list.notes.count))
+        }
+    }
+}
+
+/// The copies a re-encryption has made durable: `<config>/vaults/<vault_id>.reencrypt-<m>.journal`, one line
+/// per copy (`<author's path> <copy's SHA-256> <source's SHA-256>`), appended after each batch is synced.
+/// Outside the vault (home's own bookkeeping); a line that does not parse is ignored (the copy is made again).
+struct ReencryptJournal {
+    var entries: [String: ReencryptionList.Entry] = [:]
+
+    static func load(from url: URL) -> ReencryptJournal {
+        var journal = ReencryptJournal()
+        guard let data = FileManager.default.contents(atPath: url.path) else { return journal }
+        for line in data.split(separator: UInt8(ascii: "\n")) {
+            let fields = line.split(separator: UInt8(ascii: " ")).map { String(decoding: $0, as: UTF8.self) }
+            guard fields.count == 3, VaultFolder.isNotePath(fields[0]), fields[1].count == 64, fields[2].count == 64
+            else { continue }
+            journal.entries[fields[0]] = ReencryptionList.Entry(
+                path: fields[0], sha256: fields[1], sourceSHA256: fields[2])
+        }
+        return journal
+    }
+
+    mutating func append(_ new: [ReencryptionList.Entry], to url: URL) throws {
+        guard !new.isEmpty else { return }
+        let text = new.map { "\($0.path) \($0.sha256) \($0.sourceSHA256)\n" }.joined()
+        do {
+            if !FileManager.default.fileExists(atPath: url.path) {
+                try AtomicWrite.write(Data(text.utf8), to: url, mode: 0o600)
+            } else {
+                let handle = try FileHandle(forWritingTo: url)
+                defer { try? handle.close() }
+                try handle.seekToEnd()
+                try handle.write(contentsOf: Data(text.utf8))
+                try handle.synchronize()
+            }
+        } catch let error as SempereError {
+            throw error
+        } catch {
+            throw SempereError(.io, "cannot write \(url.path): \(plainDescription(of: error))")
+        }
+        for entry in new { entries[entry.path] = entry }
+    }
+}
+
+/// Result slots filled by concurrent jobs, one slot each.
+private final class CopySlots: @unchecked Sendable {
+    // @unchecked: every access goes through the lock.
+    typealias Made = Result<(ReencryptionList.Entry, Int64), SempereError>
+    private var slots: [Made?]
+    private let lock = NSLock()
+
+    init(count: Int) { slots = Array(repeating: nil, count: count) }
+
+    func set(_ index: Int, _ value: Made) { lock.withLock { slots[index] = value } }
+    func get(_ index: Int) -> Made { lock.withLock { slots[index]! } }
+}
