@@ -142,8 +142,9 @@ public enum PrivateFiles {
     }
 
     /// Makes everything written so far durable, the batch of writes made with `durable: false` included:
-    /// sync(2), which on Linux returns once the data is on disk. One call for a batch costs one flush where a
-    /// write each would cost one per file.
+    /// sync(2), which on Linux returns once the data is on disk (POSIX lets it return earlier: a port to
+    /// another system syncs each file of the batch instead, F_FULLFSYNC on Apple platforms). One call for a
+    /// batch costs one flush where a write each would cost one per file.
     public static func syncFileSystem(containing directory: URL) throws(PrivateFilesError) {
         _ = directory
         sync()

@@ -36,6 +36,8 @@ extension VaultSession {
         public let count: Int
         /// Files still under an old key, which their writers remove on their next command.
         public let waitingForRemoval: [String]
+        /// True when the vault's current epoch is a finished re-encryption already: nothing was done.
+        public var alreadyDone = false
     }
 
     /// The batch after which copies are made durable and journaled: a kill costs at most this many copies
@@ -51,6 +53,18 @@ extension VaultSession {
     ) throws -> Reencrypted {
         try checkHome()
         if unfinishedReencryption != nil { return try continueReencryption(kit: nil, progress: progress) }
+        let current = body.currentEpoch.number
+        if body.currentEpoch.reason == VaultHome.reencryptReason,
+            body.reencryptions.contains(where: { $0.epoch == current })
+        {
+            // Done already, and no device change since (one would have started another epoch): a second run
+            // would re-encrypt nothing. What a run stopped after committing left behind is tidied.
+            try? FileManager.default.removeItem(at: state.reencryptJournalFile(root: configRoot, epoch: current))
+            let listing = try list()
+            return Reencrypted(
+                kit: nil, effectiveAt: nil, epoch: current, count: 0, waitingForRemoval: listing.waitingForRemoval,
+                alreadyDone: true)
+        }
         if let pending = body.kitReplacement {
             guard pending.reencrypt == true else {
                 throw SempereError(
@@ -94,22 +108,32 @@ extension VaultSession {
         }
         // The listing just saved the index: the files' digests are there.
         let index = NoteIndex.load(from: state.noteIndexFile(root: configRoot), identity: keys.identity)
+        let folder = self.folder
         var sources: [Source] = []
-        var done: [ReencryptionList.Entry] = []
+        // Made before this run stopped, durable, journaled and in place: whether the note shows now or not (a
+        // copy that replaced an earlier copy is not bound until the list is committed).
+        var done = journal.entries.values.filter { entry in
+            (try? folder.read(ReencryptionList.copyPath(of: entry.path))).map {
+                SHA256.hash(data: $0).description == entry.sha256
+            } ?? false
+        }
+        let journaled = Set(done.map(\.path))
         for note in listing.notes {
             guard note.keyEpoch < epoch, let sha = index.entries[note.file]?.sha256 else { continue }
             let copy = ReencryptionList.copyPath(of: note.path)
-            // Made before this run stopped, durable and journaled, and the copy still the one made.
+            if journaled.contains(note.path) { continue }
             if let entry = journal.entries[note.path], entry.sourceSHA256 == sha,
-                let bytes = try? folder.read(copy), SHA256.hash(data: bytes).description == entry.sha256
+                let bytes = try? folder.read(VaultFolder.stagedPath(copy)),
+                SHA256.hash(data: bytes).description == entry.sha256
             {
+                // Durable and journaled, stopped before it was put in place.
+                try folder.commitCopy(at: copy)
                 done.append(entry)
                 continue
             }
             sources.append(Source(path: note.path, file: note.file, keyEpoch: note.keyEpoch))
         }
         let total = done.count + sources.count
-        let folder = self.folder
         var bytes: Int64 = 0
         progress(ReencryptProgress(done: done.count, total: total, bytes: 0))
         for start in stride(from: 0, to: sources.count, by: Self.reencryptBatch) {
@@ -147,12 +171,16 @@ extension VaultSession {
                             + "reencrypt` again to go on")
                 }
             }
-            // Durable first, then journaled: a journaled copy is always whole on disk.
+            // Durable first, then journaled, then in place: a journaled copy is always whole on disk, and an
+            // earlier copy it replaces stays until then.
             try folder.syncCopies()
             try journal.append(entries, to: journalFile)
+            for entry in entries { try folder.commitCopy(at: ReencryptionList.copyPath(of: entry.path)) }
             done += entries
             progress(ReencryptProgress(done: done.count, total: total, bytes: bytes))
         }
+        // The copies' new names durable before the list that binds them.
+        try folder.syncCopies()
         let copies = try ReencryptionList(vaultID: body.vaultID, epoch: epoch, notes: done)
         try folder.write(copies)
         try publish(try VaultHome(credentials: keys).finishReencryption(in: vault, epoch: epoch, list: copies))

@@ -188,8 +188,10 @@ public struct VaultSession: Sendable {
         if state.notesTidiedAt != mark, vault.body.device(keys.id) != nil {
             let listing = try list()
             self.notices += listing.warnings
-            self.state.notesTidiedAt = mark
-            try self.state.save(root: configRoot)
+            if !listing.ownNotesUndecided {
+                self.state.notesTidiedAt = mark
+                try self.state.save(root: configRoot)
+            }
         }
     }
 
@@ -467,6 +469,17 @@ public struct VaultSession: Sendable {
         }
     }
 
+    /// Refuses a change that ends the epoch while Re-encrypt Everything is under way: the copies made so far
+    /// would be bound to no list, and it would start again with another kit.
+    func checkNoReencryptionUnderWay() throws {
+        if let epoch = unfinishedReencryption {
+            throw SempereError(
+                .alreadyExists,
+                "Re-encrypt Everything is under way (epoch \(epoch)) and has not finished: run `sempere reencrypt` "
+                    + "to finish it, then this")
+        }
+    }
+
     /// On home: approves the join request that the new device's words or code name, lists it, and
     /// returns what home shows back.
     public mutating func approve(_ check: JoinCheck) throws -> JoinApproval.Approved {
@@ -485,6 +498,7 @@ public struct VaultSession: Sendable {
     /// On home: removes `device` and starts a new epoch, recording the notes that exist now.
     public mutating func remove(device: VaultBody.Device) throws {
         try checkHome()
+        try checkNoReencryptionUnderWay()
         let existing = try Self.existingNotes(folder, hashes: noteHashes, notices: &notices)
         try publish(try VaultHome(credentials: keys).remove(deviceID: device.id, from: vault, existingNotes: existing))
     }
@@ -493,6 +507,7 @@ public struct VaultSession: Sendable {
     /// listed, as any other device.
     public mutating func makeHome(_ device: VaultBody.Device) throws {
         try checkHome()
+        try checkNoReencryptionUnderWay()
         let existing = try Self.existingNotes(folder, hashes: noteHashes, notices: &notices)
         try publish(try VaultHome(credentials: keys).makeHome(deviceID: device.id, in: vault, existingNotes: existing))
     }
@@ -551,6 +566,7 @@ public struct VaultSession: Sendable {
     /// delay, during which the old kit can still take over.
     public mutating func replaceKit(currentKit: RecoveryKit?) throws -> VaultHome.KitReplaced {
         try checkHome()
+        try checkNoReencryptionUnderWay()
         let existing = try Self.existingNotes(folder, hashes: noteHashes, notices: &notices)
         let replaced = try VaultHome(credentials: keys).replaceKit(
             in: vault, currentKit: currentKit, existingNotes: existing, now: now)
@@ -770,6 +786,9 @@ public struct VaultSession: Sendable {
         public let waitingForRemoval: [String]
         /// What the listing found that the person should be told (an author's manifest older than one seen).
         public let warnings: [String]
+        /// Whether this device could not yet decide for one of its own notes whether it was written late (the
+        /// record it is checked against has not arrived): it looks again on its next command.
+        var ownNotesUndecided = false
     }
 
     /// Every note, opened and checked through this device's encrypted note index (only the notes that
@@ -799,14 +818,20 @@ public struct VaultSession: Sendable {
                 NoteTriage.File(path: $0.path, sha256: index.entries[$0.path]?.sha256 ?? "", result: $0.result)
             },
             vault: body, manifests: manifests, seen: index.seen ?? [:], reencrypted: keyring.reencrypted,
-            inProgress: unfinishedReencryption)
+            inProgress: unfinishedReencryption, me: keys.id)
         index.seen = triage.seen
         try index.save(to: indexFile, identity: keys.identity)
         try NoteHashes(index).save(to: state.noteHashesFile(root: configRoot))
-        if tidy,
-            try tidyOwnNotes(triage, index: index, manifest: manifests[keys.id], keyring: keyring, memory: memory)
-        {
-            return try list(tidy: false)
+        var undecided = false
+        if tidy {
+            let tidied = try tidyOwnNotes(
+                triage, index: index, manifest: manifests[keys.id], keyring: keyring, memory: memory)
+            undecided = tidied.undecided
+            if tidied.changed {
+                var listing = try list(tidy: false)
+                listing.ownNotesUndecided = undecided
+                return listing
+            }
         }
         var notes: [Note] = []
         for (file, opened) in triage.shown {
@@ -828,7 +853,7 @@ public struct VaultSession: Sendable {
         notes.sort { ($0.modified ?? .distantPast) > ($1.modified ?? .distantPast) }
         return Listing(
             notes: notes, pending: triage.pending, setAside: setAside.sorted { $0.path < $1.path },
-            waitingForRemoval: triage.superseded.map(\.path).sorted(), warnings: warnings)
+            waitingForRemoval: triage.superseded.map(\.path).sorted(), warnings: warnings, ownNotesUndecided: undecided)
     }
 
     /// The epoch of a Re-encrypt Everything home started and has not finished, if any.
@@ -844,8 +869,9 @@ public struct VaultSession: Sendable {
     private func tidyOwnNotes(
         _ triage: NoteTriage, index: NoteIndex, manifest: NoteManifest?, keyring: VaultKeyring,
         memory: EpochKeyMemory
-    ) throws -> Bool {
+    ) throws -> (changed: Bool, undecided: Bool) {
         var changed = false
+        var undecided = false
         // Superseded files this device writes: its own files that home's copies replaced; on home, copies a
         // newer file replaced and removed devices' files home copied.
         for file in triage.superseded where file.remover == keys.id {
@@ -861,10 +887,17 @@ public struct VaultSession: Sendable {
         for (file, note) in mine where !VaultFolder.isCopyPath(file) {
             guard note.keyEpoch < current,
                 let record = body.records.first(where: { $0.epoch == note.keyEpoch }),
-                let sha = index.entries[file]?.sha256,
-                (try? keyring.fileLists.contains(path: file, sha256: sha, record: record, vaultID: body.vaultID))
-                    != true
+                let sha = index.entries[file]?.sha256
             else { continue }
+            // Late only when the record says so: a record not here yet (held back) decides nothing yet.
+            guard
+                let recorded = try? keyring.fileLists.contains(
+                    path: file, sha256: sha, record: record, vaultID: body.vaultID)
+            else {
+                undecided = true
+                continue
+            }
+            guard !recorded else { continue }
             let version = max(note.version, updated.notes[Self.noteID(file)] ?? 0) + 1
             try write(note.markdown, at: file, version: version)
             updated.recordWrite(Self.noteID(file), version: version)
@@ -904,7 +937,7 @@ public struct VaultSession: Sendable {
             try folder.removeNote(at: entry.path)
             changed = true
         }
-        return changed
+        return (changed, undecided)
     }
 
     // MARK: - Manifests

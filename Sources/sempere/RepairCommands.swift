@@ -140,8 +140,9 @@ struct Reencrypt: ParsableCommand {
             keeping its author's signature; the new kit is printed. With --with-current-kit (the current kit in \
             $SEMPERE_KIT or on standard input) it happens now; without, the kit replacement waits the vault's \
             delay (72 hours), as any replacement by home alone, and the re-encryption runs when you run this \
-            again after it. Stopped or killed, run it again: it goes on where it stopped. The old files go once \
-            each device that wrote them runs its next command.
+            again after it. Stopped or killed, run it again: it goes on where it stopped (once it has finished, \
+            running it again does nothing until a device change). The old files go once each device that wrote \
+            them runs its next command.
             """)
 
     @Flag(name: .long("with-current-kit"), help: "The current kit co-signs: everything happens now.")
@@ -196,10 +197,14 @@ struct Reencrypt: ParsableCommand {
                     "The new kit takes effect at \(isoDate(effective)) (the vault's delay for a kit replaced by home "
                         + "alone; every device shows it meanwhile). Run `sempere reencrypt` on this device after that "
                         + "to re-encrypt every note. Until then the old keys still open everything they opened.")
+            } else if result.alreadyDone {
+                streams.out(
+                    "Re-encrypt Everything already ran: every note is under epoch \(result.epoch ?? 0)'s key, and no "
+                        + "device change came since. Nothing was done.")
             } else {
                 streams.out(
-                    "Re-encrypted \(result.count) notes under epoch \(result.epoch ?? 0)'s key, which only the devices "
-                        + "listed now and the new kit get.")
+                    "Re-encrypted \(result.count) note\(result.count == 1 ? "" : "s") under epoch \(result.epoch ?? 0)'s "
+                        + "key, which only the devices listed now and the new kit get.")
                 if result.waitingForRemoval.isEmpty {
                     streams.out("No file in the folder opens with an old key any more.")
                 } else {

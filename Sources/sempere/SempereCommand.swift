@@ -17,7 +17,7 @@ struct SempereCommand: ParsableCommand {
             manages devices), or `sempere join <folder> --name <device>` on another one. This device's keys and \
             state live in --config, else $SEMPERE_CONFIG, else $XDG_CONFIG_HOME/sempere, else ~/.config/sempere.
             """,
-        version: "sempere 0.2.0",
+        version: "sempere 0.3.0",
         subcommands: [
             Create.self, Join.self, Devices.self, New.self, List.self, Cat.self, Remove.self, Search.self,
             Import.self, Export.self, Edit.self, Repair.self, Kit.self, Takeover.self, Reencrypt.self,

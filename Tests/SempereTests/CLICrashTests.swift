@@ -21,7 +21,7 @@ struct CLICrashTests {
         let scratch: Scratch
         let pristine: URL
         let kit: String
-        let notes: [String]
+        var notes: [String]
 
         init() throws {
             scratch = try Scratch()
@@ -35,6 +35,12 @@ struct CLICrashTests {
             self.notes = notes
             pristine = scratch.root.deletingLastPathComponent().appendingPathComponent(
                 scratch.root.lastPathComponent + ".pristine")
+            try FileManager.default.copyItem(at: scratch.root, to: pristine)
+        }
+
+        /// Makes the scratch as it is now the state `restore()` puts back.
+        func snapshot() throws {
+            try FileManager.default.removeItem(at: pristine)
             try FileManager.default.copyItem(at: scratch.root, to: pristine)
         }
 
@@ -252,6 +258,67 @@ struct CLICrashTests {
                 #expect(listed.status == 0 && !listed.err.contains("never shown"), "\(point): \(listed.err)")
             }
             #expect(completed, "create never ran to its end under strace")
+        }
+    }
+
+    @Test("reencrypt with the current kit: after a kill at any write every note opens, and running it again ends it")
+    func reencrypt() throws {
+        let fixture = try Fixture()
+        defer { fixture.remove() }
+        let arguments = ["reencrypt", "--with-current-kit"]
+        let environment = ["SEMPERE_KIT": fixture.kit]
+        try Self.sweep(fixture, device: "A", arguments, environment: environment, readers: ["A", "B"]) { point in
+            let body = try fixture.vault().body
+            if body.currentEpoch.reason != "reencrypt" {
+                // Stopped before the new epoch was written: nothing happened, so it runs again from the start.
+                let again = try fixture.scratch.run("A", arguments + ["--json"], environment: environment)
+                #expect(again.status == 0, "\(point): again: \(again.err)")
+            } else {
+                // The new kit is in effect: if the command stopped before showing it, `kit print` does.
+                if try fixture.scratch.run("A", ["ls"]).err.contains("was never shown") {
+                    let printed = try fixture.scratch.run("A", ["kit", "print"])
+                    #expect(printed.status == 0 && printed.out.contains("SEMPERE-KIT-1"), "\(point): \(printed.err)")
+                }
+                if !body.reencryptions.contains(where: { $0.epoch == body.currentEpoch.number }) {
+                    // The re-encryption had started: running it again (no kit now) goes on with it.
+                    let resumed = try fixture.scratch.run("A", ["reencrypt", "--json"])
+                    #expect(resumed.status == 0, "\(point): resumed: \(resumed.err)")
+                    let out = try? resumed.json() as? [String: Any]
+                    #expect(out?["recovery_kit"] == nil && out?["reencrypted"] as? Int == 2, "\(point): \(resumed.out)")
+                }
+            }
+            // The phone's next command removes its old file; then no note is under an old key any more.
+            #expect(try fixture.scratch.run("B", ["ls"]).status == 0, "\(point)")
+            let after = try fixture.vault().body
+            #expect(after.reencryptions.count == 1 && after.kitChanges.count == 1, "\(point): once, one kit")
+            let listed = try fixture.scratch.run("A", ["ls", "--json"])
+            let waiting = (try? listed.json() as? [String: Any])?["waiting_for_removal"] as? [String]
+            #expect(waiting == [], "\(point): \(listed.out)")
+            #expect(try VaultFolder(url: URL(fileURLWithPath: fixture.scratch.vault)).notePaths().isEmpty, "\(point)")
+            #expect(!(try fixture.scratch.run("A", ["ls"])).err.contains("never shown"), "\(point)")
+        }
+    }
+
+    @Test("a late file: after a kill at any write of its re-encryption the note opens, and the next command ends it")
+    func lateFile() throws {
+        var fixture = try Fixture()
+        defer { fixture.remove() }
+        // The phone, offline, writes while home replaces the kit (a new epoch): its note is under epoch 1's key.
+        let phoneConfig = URL(fileURLWithPath: fixture.scratch.config("B"))
+        let stale = try VaultSession(configRoot: phoneConfig, folder: fixture.scratch.vault)
+        let replaced = try fixture.scratch.run(
+            "A", ["kit", "replace", "--with-current-kit"], environment: ["SEMPERE_KIT": fixture.kit])
+        #expect(replaced.status == 0, "\(replaced.err)")
+        let late = try stale.newNote(markdown: "# Written offline\n")
+        fixture.notes.append(VaultSession.noteID(late))
+        try fixture.snapshot()
+        let homeConfig = URL(fileURLWithPath: fixture.scratch.config("A"))
+        try Self.sweep(fixture, device: "B", ["ls"], readers: ["A", "B"]) { point in
+            #expect(try fixture.scratch.run("B", ["ls"]).status == 0, "\(point)")
+            let home = try VaultSession(configRoot: homeConfig, folder: fixture.scratch.vault)
+            let note = try #require(try home.list().notes.first { $0.path == late }, "\(point)")
+            #expect(
+                note.keyEpoch == home.body.currentEpoch.number && note.markdown == "# Written offline\n", "\(point)")
         }
     }
 }

@@ -417,6 +417,49 @@ struct CLITests {
         #expect(String(decoding: header, as: UTF8.self).contains("-> mlkem768x25519 "))
     }
 
+    @Test("repair lists by category and asks before it restores or deletes; reencrypt shows progress and a new kit")
+    func repairAndReencrypt() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let (homeID, _, kit) = try Self.twoDevicesWithKit(scratch)
+        let made = try scratch.run("A", ["new", "Plan", "--text", "v1"])
+        let id = made.out.trimmingCharacters(in: .whitespacesAndNewlines)
+        let path = URL(fileURLWithPath: scratch.vault).appendingPathComponent("notes/\(homeID)/\(id).age")
+        #expect(try scratch.run("B", ["ls"]).out.contains("Plan"))
+        let first = try Data(contentsOf: path)
+        #expect(try scratch.run("A", ["rm", id]).status == 0)
+        try first.write(to: path)
+
+        // The phone lists the deleted note put back under its category, with the reason.
+        let listed = try scratch.run("B", ["repair"])
+        #expect(listed.status == 0 && listed.out.contains("Deleted Notes Put Back (1):"), "\(listed.out)")
+        #expect(listed.out.contains("its author deleted this note"))
+        let json = try #require(try scratch.run("B", ["repair", "list", "--json"]).json() as? [[String: Any]])
+        #expect(json.map { $0["category"] as? String }.contains("deleted-note-put-back"))
+        // Not from a terminal and without --yes, nothing is done; with --yes, its text becomes the phone's note.
+        let refused = try scratch.run("B", ["repair", "restore", id])
+        #expect(refused.status == 1 && refused.err.contains("add --yes"), "\(refused.err)")
+        let restored = try scratch.run("B", ["repair", "restore", id, "--yes"])
+        #expect(restored.status == 0 && restored.out.contains("Restored as note"), "\(restored.err)")
+        #expect(restored.out.contains("The set-aside file stays"), "\(restored.out)")
+        // The laptop, whose folder it is, deletes it.
+        #expect(try scratch.run("A", ["repair"]).out.contains("Nothing is set aside"))
+        #expect(!FileManager.default.fileExists(atPath: path.path))
+
+        let reencrypted = try scratch.run("A", ["reencrypt", "--with-current-kit"], environment: ["SEMPERE_KIT": kit])
+        #expect(reencrypted.status == 0, "\(reencrypted.err)")
+        #expect(reencrypted.out.contains("NEW RECOVERY KIT") && reencrypted.out.contains("Re-encrypted 1 note under"))
+        #expect(reencrypted.err.contains("re-encrypted 1 of 1 notes"), "\(reencrypted.err)")
+        #expect(reencrypted.out.contains("old file(s) still open with an old key"), "\(reencrypted.out)")
+        #expect(try scratch.run("B", ["ls"]).out.contains("Plan"))
+        let after = try #require(try scratch.run("A", ["ls", "--json"]).json() as? [String: Any])
+        #expect(after["waiting_for_removal"] as? [String] == [])
+        // The old kit no longer takes over.
+        let takeover = try scratch.run(
+            "B", ["takeover", scratch.vault, "--keep", "Laptop"], environment: ["SEMPERE_KIT": kit])
+        #expect(takeover.status == 1, "\(takeover.out)")
+    }
+
     @Test("--help exits 0; usage errors exit 64 and point to --help")
     func usage() throws {
         for arguments in [

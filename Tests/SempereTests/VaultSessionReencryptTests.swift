@@ -32,7 +32,8 @@ struct VaultSessionReencryptTests {
                     folder: folder, check: .words(approved.words.description), configRoot: config(name))
             }
             for name in ["home", "phone", "tablet"] {
-                try VaultSession(configRoot: config(name), folder: folder.path).newNote(markdown: "# From the \(name)\n")
+                try VaultSession(configRoot: config(name), folder: folder.path).newNote(
+                    markdown: "# From the \(name)\n")
             }
         }
 
@@ -102,7 +103,7 @@ struct VaultSessionReencryptTests {
                     identities: [try trio.kit.wrapIdentity(postQuantum: false).ageIdentity]), as: UTF8.self))
         #expect(try trio.opened(by: oldKitEpoch2).isEmpty)
         #expect(try trio.noteFiles().allSatisfy { $0.hasPrefix("reencrypted/") })
-        #expect(try trio.home.body.currentEpoch.wraps["recovery"] != nil)
+        #expect(trio.home.body.currentEpoch.wraps["recovery"] != nil)
 
         // The tablet edits its note after the re-encryption: its file is the note again, and home removes
         // its copy, now stale.
@@ -110,8 +111,11 @@ struct VaultSessionReencryptTests {
         let tabletNote = try #require(try tablet.list().notes.first { $0.author == tabletID })
         try tablet.updateNote(at: tabletNote.path, markdown: "# From the tablet, edited\n")
         #expect(try trio.home.list().notes.contains { $0.markdown == "# From the tablet, edited\n" })
-        #expect(!FileManager.default.fileExists(atPath: trio.folder.appendingPathComponent(
-            "reencrypted/\(tabletID)/\(tabletNote.id).age").path))
+        #expect(
+            !FileManager.default.fileExists(
+                atPath: trio.folder.appendingPathComponent(
+                    "reencrypted/\(tabletID)/\(tabletNote.id).age"
+                ).path))
     }
 
     @Test("a copy no re-encryption list names is set aside: a removed device cannot pass an old note off as new")

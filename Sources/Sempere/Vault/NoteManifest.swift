@@ -3,7 +3,7 @@ import SiblingsCrypto
 
 /// A device's signed list of its own notes and their versions, and of the notes it deleted:
 /// `manifests/<device_id>.json`, written only by that device after every note it writes and before every
-/// note it deletes (docs/sempere-format.md, "Manifests").
+/// note it deletes (docs/sempere-format.md, "Versions and manifests").
 ///
 /// What it answers: a note file whose signed version is older than its author's manifest says is either
 /// on its way (sync tools often deliver the manifest first: "pending") or an old version the storage
@@ -73,10 +73,10 @@ public struct NoteManifest: Sendable, Equatable {
         sequence += 1
     }
 
-    /// Moves the sequence on past `other`'s (a copy the device kept, or one in the folder), so the next
-    /// manifest it writes is newer than both.
+    /// Moves the sequence on past `other` (the sequence of a manifest the device kept, or one in the folder),
+    /// when it is not already: what it writes next is newer than both.
     mutating func advance(past other: UInt64) {
-        sequence = max(sequence, other)
+        sequence = max(sequence, other + 1)
     }
 
     /// The body's canonical bytes. Ids are 32 hex digits (checked when parsing), so nothing needs escaping.

@@ -37,15 +37,18 @@ struct NoteTriage {
     /// The updated highest versions shown, by author's path.
     var seen: [String: Int]
     private let home: String
+    private let me: String
 
-    /// `inProgress`: the epoch of a re-encryption home has started and not finished (its copies are not
-    /// bound yet, so they are pending, not set aside).
+    /// `me`: this device, whose own notes it wrote itself (a version below its own manifest's is one put
+    /// back, never one on its way). `inProgress`: the epoch of a re-encryption home has started and not
+    /// finished (its copies are not bound yet, so they are pending, not set aside).
     init(
         files: [File], vault: VaultBody, manifests: [String: NoteManifest], seen: [String: Int],
-        reencrypted: ReencryptionLists, inProgress: Int?
+        reencrypted: ReencryptionLists, inProgress: Int?, me: String
     ) {
         self.seen = seen
         home = vault.home
+        self.me = me
         var byNote: [String: (author: File?, copy: File?)] = [:]
         for file in files {
             let key = VaultNote.authorPath(file.path)
@@ -67,25 +70,29 @@ struct NoteTriage {
                 let hNote = try? h.result.get()
                 let source = hNote.flatMap { reencrypted.entry(path: notePath, epoch: $0.keyEpoch)?.sourceSHA256 }
                 if let aNote, let hNote {
-                    if aNote.keyEpoch >= hNote.keyEpoch {
-                        chosen = (a, aNote)
-                        superseded.append(
-                            Superseded(
-                                path: h.path, remover: vault.home,
-                                reason: "its author wrote the note again since it was re-encrypted"))
-                    } else if source == a.sha256 {
+                    if source == a.sha256 {
                         chosen = (h, hNote)
                         superseded.append(
                             Superseded(
                                 path: a.path, remover: authorRemover,
                                 reason: "home re-encrypted it under a newer key; the copy is the note"))
-                    } else {
-                        // A late edit under an older key: the note, until its author re-encrypts it.
+                    } else if aNote.version > hNote.version {
+                        // The author wrote it again since home copied it: under the new key (it saw the
+                        // re-encryption), or still under an older one (a late edit, until it re-encrypts it).
                         chosen = (a, aNote)
                         superseded.append(
                             Superseded(
                                 path: h.path, remover: vault.home,
-                                reason: "its author changed the note after home re-encrypted it"))
+                                reason: "its author wrote the note again after home re-encrypted it"))
+                    } else {
+                        // Not the file home copied, and no newer: an old version put back. The copy stays the note.
+                        chosen = (h, hNote)
+                        setAside.append(
+                            (
+                                a.path, .oldVersionPutBack,
+                                "it is version \(aNote.version) of the note, and home re-encrypted version "
+                                    + "\(hNote.version) of it: an old version the storage provider put back"
+                            ))
                     }
                 } else if let hNote {
                     chosen = (h, hNote)
@@ -122,8 +129,11 @@ struct NoteTriage {
                 pending.append(
                     VaultSession.Pending(
                         path: notePath, author: author, version: nil, expected: version,
-                        reason: "its author's device lists version \(version) of it, and its file has not reached "
-                            + "this device (or the storage provider holds it back)"))
+                        reason: author == me
+                            ? "this device wrote version \(version) of it, and its file is gone from the folder: "
+                                + "deleted or lost by the storage provider (look in its version history)"
+                            : "its author's device lists version \(version) of it, and its file has not reached "
+                                + "this device (or the storage provider holds it back)"))
             }
         }
         pending.sort { $0.path < $1.path }
@@ -132,9 +142,7 @@ struct NoteTriage {
     private mutating func setAside(_ file: File, inProgress: Int?) {
         guard case .failure(let error) = file.result else { return }
         // A copy of a re-encryption home is still making: not bound yet, so not a note yet, but nothing wrong.
-        if let inProgress, VaultFolder.isCopyPath(file.path), error.setAsideCategory == .untrusted,
-            error.reason.contains("re-encrypted copy")
-        {
+        if let inProgress, VaultFolder.isCopyPath(file.path), error.reason == VaultNote.unboundCopyReason {
             pending.append(
                 VaultSession.Pending(
                     path: file.path, author: String(file.path.split(separator: "/")[1]), version: nil, expected: nil,
@@ -164,12 +172,15 @@ struct NoteTriage {
                 ))
             return
         }
-        if let shown = seen[notePath], version < shown {
+        // This device's own note: it wrote every version its manifest lists, so an older file was put back.
+        let newest = max(seen[notePath] ?? 0, note.author == me ? manifest?.notes[id] ?? 0 : 0)
+        if version < newest {
             setAside.append(
                 (
                     file.path, .oldVersionPutBack,
-                    "it is version \(version) of the note, and this device has already shown version \(shown): an "
-                        + "old version the storage provider put back (the newer one may be in its version history)"
+                    "it is version \(version) of the note, and this device has already "
+                        + "\(note.author == me ? "written" : "shown") version \(newest): an old version the storage "
+                        + "provider put back (the newer one may be in its version history)"
                 ))
             return
         }

@@ -89,7 +89,8 @@ public struct VaultBody: Codable, Sendable, Equatable {
     public struct Epoch: Codable, Sendable, Equatable {
         public var number: Int
         public var startedIn: UInt64
-        /// Why it started: "created", "removed", later "handoff", "takeover", "kit".
+        /// Why it started: "created", "removed", "handoff", "takeover", "kit", or "reencrypt" (Re-encrypt
+        /// Everything: the epoch every note is re-encrypted under).
         public var reason: String
         /// The epoch's vault recipient: every note of this epoch is encrypted to it, once.
         public var recipient: String

@@ -145,15 +145,31 @@ public struct VaultFolder: Sendable {
         }
     }
 
-    /// Writes home's re-encrypted copy at `reencrypted/<author>/<id>.age`. Not flushed (`durable` false): home
-    /// makes a batch durable at once (``AtomicWrite/syncFileSystem(containing:)``) before it records it.
+    /// Writes home's re-encrypted copy of the note at `reencrypted/<author>/<id>.age` under a staged name beside
+    /// it (`.<id>.age.staged`, which listings ignore), not flushed (`durable` false): home makes a batch durable
+    /// at once (``syncCopies()``), journals it, and only then puts each in place (``commitCopy(at:)``), so an
+    /// earlier copy it replaces is never gone before the new one is durable and journaled.
     func writeCopy(_ file: Data, at path: String) throws {
         guard Self.isCopyPath(path) else {
             throw SempereError(.notFound, "\(path) is not a re-encrypted copy's path")
         }
-        let target = url.appendingPathComponent(path)
+        let target = url.appendingPathComponent(Self.stagedPath(path))
         try Self.createFolder(target.deletingLastPathComponent())
         try AtomicWrite.write(file, to: target, mode: 0o644, durable: false)
+    }
+
+    /// Puts a staged copy in place.
+    func commitCopy(at path: String) throws {
+        guard rename(self.path + "/" + Self.stagedPath(path), self.path + "/" + path) == 0 else {
+            throw SempereError(
+                .io, "cannot put the re-encrypted copy \(path) in place: \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// The staged name of the copy at `path`: `reencrypted/<author>/.<id>.age.staged`.
+    static func stagedPath(_ path: String) -> String {
+        let url = URL(fileURLWithPath: path)
+        return url.deletingLastPathComponent().relativePath + "/." + url.lastPathComponent + ".staged"
     }
 
     /// Makes every copy written since durable.

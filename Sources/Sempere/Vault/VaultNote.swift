@@ -26,6 +26,11 @@ public enum VaultNote {
     static let context = Data("sempere/v2/note".utf8)
     static let prefixV1 = "<!-- sempere-note v1 "
     static let prefix = "<!-- sempere-note v2 "
+    /// Why a copy under a newer key than its signed epoch is set aside when no re-encryption list binds it
+    /// (also how a listing knows such a copy of a re-encryption still under way).
+    static let unboundCopyReason =
+        "it is a re-encrypted copy that home's list of re-encrypted notes does not name (left over from a "
+        + "re-encryption that stopped, or put there by someone else)"
     /// What both trailer versions start with.
     static let marker = Data("\n<!-- sempere-note v".utf8)
 
@@ -122,10 +127,7 @@ public enum VaultNote {
                 keyring.reencrypted.binds(
                     path: authorPath, sha256: SHA256.hash(data: file).description, epoch: keyEpoch)
             else {
-                throw SempereError(
-                    .untrustedNote,
-                    "it is a re-encrypted copy that home's list of re-encrypted notes does not name (left over from a "
-                        + "re-encryption that stopped, or put there by someone else)", setAside: .untrusted)
+                throw SempereError(.untrustedNote, unboundCopyReason, setAside: .untrusted)
             }
         }
         // The signer is the author, and a note lives in its author's folder: a listed device that signs a note

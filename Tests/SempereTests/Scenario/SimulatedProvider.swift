@@ -3,12 +3,14 @@ import Foundation
 /// A storage provider between devices, as unreliable as real ones are allowed to be: it carries every
 /// file of each device's copy of the vault folder to the others, but holds some back for a while,
 /// delivers in any order, delivers some twice, serves old versions it still has, and, when two devices
-/// changed the same file, keeps both, the loser as a "conflicted copy" beside it (as Dropbox does).
+/// changed the same file, keeps both, the loser as a "conflicted copy" beside it (as Dropbox does). A file a
+/// device deletes is deleted on the others (a deletion is a version too, and can be held back like any).
 ///
 /// Deterministic for a seed, so a failing scenario can be replayed.
 final class SimulatedProvider {
     struct Version: Equatable {
-        let bytes: Data
+        /// nil: the file was deleted.
+        let bytes: Data?
         let number: Int
     }
 
@@ -47,24 +49,44 @@ final class SimulatedProvider {
     /// The provider acting in bad faith for a while: puts an older version of `path` back on `device`;
     /// the next syncs deliver the newest again.
     func serveOldVersion(of path: String, to device: String) throws {
-        guard let versions = cloud[path], versions.count >= 2, let folder = folders[device] else { return }
-        let old = versions[versions.count - 2]
-        try write(old.bytes, to: folder.appendingPathComponent(path))
+        guard let versions = cloud[path], versions.count >= 2, let folder = folders[device],
+            let old = versions.dropLast().last(where: { $0.bytes != nil }), let bytes = old.bytes
+        else { return }
+        try write(bytes, to: folder.appendingPathComponent(path))
         seen[device]![path] = old.number
+    }
+
+    /// The provider in bad faith for good: makes an older version of `path` (or, after a deletion, the last
+    /// version that existed) its newest, so every device gets it.
+    func putBackOldVersion(of path: String) {
+        guard let versions = cloud[path], versions.count >= 2,
+            let old = versions.dropLast().last(where: { $0.bytes != nil })
+        else { return }
+        counter += 1
+        cloud[path]!.append(Version(bytes: old.bytes, number: counter))
     }
 
     private func upload(_ device: String) throws {
         let folder = folders[device]!
-        for path in try files(in: folder) {
+        let present = Set(try files(in: folder))
+        // A file this device had and deleted since: the deletion is the newest version, unless another device
+        // changed the file meanwhile (then the change stays, as sync clients keep an edit over a deletion).
+        for (path, base) in seen[device]! where !present.contains(path) {
+            guard let newest = cloud[path]?.last, newest.number == base, newest.bytes != nil else { continue }
+            counter += 1
+            cloud[path]!.append(Version(bytes: nil, number: counter))
+            seen[device]![path] = counter
+        }
+        for path in present.sorted() {
             let bytes = try Data(contentsOf: folder.appendingPathComponent(path))
             let versions = cloud[path] ?? []
             // Unchanged on the device since it last synced this path (an old version the provider served
             // stays the version it saw): no change. A device that writes bytes again that an older version
             // had is a change, as a real client uploads any local write.
-            if let base = seen[device]![path], versions.first(where: { $0.number == base })?.bytes == bytes {
+            if let base = seen[device]![path], versions.first(where: { $0.number == base })?.bytes == Optional(bytes) {
                 continue
             }
-            if let newest = versions.last, newest.bytes == bytes {
+            if let newest = versions.last, newest.bytes == Optional(bytes) {
                 seen[device]![path] = newest.number
                 continue
             }
@@ -82,7 +104,7 @@ final class SimulatedProvider {
 
     /// The provider making a "conflicted copy" of `path` on its own, as sync clients do after a crash.
     func makeConflictCopy(of path: String) {
-        guard let newest = cloud[path]?.last else { return }
+        guard let newest = cloud[path]?.last, newest.bytes != nil else { return }
         counter += 1
         cloud[Self.conflictName(path, device: "provider"), default: []].append(
             Version(bytes: newest.bytes, number: counter))
@@ -93,9 +115,14 @@ final class SimulatedProvider {
         for path in cloud.keys.shuffled(using: &random) {
             guard let newest = cloud[path]?.last, seen[device]![path] != newest.number else { continue }
             if random.next(below: 1_000) < Int(holdBack * 1_000) { continue }  // arrives later
-            try write(newest.bytes, to: folder.appendingPathComponent(path))
+            guard let bytes = newest.bytes else {
+                try? FileManager.default.removeItem(at: folder.appendingPathComponent(path))
+                seen[device]![path] = newest.number
+                continue
+            }
+            try write(bytes, to: folder.appendingPathComponent(path))
             if random.next(below: 1_000) < Int(duplicate * 1_000) {
-                try write(newest.bytes, to: folder.appendingPathComponent(path))
+                try write(bytes, to: folder.appendingPathComponent(path))
             }
             seen[device]![path] = newest.number
         }
