@@ -60,7 +60,7 @@ extension VaultSession {
             // Done already, and no device change since (one would have started another epoch): a second run
             // would re-encrypt nothing. What a run stopped after committing left behind is tidied.
             try? FileManager.default.removeItem(at: state.reencryptJournalFile(root: configRoot, epoch: current))
-            let listing = try list()
+            let listing = try list(withText: false)
             return Reencrypted(
                 kit: nil, effectiveAt: nil, epoch: current, count: 0, waitingForRemoval: listing.waitingForRemoval,
                 alreadyDone: true)
@@ -97,7 +97,7 @@ extension VaultSession {
         }
         let journalFile = state.reencryptJournalFile(root: configRoot, epoch: epoch)
         var journal = ReencryptJournal.load(from: journalFile)
-        let listing = try list()
+        let listing = try list(withText: false)
         let keyring = try keyring()
         let recipient = try VaultKeys.recipient(body.currentEpoch.recipient)
         // Every note shown under an older key, from the file shown (the author's, or an earlier copy).
@@ -105,6 +105,8 @@ extension VaultSession {
             let path: String
             let file: String
             let keyEpoch: Int
+            /// The file's SHA-256, from the listing.
+            let sha256: String
         }
         // The listing just saved the index: the files' digests are there.
         let index = NoteIndex.load(from: state.noteIndexFile(root: configRoot), identity: keys.identity)
@@ -131,7 +133,7 @@ extension VaultSession {
                 done.append(entry)
                 continue
             }
-            sources.append(Source(path: note.path, file: note.file, keyEpoch: note.keyEpoch))
+            sources.append(Source(path: note.path, file: note.file, keyEpoch: note.keyEpoch, sha256: sha))
         }
         let total = done.count + sources.count
         var bytes: Int64 = 0
@@ -154,7 +156,7 @@ extension VaultSession {
                         return (
                             ReencryptionList.Entry(
                                 path: source.path, sha256: SHA256.hash(data: copy).description,
-                                sourceSHA256: SHA256.hash(data: file).description), Int64(copy.count)
+                                sourceSHA256: source.sha256), Int64(copy.count)
                         )
                     }.mapError { $0 as? SempereError ?? SempereError(.io, plainDescription(of: $0)) })
             }
@@ -185,10 +187,37 @@ extension VaultSession {
         try folder.write(copies)
         try publish(try VaultHome(credentials: keys).finishReencryption(in: vault, epoch: epoch, list: copies))
         try? FileManager.default.removeItem(at: journalFile)
-        // Home's own old files, and those of removed devices, go now; the others' on their next command.
-        let after = try list()
+        // Home just made each copy from a note it showed, and the list now binds it: its index learns the
+        // copies as opening them would, so the listing below does not open 10,000 notes again.
+        var known = NoteIndex.load(from: state.noteIndexFile(root: configRoot), identity: keys.identity)
+        let sourceFiles = Dictionary(
+            listing.notes.map { (VaultNote.authorPath($0.file), $0.file) }, uniquingKeysWith: { $1 })
+        for entry in done {
+            guard let source = sourceFiles[entry.path] else { continue }
+            known.recordCopy(
+                ReencryptionList.copyPath(of: entry.path), sha256: entry.sha256, of: source, keyEpoch: epoch,
+                folder: folder)
+        }
+        try known.save(to: state.noteIndexFile(root: configRoot), identity: keys.identity)
+        // Home's own old files, and those of removed devices, go now (each the very file copied: what a listing
+        // would find superseded); the other authors' on their next command.
+        let removed = Set(body.removed.map(\.device.id))
+        var waiting: [String] = []
+        for entry in done {
+            guard let source = sourceFiles[entry.path], VaultFolder.isNotePath(source) else { continue }
+            let author = String(source.split(separator: "/")[1])
+            guard author == keys.id || removed.contains(author) else {
+                waiting.append(source)
+                continue
+            }
+            // Unchanged since the listing hashed it (same stat), and that hash is the one copied.
+            guard let hashed = known.entries[source], hashed.sha256 == entry.sourceSHA256, let stat = hashed.stat,
+                folder.statKey(source) == stat
+            else { continue }
+            try folder.removeNote(at: source)
+        }
         return Reencrypted(
-            kit: kit, effectiveAt: nil, epoch: epoch, count: done.count, waitingForRemoval: after.waitingForRemoval)
+            kit: kit, effectiveAt: nil, epoch: epoch, count: done.count, waitingForRemoval: waiting.sorted())
     }
 }
 

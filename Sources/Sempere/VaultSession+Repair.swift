@@ -22,7 +22,7 @@ extension VaultSession {
 
     /// The set-aside entry at `path` (a path, or a unique start of its note id).
     public func setAsideEntry(_ text: String) throws -> SetAside {
-        let entries = try list().setAside
+        let entries = try list(withText: false).setAside
         if let exact = entries.first(where: { $0.path == text }) { return exact }
         let wanted = text.lowercased()
         let matches = entries.filter { !wanted.isEmpty && Self.noteID($0.path).hasPrefix(wanted) }

@@ -186,7 +186,7 @@ public struct VaultSession: Sendable {
         // notes it wrote late under an older key are re-encrypted whatever command it runs first.
         let mark = "\(vault.body.currentEpoch.recipient):\(vault.body.reencryptions.count)"
         if state.notesTidiedAt != mark, vault.body.device(keys.id) != nil {
-            let listing = try list()
+            let listing = try list(withText: false)
             self.notices += listing.warnings
             if !listing.ownNotesUndecided {
                 self.state.notesTidiedAt = mark
@@ -746,11 +746,11 @@ public struct VaultSession: Sendable {
         public let version: Int
         /// The epoch whose key opens the file shown (newer than ``epoch`` for home's re-encrypted copy).
         public let keyEpoch: Int
+        /// The Markdown (empty for a long note listed without its text: ``list(withText:)``).
         public let markdown: String
-        public let modified: Date?
-
         /// The first line, without its heading marks.
-        public var title: String { VaultSession.title(of: markdown) }
+        public let title: String
+        public let modified: Date?
     }
 
     /// A note that is not shown yet and is not wrong either: its author's device lists a newer version than
@@ -799,10 +799,17 @@ public struct VaultSession: Sendable {
     /// removes its own files that home's re-encrypted copies replaced, keeps its manifest in step with its
     /// notes, and, on home, removes the copies and the removed devices' files that are superseded.
     public func list() throws -> Listing {
-        try list(tidy: true)
+        try list(tidy: true, withText: true)
     }
 
-    func list(tidy: Bool) throws -> Listing {
+    /// ``list()``, with each note's text only when `withText` (else each note has its title and an empty
+    /// ``Note/markdown`` for a note longer than the index keeps: what a listing of titles needs, without
+    /// opening every long note again).
+    public func list(withText: Bool) throws -> Listing {
+        try list(tidy: true, withText: withText)
+    }
+
+    func list(tidy: Bool, withText: Bool) throws -> Listing {
         let indexFile = state.noteIndexFile(root: configRoot)
         var index = NoteIndex.load(from: indexFile, identity: keys.identity)
         let keyring = try keyring()
@@ -810,7 +817,7 @@ public struct VaultSession: Sendable {
         if memory.remember(keyring) {
             try memory.save(to: state.epochKeysFile(root: configRoot), identity: keys.identity)
         }
-        let results = try index.refresh(folder: folder, vault: vault, keyring: keyring)
+        let results = try index.refresh(folder: folder, vault: vault, keyring: keyring, needText: withText)
         var warnings: [String] = []
         let manifests = try readManifests(warnings: &warnings, keyring: keyring)
         let triage = NoteTriage(
@@ -819,30 +826,35 @@ public struct VaultSession: Sendable {
             },
             vault: body, manifests: manifests, seen: index.seen ?? [:], reencrypted: keyring.reencrypted,
             inProgress: unfinishedReencryption, me: keys.id)
-        index.seen = triage.seen
-        try index.save(to: indexFile, identity: keys.identity)
-        try NoteHashes(index).save(to: state.noteHashesFile(root: configRoot))
+        // Saved only when something changed: the index holds every note's text, so writing it again costs as
+        // much as the notes.
+        if index.changedInLastRefresh || index.seen != triage.seen {
+            index.seen = triage.seen
+            try index.save(to: indexFile, identity: keys.identity)
+            try NoteHashes(index).save(to: state.noteHashesFile(root: configRoot))
+        }
         var undecided = false
         if tidy {
             let tidied = try tidyOwnNotes(
                 triage, index: index, manifest: manifests[keys.id], keyring: keyring, memory: memory)
             undecided = tidied.undecided
             if tidied.changed {
-                var listing = try list(tidy: false)
+                var listing = try list(tidy: false, withText: withText)
                 listing.ownNotesUndecided = undecided
                 return listing
             }
         }
         var notes: [Note] = []
         for (file, opened) in triage.shown {
-            let modified =
-                (try? FileManager.default.attributesOfItem(atPath: folder.url.appendingPathComponent(file).path))?[
-                    .modificationDate] as? Date
+            // From the stat the index took of the file this listing (one FileManager call per note cost as much
+            // as the rest of a warm listing at 10,000 notes).
+            let modified = index.entries[file]?.stat.flatMap(VaultFolder.modificationDate(statKey:))
             let path = VaultNote.authorPath(file)
             notes.append(
                 Note(
                     path: path, file: file, id: Self.noteID(path), author: opened.author, epoch: opened.epoch,
-                    version: opened.version, keyEpoch: opened.keyEpoch, markdown: opened.markdown, modified: modified))
+                    version: opened.version, keyEpoch: opened.keyEpoch, markdown: opened.markdown, title: opened.title,
+                    modified: modified))
         }
         var setAside = triage.setAside.map { SetAside(path: $0.path, category: $0.category, reason: $0.reason) }
         setAside += try folder.setAside().map {
@@ -898,8 +910,10 @@ public struct VaultSession: Sendable {
                 continue
             }
             guard !recorded else { continue }
+            // Its text from the file itself (a listing without text leaves a long note's empty).
+            let text = try VaultNote.open(try folder.readNote(at: file), path: file, vault: body, keyring: keyring)
             let version = max(note.version, updated.notes[Self.noteID(file)] ?? 0) + 1
-            try write(note.markdown, at: file, version: version)
+            try write(text.markdown, at: file, version: version)
             updated.recordWrite(Self.noteID(file), version: version)
             manifestChanged = true
         }
@@ -1030,7 +1044,7 @@ public struct VaultSession: Sendable {
     func ownManifest() throws -> NoteManifest {
         var warnings: [String] = []
         if let manifest = try readManifests(warnings: &warnings)[keys.id] { return manifest }
-        _ = try list()
+        _ = try list(withText: false)
         return try readManifests(warnings: &warnings)[keys.id] ?? NoteManifest(vaultID: body.vaultID, device: keys.id)
     }
 
@@ -1057,12 +1071,12 @@ public struct VaultSession: Sendable {
     /// The note at `path` (the author's path), opened and checked as a listing does; a note that is set
     /// aside or pending is never shown: the error says why.
     public func open(notePath path: String) throws -> VaultNote.Opened {
-        let listing = try list()
+        let listing = try list(withText: false)
         let id = Self.noteID(path).prefix(8)
         if let note = listing.notes.first(where: { $0.path == path }) {
-            return VaultNote.Opened(
-                markdown: note.markdown, author: note.author, epoch: note.epoch, version: note.version,
-                keyEpoch: note.keyEpoch)
+            // The file the listing chose, opened for its text (and checked again).
+            return try VaultNote.open(
+                try folder.readNote(at: note.file), path: note.file, vault: body, keyring: keyring())
         }
         if let pending = listing.pending.first(where: { VaultNote.authorPath($0.path) == path }) {
             throw SempereError(.notFound, "note \(id) is pending, not shown yet: \(pending.reason)")
@@ -1316,7 +1330,19 @@ public struct VaultSession: Sendable {
 
     /// A note's title: its first non-empty line without heading marks, or "(untitled)".
     public static func title(of markdown: String) -> String {
-        let line = markdown.split(separator: "\n", omittingEmptySubsequences: true).first.map(String.init) ?? ""
+        // Only as far as the first non-empty line, on bytes: splitting a 100 KiB note into Characters to take
+        // its first line cost more than decrypting it.
+        let utf8 = markdown.utf8
+        var start = utf8.startIndex
+        var line: Substring = ""
+        while start < utf8.endIndex {
+            let end = utf8[start...].firstIndex(of: UInt8(ascii: "\n")) ?? utf8.endIndex
+            if end > start {
+                line = markdown[start..<end]
+                break
+            }
+            start = utf8.index(after: end)
+        }
         let title = line.drop(while: { $0 == "#" }).trimmingCharacters(in: .whitespaces)
         return title.isEmpty ? "(untitled)" : title
     }

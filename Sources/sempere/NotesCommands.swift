@@ -47,7 +47,7 @@ struct List: ParsableCommand {
     func run() async throws {
         try reporting {
             let session = try options.session()
-            let listing = try session.list()
+            let listing = try session.list(withText: false)
             for warning in listing.warnings { streams.err("sempere: warning: \(printable(warning))") }
             if json {
                 try printJSON([

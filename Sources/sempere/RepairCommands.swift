@@ -31,7 +31,7 @@ struct RepairList: ParsableCommand {
     func run() async throws {
         try reporting {
             let session = try options.session()
-            let listing = try session.list()
+            let listing = try session.list(withText: false)
             if json {
                 try printJSON(
                     SetAsideCategory.all.map { category in

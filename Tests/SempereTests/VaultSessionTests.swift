@@ -63,6 +63,25 @@ struct VaultSessionTests {
                 == "Work phone")
     }
 
+    @Test("a note longer than the index keeps: listed by title without its text, read whole by cat and search")
+    func longNotes() throws {
+        let pair = try Pair()
+        defer { pair.remove() }
+        let long = "# Long\n" + String(repeating: "0123456789abcdef\n", count: 5_000)  // 85 KB, over 64 KiB
+        let path = try pair.phone.newNote(markdown: long)
+        let short = try pair.phone.newNote(markdown: "# Short\nkept whole\n")
+        // Listed once with its text (the index is cold), then by title alone: the index keeps no long text.
+        #expect(try pair.home.list().notes.first { $0.path == path }?.markdown == long)
+        let titles = try pair.home.list(withText: false).notes
+        #expect(titles.first { $0.path == path }.map { ($0.title, $0.markdown) } ?? ("", "x") == ("Long", ""))
+        #expect(titles.first { $0.path == short }?.markdown == "# Short\nkept whole\n")
+        let index = try Data(contentsOf: pair.home.state.noteIndexFile(root: pair.home.configRoot))
+        #expect(index.count < 20_000, "the index holds the long text: \(index.count) bytes")
+        // Asked for, the text is there whole: cat (open) and a listing with text open the file again.
+        #expect(try pair.home.open(notePath: path).markdown == long)
+        #expect(try pair.home.list().notes.first { $0.path == path }?.markdown == long)
+    }
+
     @Test("the join window: the new device refuses home's words once its request is older than the lifetime")
     func joinWindow() throws {
         let root = try temporaryDirectory()

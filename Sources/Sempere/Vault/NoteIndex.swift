@@ -19,7 +19,10 @@ public struct NoteIndex: Codable, Sendable {
         /// The file's identity and times when it was hashed (``VaultFolder/statKey(_:)``): while they are
         /// unchanged the file is not read again.
         var stat: String?
+        /// The text, for a note of at most ``textLimit`` bytes; a longer one keeps only its title and is opened
+        /// again when its text is asked for.
         var markdown: String?
+        var title: String?
         var author: String?
         var epoch: Int?
         var version: Int?
@@ -29,17 +32,49 @@ public struct NoteIndex: Codable, Sendable {
         var category: String?
     }
 
+    /// The longest text the index keeps (64 KiB): the index is read and written whole, so at 10,000 notes of
+    /// 100 KiB keeping every text would make every listing read and write a gigabyte.
+    static let textLimit = 64 * 1024
+
     /// The trust fingerprint of the vault body the entries were checked under.
     var trustSHA256: String
+    /// The parts of that fingerprint, so that a later body that only extends the history (a new epoch and a
+    /// record, with no device removed: Make Home, a kit replacement, Re-encrypt Everything) keeps the notes
+    /// accepted: none of them can turn an accepted note into a set-aside one.
+    var trustParts: TrustParts?
     var entries: [String: Entry]
     /// The highest version of each note (by its author's path) this device has shown: a lower one later is
     /// an old version put back. Kept when the entries are dropped for a new trust fingerprint.
     var seen: [String: Int]?
     /// How many notes the last `refresh` had to open (the rest came from the index).
     public private(set) var openedInLastRefresh = 0
+    /// Whether the last `refresh` changed any entry (else the index need not be saved again).
+    public private(set) var changedInLastRefresh = true
 
     enum CodingKeys: String, CodingKey {
-        case trustSHA256 = "trust_sha256", entries, seen
+        case trustSHA256 = "trust_sha256", trustParts = "trust_parts", entries, seen
+    }
+
+    struct TrustParts: Codable, Equatable {
+        /// SHA-256 of the vault id and the removed devices.
+        var base: String
+        /// Each epoch's number, start and recipient.
+        var epochs: [String]
+        /// SHA-256 of each record.
+        var records: [String]
+
+        init(of body: VaultBody) throws {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            base = SHA256.hash(data: Data(body.vaultID.utf8) + (try encoder.encode(body.removed))).description
+            epochs = body.epochs.map { "\($0.number):\($0.startedIn):\($0.recipient)" }
+            records = try body.records.map { SHA256.hash(data: try encoder.encode($0)).description }
+        }
+
+        /// Whether `newer` is this history with epochs and records added, and no device removed since.
+        func isExtended(by newer: TrustParts) -> Bool {
+            newer.base == base && newer.epochs.starts(with: epochs) && newer.records.starts(with: records)
+        }
     }
 
     public init() {
@@ -50,21 +85,20 @@ public struct NoteIndex: Codable, Sendable {
 
     /// SHA-256 over what can turn an accepted note into a set-aside one: the vault id, the removed
     /// devices, the epochs (number, start, recipient) and the records. Adding or renaming a device
-    /// changes none of it.
+    /// changes none of it, and neither does a finished re-encryption: its list only binds copies, which
+    /// were set aside (and so are checked again) until then.
     static func trustFingerprint(of body: VaultBody) throws -> String {
         struct Trust: Encodable {
             let vaultID: String
             let removed: [VaultBody.Removal]
             let epochs: [[String]]
             let records: [VaultBody.Record]
-            let reencryptions: [VaultBody.Reencryption]
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         let trust = Trust(
             vaultID: body.vaultID, removed: body.removed,
-            epochs: body.epochs.map { [String($0.number), String($0.startedIn), $0.recipient] }, records: body.records,
-            reencryptions: body.reencryptions)
+            epochs: body.epochs.map { [String($0.number), String($0.startedIn), $0.recipient] }, records: body.records)
         return SHA256.hash(data: try encoder.encode(trust)).description
     }
 
@@ -77,6 +111,19 @@ public struct NoteIndex: Codable, Sendable {
         return index
     }
 
+    /// Records that home's re-encrypted copy at `copy` (its bytes' SHA-256 `sha256`), just bound, holds the
+    /// note that the entry at `source` holds, under `keyEpoch`'s key: what opening it would find, without
+    /// opening it. Only when `source` has an accepted entry and the copy can be stat'ed.
+    mutating func recordCopy(_ copy: String, sha256: String, of source: String, keyEpoch: Int, folder: VaultFolder) {
+        guard var entry = entries[source], entry.setAside == nil, entry.author != nil,
+            let stat = folder.statKey(copy)
+        else { return }
+        entry.sha256 = sha256
+        entry.stat = stat
+        entry.keyEpoch = keyEpoch
+        entries[copy] = entry
+    }
+
     /// Saves the index encrypted to `identity`'s recipient, atomically, readable only by its owner.
     public func save(to url: URL, identity: WrapIdentity) throws {
         let plaintext = try JSONEncoder().encode(self)
@@ -85,16 +132,26 @@ public struct NoteIndex: Codable, Sendable {
 
     /// Every note file in `folder` (the authors' files and home's re-encrypted copies), opened and checked,
     /// reusing what is unchanged; the index is updated. Changed notes are opened on all cores.
+    ///
+    /// With `needText` false, a note longer than ``textLimit`` comes back with its title and an empty text
+    /// (what a listing of titles needs); with it true, such notes are opened again for their text.
     public mutating func refresh(
-        folder: VaultFolder, vault: SignedVault, keyring: VaultKeyring
+        folder: VaultFolder, vault: SignedVault, keyring: VaultKeyring, needText: Bool = true
     ) throws -> [(path: String, result: Result<VaultNote.Opened, SempereError>)] {
         let fingerprint = try Self.trustFingerprint(of: vault.body)
-        if trustSHA256 != fingerprint {
+        let parts = try TrustParts(of: vault.body)
+        let countBefore = entries.count
+        let fingerprintBefore = trustSHA256
+        if trustSHA256 != fingerprint && !(trustParts?.isExtended(by: parts) ?? false) {
             trustSHA256 = fingerprint
+            trustParts = parts
             entries = [:]
         } else {
+            trustSHA256 = fingerprint
+            trustParts = parts
             entries = entries.filter { $0.value.setAside == nil }
         }
+        var changed = entries.count != countBefore || fingerprintBefore != fingerprint
         let paths = try folder.notePaths() + folder.copyPaths()
         // A file whose device, inode, size, modification and change times are those it had when it was
         // hashed is not read again (as git's index does): the change time cannot be set back by a sync
@@ -102,6 +159,7 @@ public struct NoteIndex: Codable, Sendable {
         let stats = paths.map { folder.statKey($0) }
         let unchanged = paths.indices.map { index in
             stats[index] != nil && entries[paths[index]]?.stat == stats[index] && entries[paths[index]]?.setAside == nil
+                && !(needText && entries[paths[index]]?.markdown == nil)
         }
         // A file that cannot be read is set aside with the reason; it does not stop the others being listed.
         var unreadable: [String: String] = [:]
@@ -127,7 +185,8 @@ public struct NoteIndex: Codable, Sendable {
             if entries[paths[index]]?.sha256 == digests[index] { entries[paths[index]]?.stat = stats[index] }
         }
         let stale = paths.indices.filter {
-            unreadable[paths[$0]] == nil && entries[paths[$0]]?.sha256 != digests[$0]
+            unreadable[paths[$0]] == nil
+                && (entries[paths[$0]]?.sha256 != digests[$0] || (needText && entries[paths[$0]]?.markdown == nil))
         }
         openedInLastRefresh = stale.count
         // Open the changed notes on all cores: each job writes only its own slot.
@@ -148,13 +207,16 @@ public struct NoteIndex: Codable, Sendable {
                             .untrustedNote, "it does not open: \(plainDescription(of: error))", setAside: .cannotOpen)))
             }
         }
+        var fresh: [String: VaultNote.Opened] = [:]
         for (job, index) in stale.enumerated() {
             let digest = digests[index]
             switch opened.get(job) {
             case .success(let note):
+                fresh[paths[index]] = note
                 entries[paths[index]] = Entry(
-                    sha256: digest, stat: stats[index], markdown: note.markdown, author: note.author,
-                    epoch: note.epoch, version: note.version, keyEpoch: note.keyEpoch)
+                    sha256: digest, stat: stats[index],
+                    markdown: note.markdown.utf8.count <= Self.textLimit ? note.markdown : nil, title: note.title,
+                    author: note.author, epoch: note.epoch, version: note.version, keyEpoch: note.keyEpoch)
             case .failure(let error):
                 entries[paths[index]] = Entry(
                     sha256: digest, stat: stats[index], setAside: error.reason,
@@ -162,16 +224,22 @@ public struct NoteIndex: Codable, Sendable {
             }
         }
         let present = Set(paths)
+        let countKept = entries.count
         entries = entries.filter { present.contains($0.key) }
+        changed = changed || entries.count != countKept || unchanged.contains(false)
+        changedInLastRefresh = changed
         return paths.map { path in
+            if let note = fresh[path] { return (path, .success(note)) }
             let entry = entries[path]!
-            if let markdown = entry.markdown, let author = entry.author, let epoch = entry.epoch {
+            if let author = entry.author, let epoch = entry.epoch,
+                let text = entry.markdown ?? entry.title.map({ _ in "" })
+            {
                 return (
                     path,
                     .success(
                         VaultNote.Opened(
-                            markdown: markdown, author: author, epoch: epoch, version: entry.version ?? 0,
-                            keyEpoch: entry.keyEpoch ?? epoch))
+                            markdown: text, author: author, epoch: epoch, version: entry.version ?? 0,
+                            keyEpoch: entry.keyEpoch ?? epoch, title: entry.title))
                 )
             }
             return (

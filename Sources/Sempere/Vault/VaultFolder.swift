@@ -155,7 +155,29 @@ public struct VaultFolder: Sendable {
         }
         let target = url.appendingPathComponent(Self.stagedPath(path))
         try Self.createFolder(target.deletingLastPathComponent())
-        try AtomicWrite.write(file, to: target, mode: 0o644, durable: false)
+        // Written in place under its staged name, which nothing reads until the journal names it (one file
+        // operation instead of a temporary file and a rename: 10,000 of them share one folder's lock).
+        let descriptor = open(target.path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else {
+            throw SempereError(.io, "cannot create \(target.path): \(String(cString: strerror(errno)))")
+        }
+        defer { close(descriptor) }
+        var written = 0
+        let failed = file.withUnsafeBytes { buffer -> Bool in
+            while written < buffer.count {
+                let count = Glibc.write(descriptor, buffer.baseAddress! + written, buffer.count - written)
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    return true
+                }
+                written += count
+            }
+            return false
+        }
+        guard !failed else {
+            throw SempereError(
+                .io, "cannot write \(target.path): \(String(cString: strerror(errno))) (is the disk full?)")
+        }
     }
 
     /// Puts a staged copy in place.
@@ -377,6 +399,15 @@ public struct VaultFolder: Sendable {
         var info = stat()
         guard stat(self.path + "/" + path, &info) == 0 else { return nil }
         return Self.statKey(info)
+    }
+
+    /// The modification time in a ``statKey(_:)``.
+    static func modificationDate(statKey: String) -> Date? {
+        let fields = statKey.split(separator: ":")
+        guard fields.count == 5 else { return nil }
+        let parts = fields[3].split(separator: ".")
+        guard parts.count == 2, let seconds = Int64(parts[0]), let nanoseconds = Int64(parts[1]) else { return nil }
+        return Date(timeIntervalSince1970: TimeInterval(seconds) + TimeInterval(nanoseconds) / 1e9)
     }
 
     static func statKey(_ info: stat) -> String {

@@ -35,7 +35,10 @@ public enum VaultNote {
     static let marker = Data("\n<!-- sempere-note v".utf8)
 
     public struct Opened: Sendable, Equatable {
+        /// The Markdown; empty when the note was listed without its text (``VaultSession/list(withText:)``).
         public let markdown: String
+        /// The first line, without its heading marks (kept when the text is not).
+        public let title: String
         public let author: String
         /// The epoch the author signed the note in.
         public let epoch: Int
@@ -44,8 +47,11 @@ public enum VaultNote {
         /// The epoch whose key opens the file: the signed epoch, or a newer one for a copy home re-encrypted.
         public let keyEpoch: Int
 
-        public init(markdown: String, author: String, epoch: Int, version: Int, keyEpoch: Int) {
+        public init(
+            markdown: String, author: String, epoch: Int, version: Int, keyEpoch: Int, title: String? = nil
+        ) {
             self.markdown = markdown
+            self.title = title ?? VaultSession.title(of: markdown)
             self.author = author
             self.epoch = epoch
             self.version = version

@@ -82,9 +82,20 @@ struct NoteIndexTests {
         _ = try again.refresh(folder: folder, vault: updated, keyring: updatedKeys)
         #expect(again.openedInLastRefresh == 2)
 
+        // A new epoch and its record with no device removed (Make Home, a kit replacement, Re-encrypt
+        // Everything) keep the accepted notes too: nothing of theirs changes.
+        let kit = try VaultHome(credentials: home).replaceKit(
+            in: updated, currentKit: created.kit, existingNotes: try folder.noteReferences())
+        try folder.write(try #require(kit.fileList))
+        _ = try again.refresh(
+            folder: folder, vault: kit.vault,
+            keyring: try VaultKeyring(
+                vault: kit.vault.body, credentials: home, fileLists: EpochFileLists(folder: folder)))
+        #expect(again.openedInLastRefresh == 2)
+
         // A removal changes what is trusted: everything is checked again under the new list.
         let change = try VaultHome(credentials: home).remove(
-            deviceID: phone.id, from: updated, existingNotes: try folder.noteReferences())
+            deviceID: phone.id, from: kit.vault, existingNotes: try folder.noteReferences())
         try folder.write(change.fileList)
         let removed = change.vault
         let results = try again.refresh(
