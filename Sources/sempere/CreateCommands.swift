@@ -137,11 +137,7 @@ struct KitReplace: ParsableCommand {
     func run() async throws {
         try reporting {
             var session = try options.session()
-            var current: RecoveryKit?
-            if withCurrentKit {
-                current = try RecoveryKit(
-                    secretString: try readKitSecret(for: "--with-current-kit"), vaultID: session.body.vaultID)
-            }
+            let current = try currentKit(if: withCurrentKit, for: session)
             let before = session.notices.count
             let replaced = try session.replaceKit(currentKit: current)
             printNotices(session, after: before)
@@ -153,11 +149,7 @@ struct KitReplace: ParsableCommand {
                 try session.kitShown()
                 return
             }
-            streams.out("NEW RECOVERY KIT for vault \(session.body.vaultID)")
-            streams.out("")
-            streams.out("    \(secret)")
-            streams.out("")
-            streams.out(terminalQR(Data(secret.utf8)))
+            printNewKit(replaced.kit, vaultID: session.body.vaultID)
             if let effective = replaced.effectiveAt {
                 streams.out(
                     "It takes effect at \(isoDate(effective)), when this device next runs a command; until then the "

@@ -153,11 +153,7 @@ struct Reencrypt: ParsableCommand {
     func run() async throws {
         try reporting {
             var session = try options.session()
-            var current: RecoveryKit?
-            if withCurrentKit {
-                current = try RecoveryKit(
-                    secretString: try readKitSecret(for: "--with-current-kit"), vaultID: session.body.vaultID)
-            }
+            let current = try currentKit(if: withCurrentKit, for: session)
             let before = session.notices.count
             var bar: ProgressBar?
             var shown = 0
@@ -174,16 +170,7 @@ struct Reencrypt: ParsableCommand {
             }
             bar?.finish()
             printNotices(session, after: before)
-            if let kit = result.kit {
-                let secret = kit.secretString
-                if !json {
-                    streams.out("NEW RECOVERY KIT for vault \(session.body.vaultID)")
-                    streams.out("")
-                    streams.out("    \(secret)")
-                    streams.out("")
-                    streams.out(terminalQR(Data(secret.utf8)))
-                }
-            }
+            if let kit = result.kit, !json { printNewKit(kit, vaultID: session.body.vaultID) }
             if json {
                 var out: [String: Any] = [
                     "reencrypted": result.count, "waiting_for_removal": result.waitingForRemoval,

@@ -133,6 +133,22 @@ func readKitSecret(for option: String) throws -> String {
     return secret.trimmingCharacters(in: .whitespaces)
 }
 
+/// The current kit, when `--with-current-kit` was given (its secret in $SEMPERE_KIT or on standard input).
+func currentKit(if given: Bool, for session: VaultSession) throws -> RecoveryKit? {
+    guard given else { return nil }
+    return try RecoveryKit(secretString: try readKitSecret(for: "--with-current-kit"), vaultID: session.body.vaultID)
+}
+
+/// Prints a new recovery kit: its secret and its QR code.
+func printNewKit(_ kit: RecoveryKit, vaultID: String) {
+    let secret = kit.secretString
+    streams.out("NEW RECOVERY KIT for vault \(vaultID)")
+    streams.out("")
+    streams.out("    \(secret)")
+    streams.out("")
+    streams.out(terminalQR(Data(secret.utf8)))
+}
+
 /// Prints the warnings a change added to the session after it was opened.
 func printNotices(_ session: VaultSession, after count: Int) {
     for notice in session.notices.dropFirst(count) { streams.err("sempere: warning: \(printable(notice))") }
