@@ -1,3 +1,4 @@
+import Age
 import Foundation
 import Sempere
 import Testing
@@ -56,4 +57,21 @@ func temporaryDirectory() throws -> URL {
     try FileManager.default.createDirectory(
         at: url, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
     return url
+}
+
+/// The note files (authors' and home's re-encrypted copies) in the vault folder `folder` that `identity` opens.
+func noteFilesOpened(in folder: URL, by identity: WrapIdentity) throws -> [String] {
+    let vault = VaultFolder(url: folder)
+    return try (vault.notePaths() + vault.copyPaths()).filter { path in
+        (try? Age.decrypt(try Data(contentsOf: folder.appendingPathComponent(path)), identities: [identity.ageIdentity]))
+            != nil
+    }
+}
+
+/// The identity of `epoch` as the device with `keys` could unwrap it from `body` (what a removed device keeps).
+func epochIdentity(_ keys: DeviceKeys, epoch: Int, in body: VaultBody) throws -> WrapIdentity {
+    let wrap = try #require(body.epochs.first { $0.number == epoch }?.wraps[keys.id])
+    return try WrapIdentity(
+        string: String(
+            decoding: try Age.decrypt(Data(wrap.utf8), identities: [keys.identity.ageIdentity]), as: UTF8.self))
 }

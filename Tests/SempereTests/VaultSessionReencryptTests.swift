@@ -51,20 +51,12 @@ struct VaultSessionReencryptTests {
 
         /// The note files in the folder that `identity` opens.
         func opened(by identity: WrapIdentity) throws -> [String] {
-            try noteFiles().filter { path in
-                (try? Age.decrypt(
-                    try Data(contentsOf: folder.appendingPathComponent(path)), identities: [identity.ageIdentity]))
-                    != nil
-            }
+            try noteFilesOpened(in: folder, by: identity)
         }
 
         /// The epoch identity that `name`'s device could unwrap in `epoch` (what a removed device keeps).
         func epochKey(_ name: String, epoch: Int, in body: VaultBody) throws -> WrapIdentity {
-            let keys = try VaultSession.deviceKeys(configRoot: config(name))
-            let wrap = try #require(body.epochs.first { $0.number == epoch }?.wraps[keys.id])
-            return try WrapIdentity(
-                string: String(
-                    decoding: try Age.decrypt(Data(wrap.utf8), identities: [keys.identity.ageIdentity]), as: UTF8.self))
+            try epochIdentity(try VaultSession.deviceKeys(configRoot: config(name)), epoch: epoch, in: body)
         }
     }
 

@@ -14,21 +14,12 @@ struct ReencryptScenarioTests {
 
     /// The note files in `member`'s copy of the folder that `identity` opens.
     static func opened(by identity: WrapIdentity, in member: Member) throws -> [String] {
-        let folder = VaultFolder(url: member.folder)
-        return try (folder.notePaths() + folder.copyPaths()).filter { path in
-            (try? Age.decrypt(
-                try Data(contentsOf: member.folder.appendingPathComponent(path)), identities: [identity.ageIdentity]))
-                != nil
-        }
+        try noteFilesOpened(in: member.folder, by: identity)
     }
 
     /// The identity of `epoch` as `member`'s device could unwrap it from `body`.
     static func epochKey(_ member: Member, epoch: Int, in body: VaultBody) throws -> WrapIdentity {
-        let keys = try member.keys
-        let wrap = try #require(body.epochs.first { $0.number == epoch }?.wraps[keys.id])
-        return try WrapIdentity(
-            string: String(
-                decoding: try Age.decrypt(Data(wrap.utf8), identities: [keys.identity.ageIdentity]), as: UTF8.self))
+        try epochIdentity(try member.keys, epoch: epoch, in: body)
     }
 
     @Test(
