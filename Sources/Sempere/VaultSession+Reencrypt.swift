@@ -1,6 +1,7 @@
 import Age
 import Foundation
 import SiblingsCrypto
+import Synchronization
 
 /// Re-encrypt Everything (the guide: "a separate, rare step that also replaces the recovery kit, for when
 /// even old files must stop opening with old keys"; docs/sempere-format.md, "Re-encrypt Everything").
@@ -96,7 +97,7 @@ extension VaultSession {
             throw SempereError(.notFound, "no re-encryption is under way")
         }
         let journalFile = state.reencryptJournalFile(root: configRoot, epoch: epoch)
-        var journal = ReencryptJournal.load(from: journalFile)
+        let journal = ReencryptJournal.load(from: journalFile)
         let listing = try list(withText: false)
         let keyring = try keyring()
         let recipient = try VaultKeys.recipient(body.currentEpoch.recipient)
@@ -108,8 +109,8 @@ extension VaultSession {
             /// The file's SHA-256, from the listing.
             let sha256: String
         }
-        // The listing just saved the index: the files' digests are there.
-        let index = NoteIndex.load(from: state.noteIndexFile(root: configRoot), identity: keys.identity)
+        // The listing just saved the index: the files' digests are there (and it is this run's to keep up).
+        var index = NoteIndex.load(from: state.noteIndexFile(root: configRoot), identity: keys.identity)
         let folder = self.folder
         var sources: [Source] = []
         // Made before this run stopped, durable, journaled and in place: whether the note shows now or not (a
@@ -138,6 +139,9 @@ extension VaultSession {
         let total = done.count + sources.count
         var bytes: Int64 = 0
         progress(ReencryptProgress(done: done.count, total: total, bytes: 0))
+        // Each batch is made durable, journaled and put in place on the committer's thread while the next one is
+        // being made (sync(2) waits for the disk, not for the processors).
+        let committer = CopyCommitter(folder: folder, journal: journal, journalFile: journalFile)
         for start in stride(from: 0, to: sources.count, by: Self.reencryptBatch) {
             let batch = Array(sources[start..<min(start + Self.reencryptBatch, sources.count)])
             let made = CopySlots(count: batch.count)
@@ -152,57 +156,49 @@ extension VaultSession {
                         }
                         let plaintext = try Age.decrypt(file, identities: [identity.ageIdentity])
                         let copy = try Age.encrypt(plaintext, to: [recipient])
-                        try folder.writeCopy(copy, at: ReencryptionList.copyPath(of: source.path))
-                        return (
-                            ReencryptionList.Entry(
+                        let staged = try folder.writeCopy(copy, at: ReencryptionList.copyPath(of: source.path))
+                        return CopySlots.Made(
+                            entry: ReencryptionList.Entry(
                                 path: source.path, sha256: SHA256.hash(data: copy).description,
-                                sourceSHA256: source.sha256), Int64(copy.count)
-                        )
+                                sourceSHA256: source.sha256), size: Int64(copy.count), staged: staged)
                     }.mapError { $0 as? SempereError ?? SempereError(.io, plainDescription(of: $0)) })
             }
             var entries: [ReencryptionList.Entry] = []
+            var staged: [String] = []
             for job in batch.indices {
                 switch made.get(job) {
-                case .success(let (entry, size)):
-                    entries.append(entry)
-                    bytes += size
+                case .success(let copy):
+                    entries.append(copy.entry)
+                    if copy.staged { staged.append(ReencryptionList.copyPath(of: copy.entry.path)) }
+                    bytes += copy.size
                 case .failure(let error):
+                    // What was made before is committed first (a later run keeps it).
+                    try? committer.wait()
                     throw SempereError(
                         error.code,
                         "cannot re-encrypt \(batch[job].file): \(error.reason). Nothing is lost: run `sempere "
                             + "reencrypt` again to go on")
                 }
             }
-            // Durable first, then journaled, then in place: a journaled copy is always whole on disk, and an
-            // earlier copy it replaces stays until then.
-            try folder.syncCopies()
-            try journal.append(entries, to: journalFile)
-            for entry in entries { try folder.commitCopy(at: ReencryptionList.copyPath(of: entry.path)) }
+            try committer.commit(entries, staged: staged)
             done += entries
             progress(ReencryptProgress(done: done.count, total: total, bytes: bytes))
         }
+        try committer.wait()
         // The copies' new names durable before the list that binds them.
         try folder.syncCopies()
         let copies = try ReencryptionList(vaultID: body.vaultID, epoch: epoch, notes: done)
         try folder.write(copies)
         try publish(try VaultHome(credentials: keys).finishReencryption(in: vault, epoch: epoch, list: copies))
         try? FileManager.default.removeItem(at: journalFile)
-        // Home just made each copy from a note it showed, and the list now binds it: its index learns the
-        // copies as opening them would, so the listing below does not open 10,000 notes again.
-        var known = NoteIndex.load(from: state.noteIndexFile(root: configRoot), identity: keys.identity)
         let sourceFiles = Dictionary(
             listing.notes.map { (VaultNote.authorPath($0.file), $0.file) }, uniquingKeysWith: { $1 })
-        for entry in done {
-            guard let source = sourceFiles[entry.path] else { continue }
-            known.recordCopy(
-                ReencryptionList.copyPath(of: entry.path), sha256: entry.sha256, of: source, keyEpoch: epoch,
-                folder: folder)
-        }
-        try known.save(to: state.noteIndexFile(root: configRoot), identity: keys.identity)
         // Home's own old files, and those of removed devices, go now (each the very file copied: what a listing
-        // would find superseded); the other authors' on their next command.
+        // would find superseded), on their own threads while the index is saved; the other authors' on their
+        // next command.
         let removed = Set(body.removed.map(\.device.id))
         var waiting: [String] = []
+        var stale: [String] = []
         for entry in done {
             guard let source = sourceFiles[entry.path], VaultFolder.isNotePath(source) else { continue }
             let author = String(source.split(separator: "/")[1])
@@ -211,11 +207,22 @@ extension VaultSession {
                 continue
             }
             // Unchanged since the listing hashed it (same stat), and that hash is the one copied.
-            guard let hashed = known.entries[source], hashed.sha256 == entry.sourceSHA256, let stat = hashed.stat,
+            guard let hashed = index.entries[source], hashed.sha256 == entry.sourceSHA256, let stat = hashed.stat,
                 folder.statKey(source) == stat
             else { continue }
-            try folder.removeNote(at: source)
+            stale.append(source)
         }
+        let removal = folder.removeNotes(stale)
+        // Home just made each copy from a note it showed, and the list now binds it: its index learns the
+        // copies as opening them would, so the next listing does not open 10,000 notes again.
+        for entry in done {
+            guard let source = sourceFiles[entry.path] else { continue }
+            index.recordCopy(
+                ReencryptionList.copyPath(of: entry.path), sha256: entry.sha256, of: source, keyEpoch: epoch,
+                folder: folder)
+        }
+        try index.save(to: state.noteIndexFile(root: configRoot), identity: keys.identity)
+        try removal.wait()
         return Reencrypted(
             kit: kit, effectiveAt: nil, epoch: epoch, count: done.count, waitingForRemoval: waiting.sorted())
     }
@@ -277,14 +284,57 @@ struct ReencryptJournal {
 }
 
 /// Result slots filled by concurrent jobs, one slot each.
-private final class CopySlots: @unchecked Sendable {
-    // @unchecked: every access goes through the lock.
-    typealias Made = Result<(ReencryptionList.Entry, Int64), SempereError>
-    private var slots: [Made?]
-    private let lock = NSLock()
+private final class CopySlots: Sendable {
+    /// A copy written: its list entry, its size, and whether it went under a staged name.
+    struct Made: Sendable {
+        let entry: ReencryptionList.Entry
+        let size: Int64
+        let staged: Bool
+    }
+    private let slots: Mutex<[Result<Made, SempereError>?]>
 
-    init(count: Int) { slots = Array(repeating: nil, count: count) }
+    init(count: Int) { slots = Mutex(Array(repeating: nil, count: count)) }
 
-    func set(_ index: Int, _ value: Made) { lock.withLock { slots[index] = value } }
-    func get(_ index: Int) -> Made { lock.withLock { slots[index]! } }
+    func set(_ index: Int, _ value: Result<Made, SempereError>) { slots.withLock { $0[index] = value } }
+    func get(_ index: Int) -> Result<Made, SempereError> { slots.withLock { $0[index]! } }
+}
+
+/// Makes each batch of copies durable, journals it, and puts its staged copies in place, in that order, on a
+/// thread of its own while the caller makes the next batch. A journaled copy is always whole on disk, and an
+/// earlier copy a staged one replaces stays until then.
+private final class CopyCommitter: @unchecked Sendable {
+    // @unchecked: `journal` and `failure` are touched by one queued job at a time, and by the caller only after
+    // waiting for it (the group orders them).
+    private let queue = DispatchQueue(label: "sempere.reencrypt.commit")
+    private let group = DispatchGroup()
+    private let folder: VaultFolder
+    private let journalFile: URL
+    private var journal: ReencryptJournal
+    private var failure: SempereError?
+
+    init(folder: VaultFolder, journal: ReencryptJournal, journalFile: URL) {
+        self.folder = folder
+        self.journal = journal
+        self.journalFile = journalFile
+    }
+
+    /// Waits for the batch before (throwing what it failed with), then starts committing this one.
+    func commit(_ entries: [ReencryptionList.Entry], staged: [String]) throws {
+        try wait()
+        queue.async(group: group) { [self] in
+            do {
+                try folder.syncCopies()
+                try journal.append(entries, to: journalFile)
+                for path in staged { try folder.commitCopy(at: path) }
+            } catch {
+                failure = error as? SempereError ?? SempereError(.io, plainDescription(of: error))
+            }
+        }
+    }
+
+    /// Waits until every batch handed over is committed; throws the first failure.
+    func wait() throws {
+        group.wait()
+        if let failure { throw failure }
+    }
 }

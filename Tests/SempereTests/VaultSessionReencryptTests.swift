@@ -199,9 +199,28 @@ struct VaultSessionReencryptTests {
         let later = try #require(waiting.effectiveAt).addingTimeInterval(60)
         var home = try trio.session("home", now: later)
         #expect(home.body.currentEpoch.reason == "reencrypt" && home.body.kitReplacement == nil)
+        // A run that stopped mid-write left half a copy of the tablet's note where the copy goes (copies are
+        // written in place when nothing is there). While the re-encryption is under way, the tablet lists it as
+        // pending, not set aside; the tablet's own file is still the note.
+        let tablet = try trio.session("tablet", now: later)
+        let tabletNote = try #require(try tablet.list().notes.first { $0.author == tablet.keys.id })
+        let copyPath = ReencryptionList.copyPath(of: tabletNote.path)
+        let whole = try Data(contentsOf: trio.folder.appendingPathComponent(tabletNote.path))
+        try FileManager.default.createDirectory(
+            at: trio.folder.appendingPathComponent(copyPath).deletingLastPathComponent(),
+            withIntermediateDirectories: true)
+        try whole.prefix(whole.count / 2).write(to: trio.folder.appendingPathComponent(copyPath))
+        let during = try tablet.list()
+        #expect(during.setAside.isEmpty && during.notes.count == 3)
+        #expect(during.pending.map(\.path) == [copyPath])
+        // Home goes on: the half copy is replaced (through a staged name, as any file already there is), and
+        // the whole copy is the note.
         let done = try home.reencryptEverything(currentKit: nil)
         #expect(done.count == 3 && done.epoch == 2 && done.kit == nil)
         #expect(home.body.reencryptions.map(\.epoch) == [2])
+        let after = try trio.session("tablet", now: later).list()
+        #expect(after.setAside.isEmpty && after.pending.isEmpty)
+        #expect(after.notes.first { $0.author == tablet.keys.id }?.file == copyPath)
         // The old kit's wrap is gone from the epoch every note is now under.
         let oldKitKey = try trio.kit.wrapIdentity(postQuantum: false).recipientString
         #expect(home.body.recovery.wrapRecipient != oldKitKey)

@@ -141,8 +141,11 @@ struct NoteTriage {
 
     private mutating func setAside(_ file: File, inProgress: Int?) {
         guard case .failure(let error) = file.result else { return }
-        // A copy of a re-encryption home is still making: not bound yet, so not a note yet, but nothing wrong.
-        if let inProgress, VaultFolder.isCopyPath(file.path), error.reason == VaultNote.unboundCopyReason {
+        // A copy of a re-encryption home is still making: not bound yet (or, after a stop, half written), so not
+        // a note yet, but nothing wrong.
+        if let inProgress, VaultFolder.isCopyPath(file.path),
+            error.reason == VaultNote.unboundCopyReason || error.setAsideCategory == .cannotOpen
+        {
             pending.append(
                 VaultSession.Pending(
                     path: file.path, author: String(file.path.split(separator: "/")[1]), version: nil, expected: nil,

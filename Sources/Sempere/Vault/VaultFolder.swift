@@ -1,5 +1,6 @@
 import Foundation
 import SiblingsCrypto
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -145,21 +146,30 @@ public struct VaultFolder: Sendable {
         }
     }
 
-    /// Writes home's re-encrypted copy of the note at `reencrypted/<author>/<id>.age` under a staged name beside
-    /// it (`.<id>.age.staged`, which listings ignore), not flushed (`durable` false): home makes a batch durable
-    /// at once (``syncCopies()``), journals it, and only then puts each in place (``commitCopy(at:)``), so an
-    /// earlier copy it replaces is never gone before the new one is durable and journaled.
-    func writeCopy(_ file: Data, at path: String) throws {
+    /// Writes home's re-encrypted copy of the note at `reencrypted/<author>/<id>.age`, not flushed: home makes
+    /// a batch durable at once (``syncCopies()``) and journals it. When no file is at that path yet, the copy is
+    /// written there directly (nothing binds it until home's list names it, and a listing takes an unbound or
+    /// half-written copy of a re-encryption under way for one still being made). When a file is there (an
+    /// earlier copy this one replaces, or one a stopped run wrote), the copy goes under a staged name beside it
+    /// (`.<id>.age.staged`, which listings ignore) and is put in place by ``commitCopy(at:)`` only once durable
+    /// and journaled, so an earlier copy is never gone before its replacement is safe. Returns true when staged.
+    func writeCopy(_ file: Data, at path: String) throws -> Bool {
         guard Self.isCopyPath(path) else {
             throw SempereError(.notFound, "\(path) is not a re-encrypted copy's path")
         }
-        let target = url.appendingPathComponent(Self.stagedPath(path))
-        try Self.createFolder(target.deletingLastPathComponent())
-        // Written in place under its staged name, which nothing reads until the journal names it (one file
-        // operation instead of a temporary file and a rename: 10,000 of them share one folder's lock).
-        let descriptor = open(target.path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        let final = url.appendingPathComponent(path)
+        try Self.createFolder(final.deletingLastPathComponent())
+        // One file operation per copy (no temporary file and rename): 10,000 of them share one folder's lock.
+        var staged = false
+        var target = final.path
+        var descriptor = open(target, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        if descriptor < 0 && errno == EEXIST {
+            staged = true
+            target = url.appendingPathComponent(Self.stagedPath(path)).path
+            descriptor = open(target, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        }
         guard descriptor >= 0 else {
-            throw SempereError(.io, "cannot create \(target.path): \(String(cString: strerror(errno)))")
+            throw SempereError(.io, "cannot create \(target): \(String(cString: strerror(errno)))")
         }
         defer { close(descriptor) }
         var written = 0
@@ -176,8 +186,9 @@ public struct VaultFolder: Sendable {
         }
         guard !failed else {
             throw SempereError(
-                .io, "cannot write \(target.path): \(String(cString: strerror(errno))) (is the disk full?)")
+                .io, "cannot write \(target): \(String(cString: strerror(errno))) (is the disk full?)")
         }
+        return staged
     }
 
     /// Puts a staged copy in place.
@@ -196,6 +207,42 @@ public struct VaultFolder: Sendable {
 
     /// Makes every copy written since durable.
     func syncCopies() throws { try AtomicWrite.syncFileSystem(containing: url) }
+
+    /// Starts removing note files (``removeNote(at:)``) on several threads, and returns at once; call
+    /// ``Removal/wait()`` for the outcome. unlink(2) mostly waits, for the filesystem's journal and, where it is
+    /// mounted with `discard`, for the freed blocks' discard, so eight at once overlap their waits: on this
+    /// project's VM, 10,000 files of 100 KiB took 1.5 s one by one and 0.66 s eight at a time.
+    func removeNotes(_ paths: [String], threads: Int = 8) -> Removal {
+        let removal = Removal()
+        let folder = self
+        let count = min(threads, paths.count)
+        for worker in 0..<count {
+            removal.group.enter()
+            Thread {
+                defer { removal.group.leave() }
+                for index in stride(from: worker, to: paths.count, by: count) {
+                    do { try folder.removeNote(at: paths[index]) } catch {
+                        removal.failed(error as? SempereError ?? SempereError(.io, plainDescription(of: error)))
+                    }
+                }
+            }.start()
+        }
+        return removal
+    }
+
+    /// Removals under way on their own threads (``removeNotes(_:threads:)``).
+    final class Removal: Sendable {
+        fileprivate let group = DispatchGroup()
+        private let failure = Mutex<SempereError?>(nil)
+
+        fileprivate func failed(_ error: SempereError) { failure.withLock { $0 = $0 ?? error } }
+
+        /// Waits for every removal; throws the first that failed.
+        func wait() throws {
+            group.wait()
+            if let error = failure.withLock({ $0 }) { throw error }
+        }
+    }
 
     // MARK: Manifests
 
