@@ -272,6 +272,9 @@ struct Listen: ParsableCommand {
         let reject = reject
         let once = once
         let offer: (@Sendable (GrantCode) -> Void)? = grantCode ? { @Sendable in Self.show($0, json: json) } : nil
+        // With --once, the first answer ends the command: `run` returns through here, so the process exits the
+        // usual way, from its main task, and not from a report callback on another thread while the rest run.
+        let (answered, answer) = AsyncStream.makeStream(of: Void.self)
         try await reporting {
             let listener = SignInListener(home: try openHome(home), deviceFamily: family)
             let task = Task {
@@ -313,10 +316,18 @@ struct Listen: ParsableCommand {
                     },
                     report: { outcome in
                         Self.print(outcome, json: json)
-                        if once, outcome.isAnswer { exit(0) }
+                        if once, outcome.isAnswer { answer.finish() }
                     })
             }
-            try await task.value
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await task.value }
+                group.addTask { for await _ in answered {} }
+                defer {
+                    group.cancelAll()
+                    task.cancel()
+                }
+                try await group.next()
+            }
         }
     }
 

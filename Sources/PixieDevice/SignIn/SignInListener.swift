@@ -245,45 +245,70 @@ public struct GrantCode: Sendable, Equatable {
 }
 
 /// The prompts a listener has acknowledged and not finished, each with the task that asks and answers it.
-private final class PendingPrompts: Sendable {
-    private let pending = Mutex<[(prompt: SignInRequestHandler.Prompt, task: Task<Void, Never>?)]>([])
-
-    func add(_ prompt: SignInRequestHandler.Prompt) {
-        pending.withLock { $0.append((prompt, nil)) }
+///
+/// A prompt's task may run, decide and take its prompt out before the listener attaches the task to it (a person
+/// who answered already, a `decide` that returns at once): attaching then does nothing, since that task is past
+/// the point where a settlement could stop it, and cancelling it would throw away an answer already being sent.
+/// Only a prompt settled before its task was attached has that task cancelled on attaching.
+@_spi(Testing) public final class PendingPrompts: Sendable {
+    private struct Entry {
+        let prompt: SignInRequestHandler.Prompt
+        var task: Task<Void, Never>?
+        /// Settled elsewhere before its task was attached: the task is cancelled as it is attached.
+        var settled = false
     }
 
-    /// Gives `prompt` the task that answers it; one already settled has its task cancelled at once.
-    func attach(_ task: Task<Void, Never>, to prompt: SignInRequestHandler.Prompt) {
-        let attached = pending.withLock { pending -> Bool in
+    private let pending = Mutex<[Entry]>([])
+
+    public init() {}
+
+    public func add(_ prompt: SignInRequestHandler.Prompt) {
+        pending.withLock { $0.append(Entry(prompt: prompt)) }
+    }
+
+    /// Gives `prompt` the task that answers it. A prompt settled already has the task cancelled at once; one that
+    /// is gone (its task decided and took it out) leaves the task alone.
+    public func attach(_ task: Task<Void, Never>, to prompt: SignInRequestHandler.Prompt) {
+        let cancel = pending.withLock { pending -> Bool in
             guard let index = pending.firstIndex(where: { $0.prompt.digest == prompt.digest }) else { return false }
-            pending[index].task = task
-            return true
-        }
-        if !attached { task.cancel() }
-    }
-
-    /// Takes `prompt` out; false if it was no longer there (a settlement took it, and cancelled its task).
-    func remove(_ prompt: SignInRequestHandler.Prompt) -> Bool {
-        pending.withLock { pending in
-            guard let index = pending.firstIndex(where: { $0.prompt.digest == prompt.digest }) else { return false }
-            pending.remove(at: index)
-            return true
-        }
-    }
-
-    /// The prompt `frame` settles, now cancelled, and how it was settled; nil if it settles none of them.
-    func settle(by frame: Data) -> (SignInRequestHandler.Prompt, SignInSettlement.Outcome)? {
-        pending.withLock { pending in
-            for (index, entry) in pending.enumerated() {
-                if let outcome = entry.prompt.settled(by: frame) {
-                    entry.task?.cancel()
-                    pending.remove(at: index)
-                    return (entry.prompt, outcome)
-                }
+            guard !pending[index].settled else {
+                pending.remove(at: index)
+                return true
             }
-            return nil
+            pending[index].task = task
+            return false
+        }
+        if cancel { task.cancel() }
+    }
+
+    /// Takes `prompt` out once its person decided: true if its answer is to be sent, false if a settlement took
+    /// it (and cancelled its task, or will as it is attached).
+    public func remove(_ prompt: SignInRequestHandler.Prompt) -> Bool {
+        pending.withLock { pending in
+            guard let index = pending.firstIndex(where: { $0.prompt.digest == prompt.digest }) else { return false }
+            return !pending.remove(at: index).settled
         }
     }
 
-    func cancelAll() { pending.withLock { $0.forEach { $0.task?.cancel() } } }
+    /// The prompt `frame` settles, now cancelled (or marked, to be cancelled as its task is attached), and how it
+    /// was settled; nil if it settles none of those still waiting for their person.
+    public func settle(by frame: Data) -> (SignInRequestHandler.Prompt, SignInSettlement.Outcome)? {
+        let (found, task) = pending.withLock {
+            pending -> ((SignInRequestHandler.Prompt, SignInSettlement.Outcome)?, Task<Void, Never>?) in
+            for (index, entry) in pending.enumerated() where !entry.settled {
+                guard let outcome = entry.prompt.settled(by: frame) else { continue }
+                if let task = entry.task {
+                    pending.remove(at: index)
+                    return ((entry.prompt, outcome), task)
+                }
+                pending[index].settled = true
+                return ((entry.prompt, outcome), nil)
+            }
+            return (nil, nil)
+        }
+        task?.cancel()
+        return found
+    }
+
+    public func cancelAll() { pending.withLock { $0.forEach { $0.task?.cancel() } } }
 }

@@ -147,7 +147,8 @@ struct PixieCommandTests {
         _ = try await listener.event("approved")
         let joined = try await laptop.event("joined")
         #expect(await laptop.exit() == 0, "\(laptop.text)")
-        #expect(await listener.exit() == 0)
+        let status = await listener.exit()
+        #expect(status == 0, "pixie listen exited with \(status): \(listener.text)")
 
         let devices = try PixieProcess(["devices", "--home", "laptop", "--json"], in: directory)
         #expect(await devices.exit() == 0, "\(devices.text)")
