@@ -72,6 +72,13 @@ let package = Package(
             providers: [.apt(["libnats-dev"])]
         ),
 
+        // libpq, PostgreSQL's C client: the Storage module's backend for several pixie-server nodes.
+        .systemLibrary(
+            name: "CPostgreSQL",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
+
         // valgrind client requests for the constant-time check (no-ops outside valgrind).
         .target(name: "CConstantTime"),
 
@@ -106,9 +113,9 @@ let package = Package(
         // bundle, the KT labels and roster commitment, and every JSON body under API/ (docs/pixie-protocol.md).
         .target(name: "PixieWire", dependencies: ["SiblingsCrypto", "WebAuthn"], swiftSettings: strict),
 
-        // Storage behind a protocol (SQLDatabase) for pixie-server's services: SQLite in WAL mode now (files under
-        // SQLite/ are the backend), PostgreSQL later behind the same protocol.
-        .target(name: "Storage", dependencies: ["CSQLite"], swiftSettings: strict),
+        // Storage behind a protocol (SQLDatabase) for pixie-server's services: SQLite in WAL mode, embedded (files
+        // under SQLite/), and PostgreSQL through libpq for several nodes (files under PostgreSQL/).
+        .target(name: "Storage", dependencies: ["CSQLite", "CPostgreSQL"], swiftSettings: strict),
 
         // WebAuthn Level 3 relying party (registration and assertion, attestation "none", ES256) and a software
         // ES256 authenticator for devices and tests; docs/webauthn.md.
@@ -208,10 +215,11 @@ let package = Package(
             swiftSettings: strict
         ),
 
-        // Test support: the one vector loader and the outside-reference oracle; used by tests only.
+        // Test support: the one vector loader, the outside-reference oracle, and a database of each backend; used by
+        // tests only.
         .target(
             name: "SiblingsTestSupport",
-            dependencies: ["CZlib"],
+            dependencies: ["CZlib", "Storage"],
             path: "Tests/SiblingsTestSupport",
             swiftSettings: strict
         ),
@@ -247,7 +255,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PixieWireTests", dependencies: ["PixieWire", "SiblingsCrypto", "WebAuthn"], swiftSettings: strict),
-        .testTarget(name: "StorageTests", dependencies: ["Storage"], swiftSettings: strict),
+        .testTarget(name: "StorageTests", dependencies: ["Storage", "SiblingsTestSupport"], swiftSettings: strict),
         .testTarget(name: "PrivateFilesTests", dependencies: ["PrivateFiles"], swiftSettings: strict),
         .testTarget(
             name: "TransparencyTests",

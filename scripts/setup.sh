@@ -30,6 +30,8 @@ apt_packages=(
     libsqlite3-dev # CSQLite: the Storage module's embedded database (pixie-server --data-dir)
     libsodium-dev  # CSodium: the ristretto255 group under the PrivacyPass module (VOPRF tokens)
     libnats-dev    # CNATS: the NATS C client, raw pub/sub beside the relay in relay-bench
+    libpq-dev      # CPostgreSQL: libpq, the Storage module's PostgreSQL backend
+    postgresql     # the PostgreSQL server the tests start on loopback (scripts/engines.sh: initdb, pg_ctl)
     nats-server    # the NATS server scripts/bench-relay.sh runs the relay beside
     strace         # SIGKILLs `sempere` at each write in SempereTests.CLICrashTests (strace -e inject)
 )

@@ -4,7 +4,8 @@
 #   2. our own pinned vectors match the script that computes them (Tests/Reference/pinned_vectors.py --check)
 #   3. a release build with -warnings-as-errors (crypto-heavy tests run in release mode)
 #   4. 30 seconds of fuzzing the age parsers (scripts/fuzz-age.sh --smoke)
-#   5. swift test, in release mode, with -warnings-as-errors
+#   5. swift test, in release mode, with -warnings-as-errors, beside a PostgreSQL server on loopback that
+#      scripts/engines.sh starts first and stops on exit
 # Exits non-zero on the first failure. `.ci/run` runs exactly this.
 set -euo pipefail
 
@@ -23,6 +24,11 @@ swift build -c release -Xswiftc -warnings-as-errors --build-tests
 
 echo "== fuzz smoke: age parsers, 30 s (scripts/fuzz-age.sh --smoke)"
 ./scripts/fuzz-age.sh --smoke
+
+# The engines the storage and service tests run on beside SQLite, stopped however this script ends.
+source scripts/engines.sh
+trap engines_stop EXIT
+engines_start
 
 # Last, so the test runner's summary is the run's closing line.
 # Two passes. Swift Testing runs a target's tests in parallel on the cooperative pool, which has one thread

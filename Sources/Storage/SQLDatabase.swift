@@ -3,8 +3,8 @@ import Foundation
 /// Runs statements: what a database and a transaction have in common.
 ///
 /// **Placeholders.** Our SQL uses positional `?` placeholders, one ``SQLValue`` per `?` in order. SQLite takes
-/// them as they are; the PostgreSQL implementation will rewrite each `?` outside string literals to `$1`, `$2`, ...
-/// before preparing. Write SQL both understand: no `?NNN`, `:name` or `$n` placeholders, no `?` inside
+/// them as they are; ``PostgreSQLDatabase`` rewrites each `?` outside string literals to `$1`, `$2`, ... before
+/// preparing. Write SQL both understand: no `?NNN`, `:name` or `$n` placeholders, no `?` inside
 /// identifiers.
 ///
 /// **One statement per call.** `execute` and `query` take exactly one statement; scripts (migrations) go
@@ -73,8 +73,8 @@ public struct Migration: Sendable, Hashable {
     }
 }
 
-/// The database a service keeps all its state in; services depend on this protocol, never on a backend, so
-/// the embedded ``SQLiteDatabase`` can be swapped for PostgreSQL when pixie-server grows past one machine.
+/// The database a service keeps all its state in; services depend on this protocol, never on a backend: the
+/// embedded ``SQLiteDatabase``, or ``PostgreSQLDatabase`` for several nodes on one database.
 ///
 /// **Synchronous and thread-safe.** Every call is a synchronous throwing call, safe to make from any thread or
 /// task at the same time as others. Embedded SQLite answers in microseconds, so an `async` API would cost more
@@ -90,7 +90,9 @@ public struct Migration: Sendable, Hashable {
 public protocol SQLDatabase: SQLQuerying, Sendable {
     /// Runs `body` in one transaction: committed if `body` returns, rolled back if it throws (the error is
     /// rethrown). SQLite starts it with `BEGIN IMMEDIATE`, taking the write lock at once so it cannot fail halfway
-    /// with "database is locked".
+    /// with "database is locked". PostgreSQL runs it SERIALIZABLE and runs `body` again when it collided with
+    /// another transaction, so `body` must only touch the database: nothing it changes elsewhere may count until
+    /// this returns.
     @discardableResult
     func transaction<T>(_ body: (any SQLTransaction) throws -> T) throws -> T
 
@@ -116,6 +118,14 @@ extension SQLDatabase {
     /// The portable implementation: `schema_migrations` and the checks, in one ``transaction(_:)``.
     @discardableResult
     public func migrate(component: String, migrations: [Migration]) throws -> [Int] {
+        try checkMigrations(component: component, migrations: migrations)
+        return try transaction { transaction in
+            try applyMigrations(component: component, migrations: migrations, in: transaction)
+        }
+    }
+
+    /// Refuses an empty component name, and migrations not numbered 1, 2, 3, ...
+    func checkMigrations(component: String, migrations: [Migration]) throws(StorageError) {
         guard !component.isEmpty else {
             throw StorageError(.migration, "the component name is empty: name the service that owns the schema")
         }
@@ -126,51 +136,55 @@ extension SQLDatabase {
                 "the migrations of \"\(component)\" are numbered \(known), but must be 1, 2, 3, ... in order with "
                     + "no gap or duplicate: a migration is missing or misnumbered in the code")
         }
-        return try transaction { transaction in
-            try transaction.executeScript(
-                """
-                CREATE TABLE IF NOT EXISTS schema_migrations (
-                    component TEXT NOT NULL,
-                    version INTEGER NOT NULL,
-                    applied_at BIGINT NOT NULL,
-                    PRIMARY KEY (component, version)
-                )
-                """)
-            let recorded = try transaction.query(
-                "SELECT version FROM schema_migrations WHERE component = ? ORDER BY version", [.text(component)]
-            ).map { row throws(StorageError) in try row.int("version") }
-            guard isNumberedFromOne(recorded) else {
-                throw StorageError(
-                    .migration,
-                    "this database records versions \(recorded) of \"\(component)\", with a gap: the schema is in an "
-                        + "unknown state; restore the data directory from a backup")
-            }
-            let current = recorded.count
-            guard current <= known.count else {
-                throw StorageError(
-                    .migration,
-                    "this database was written by a newer pixie-server: \"\(component)\" is at schema version "
-                        + "\(current), this build knows versions up to \(known.count). Run the newer pixie-server, "
-                        + "or restore a backup made by this version")
-            }
-            let appliedAt = Int64(Date().timeIntervalSince1970)
-            var applied: [Int] = []
-            for migration in migrations where migration.version > current {
-                do {
-                    try transaction.executeScript(migration.sql)
-                } catch let error as StorageError {
-                    throw StorageError(
-                        .migration,
-                        "migration \(migration.version) of \"\(component)\" failed, so no migration of this run was "
-                            + "applied: \(error.reason). Fix the migration's SQL")
-                }
-                try transaction.execute(
-                    "INSERT INTO schema_migrations (component, version, applied_at) VALUES (?, ?, ?)",
-                    [.text(component), SQLValue(migration.version), .integer(appliedAt)])
-                applied.append(migration.version)
-            }
-            return applied
+    }
+
+    /// Applies, in `transaction`, every migration above the component's recorded version, and records each.
+    func applyMigrations(
+        component: String, migrations: [Migration], in transaction: any SQLTransaction
+    ) throws -> [Int] {
+        try transaction.executeScript(
+            """
+            CREATE TABLE IF NOT EXISTS schema_migrations (
+                component TEXT NOT NULL,
+                version INTEGER NOT NULL,
+                applied_at BIGINT NOT NULL,
+                PRIMARY KEY (component, version)
+            )
+            """)
+        let recorded = try transaction.query(
+            "SELECT version FROM schema_migrations WHERE component = ? ORDER BY version", [.text(component)]
+        ).map { row throws(StorageError) in try row.int("version") }
+        guard isNumberedFromOne(recorded) else {
+            throw StorageError(
+                .migration,
+                "this database records versions \(recorded) of \"\(component)\", with a gap: the schema is in an "
+                    + "unknown state; restore the data directory from a backup")
         }
+        let current = recorded.count
+        guard current <= migrations.count else {
+            throw StorageError(
+                .migration,
+                "this database was written by a newer pixie-server: \"\(component)\" is at schema version "
+                    + "\(current), this build knows versions up to \(migrations.count). Run the newer pixie-server, "
+                    + "or restore a backup made by this version")
+        }
+        let appliedAt = Int64(Date().timeIntervalSince1970)
+        var applied: [Int] = []
+        for migration in migrations where migration.version > current {
+            do {
+                try transaction.executeScript(migration.sql)
+            } catch let error as StorageError {
+                throw StorageError(
+                    .migration,
+                    "migration \(migration.version) of \"\(component)\" failed, so no migration of this run was "
+                        + "applied: \(error.reason). Fix the migration's SQL")
+            }
+            try transaction.execute(
+                "INSERT INTO schema_migrations (component, version, applied_at) VALUES (?, ?, ?)",
+                [.text(component), SQLValue(migration.version), .integer(appliedAt)])
+            applied.append(migration.version)
+        }
+        return applied
     }
 }
 

@@ -27,6 +27,12 @@ public struct StorageError: Error, Sendable, CustomStringConvertible {
         public static let constraint = Code("constraint")
         /// The database stayed locked by another connection or process for longer than the busy timeout.
         public static let busy = Code("busy")
+        /// A transaction kept colliding with concurrent ones (PostgreSQL's serialization failures and deadlocks,
+        /// SQLSTATE 40001 and 40P01) after ``PostgreSQLDatabase`` ran it again several times: try again later.
+        public static let conflict = Code("conflict")
+        /// The database server cannot be reached, or dropped the connection (restarting, or down): what was not
+        /// acknowledged was not done; try again once it is back.
+        public static let unavailable = Code("unavailable")
         /// Migrations could not be applied: a failing script, a gap in the versions, or a database written by a
         /// newer program.
         public static let migration = Code("migration")

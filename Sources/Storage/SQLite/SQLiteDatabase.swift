@@ -270,8 +270,8 @@ final class SQLiteTransaction: SQLTransaction {
     }
 }
 
-/// An identifier of the calling thread, unique among live threads.
-private func currentThread() -> UInt {
+/// An identifier of the calling thread, unique among live threads (each backend's check for nested use).
+func currentThread() -> UInt {
     #if os(Linux)
         UInt(pthread_self())
     #else
