@@ -84,6 +84,8 @@ struct RandomnessHooksTests {
                 arguments += ["-I", map.deletingLastPathComponent().path]
             }
         }
+        // Their headers where pkg-config says (libpq's are under /usr/include/postgresql), as SwiftPM asks it.
+        arguments += try Self.pkgConfigIncludes(packageRoot).flatMap { ["-Xcc", $0] }
         for name in try FileManager.default.contentsOfDirectory(atPath: build.path).sorted()
         where name.hasSuffix(".build") {
             let map = build.appendingPathComponent(name).appendingPathComponent("module.modulemap")
@@ -104,6 +106,24 @@ struct RandomnessHooksTests {
         let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         return (process.terminationStatus, output.replacingOccurrences(of: file.path, with: "probe.swift"))
+    }
+
+    /// `pkg-config --cflags-only-I` of every `pkgConfig:` name in Package.swift.
+    static func pkgConfigIncludes(_ packageRoot: URL) throws -> [String] {
+        let manifest = try String(contentsOf: packageRoot.appendingPathComponent("Package.swift"), encoding: .utf8)
+        let names = manifest.split(separator: "\n").compactMap { line -> String? in
+            guard let range = line.range(of: "pkgConfig: \"") else { return nil }
+            return String(line[range.upperBound...].prefix { $0 != "\"" })
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["pkg-config", "--cflags-only-I"] + names
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return output.split(whereSeparator: \.isWhitespace).map(String.init)
     }
 
     @Test("with the SPI import every hook compiles; without it, every one is an error")
