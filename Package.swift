@@ -259,7 +259,7 @@ let package = Package(
         .testTarget(name: "PrivateFilesTests", dependencies: ["PrivateFiles"], swiftSettings: strict),
         .testTarget(
             name: "TransparencyTests",
-            dependencies: ["Transparency", "Storage", "SiblingsCrypto"],
+            dependencies: ["Transparency", "Storage", "SiblingsCrypto", "SiblingsTestSupport"],
             swiftSettings: strict
         ),
         .testTarget(

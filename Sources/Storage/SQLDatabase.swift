@@ -96,6 +96,15 @@ public protocol SQLDatabase: SQLQuerying, Sendable {
     @discardableResult
     func transaction<T>(_ body: (any SQLTransaction) throws -> T) throws -> T
 
+    /// Runs `body` in a transaction that holds the lock `name` until it ends: every transaction naming the same
+    /// lock, in any process on this database, runs one at a time, and each sees everything committed before it got
+    /// the lock. For work that must have exactly one writer across nodes (the transparency log's sequencer,
+    /// migrations). SQLite's transactions hold its one write lock already, so there it is ``transaction(_:)``;
+    /// PostgreSQL takes a transaction-scoped advisory lock, at READ COMMITTED so that the statements after it see
+    /// what the lock's previous holder committed. As with ``transaction(_:)``, `body` may run more than once.
+    @discardableResult
+    func transaction<T>(exclusive name: String, _ body: (any SQLTransaction) throws -> T) throws -> T
+
     /// Runs `body`'s reads on one consistent view of the database (a read-only transaction): every statement sees
     /// the state as of the first, while writers go on and commit. For a long read that must be one photograph,
     /// such as a device exporting its whole store in pages. SQLite runs it on a reader connection (WAL keeps its
@@ -115,17 +124,19 @@ public protocol SQLDatabase: SQLQuerying, Sendable {
 }
 
 extension SQLDatabase {
-    /// The portable implementation: `schema_migrations` and the checks, in one ``transaction(_:)``.
+    /// The portable implementation: `schema_migrations` and the checks, in one transaction that holds the lock
+    /// `schema_migrations` (nodes starting together apply each migration once; the others wait, then find the
+    /// versions recorded).
     @discardableResult
     public func migrate(component: String, migrations: [Migration]) throws -> [Int] {
         try checkMigrations(component: component, migrations: migrations)
-        return try transaction { transaction in
+        return try transaction(exclusive: "schema_migrations") { transaction in
             try applyMigrations(component: component, migrations: migrations, in: transaction)
         }
     }
 
     /// Refuses an empty component name, and migrations not numbered 1, 2, 3, ...
-    func checkMigrations(component: String, migrations: [Migration]) throws(StorageError) {
+    private func checkMigrations(component: String, migrations: [Migration]) throws(StorageError) {
         guard !component.isEmpty else {
             throw StorageError(.migration, "the component name is empty: name the service that owns the schema")
         }
@@ -139,7 +150,7 @@ extension SQLDatabase {
     }
 
     /// Applies, in `transaction`, every migration above the component's recorded version, and records each.
-    func applyMigrations(
+    private func applyMigrations(
         component: String, migrations: [Migration], in transaction: any SQLTransaction
     ) throws -> [Int] {
         try transaction.executeScript(

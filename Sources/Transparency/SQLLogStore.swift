@@ -88,6 +88,19 @@ public struct SQLLogStore: MerkleHashReader {
         return UInt64(try row?.optionalInt64("version") ?? 0)
     }
 
+    /// The map keys and leaf hashes of the entries `range`, in order.
+    static func mapLeaves(_ sql: any SQLQuerying, _ range: Range<UInt64>) throws -> [(key: Hash256, value: Hash256)] {
+        try sql.query(
+            "SELECT map_key, leaf_hash FROM transparency_entries WHERE idx >= ? AND idx < ? ORDER BY idx",
+            [.integer(Int64(range.lowerBound)), .integer(Int64(range.upperBound))]
+        ).map { row in
+            guard let key = Hash256(try row.data("map_key")), let value = Hash256(try row.data("leaf_hash")) else {
+                throw TransparencyError(.malformed, "a stored map key or leaf hash is not 32 bytes")
+            }
+            return (key, value)
+        }
+    }
+
     /// The map of the first `size` entries, rebuilt from their stored keys and leaf hashes, 100,000 rows a query.
     static func map(_ sql: any SQLQuerying, size: UInt64) throws -> VerifiableMap {
         var leaves: [(key: Hash256, value: Hash256)] = []
@@ -95,15 +108,7 @@ public struct SQLLogStore: MerkleHashReader {
         var start: UInt64 = 0
         while start < size {
             let end = min(size, start + 100_000)
-            for row in try sql.query(
-                "SELECT map_key, leaf_hash FROM transparency_entries WHERE idx >= ? AND idx < ? ORDER BY idx",
-                [.integer(Int64(start)), .integer(Int64(end))])
-            {
-                guard let key = Hash256(try row.data("map_key")), let value = Hash256(try row.data("leaf_hash")) else {
-                    throw TransparencyError(.malformed, "a stored map key or leaf hash is not 32 bytes")
-                }
-                leaves.append((key, value))
-            }
+            leaves += try mapLeaves(sql, start..<end)
             start = end
         }
         return try VerifiableMap(leaves: leaves)

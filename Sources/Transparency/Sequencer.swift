@@ -77,15 +77,21 @@ public actor Sequencer {
     ) throws
         -> (frontier: LogFrontier, map: VerifiableMap, checkpoint: Checkpoint)
     {
+        // A new log's empty checkpoint, signed by whichever node gets the writer's lock first.
+        try database.transaction(exclusive: writerLock) { sql in
+            guard try sql.queryOne("SELECT size FROM transparency_checkpoints LIMIT 1", []) == nil else { return }
+            let empty = try Checkpoint.sign(
+                size: 0, logRoot: MerkleLog.emptyRoot, mapRoot: .zero, origin: logKey.origin, key: key)
+            try sql.execute(
+                "INSERT INTO transparency_checkpoints (size, note) VALUES (?, ?)", [.integer(0), .text(empty.note)])
+        }
         guard
             let row = try database.queryOne(
                 "SELECT note FROM transparency_checkpoints ORDER BY size DESC LIMIT 1", [])
         else {
-            let empty = try Checkpoint.sign(
-                size: 0, logRoot: MerkleLog.emptyRoot, mapRoot: .zero, origin: logKey.origin, key: key)
-            try database.execute(
-                "INSERT INTO transparency_checkpoints (size, note) VALUES (?, ?)", [.integer(0), .text(empty.note)])
-            return (LogFrontier(), VerifiableMap(), empty)
+            throw TransparencyError(
+                .logRootMismatch,
+                "the log has no checkpoint, not even the empty one: restore the database from a backup")
         }
         let checkpoint = try Checkpoint(note: try row.string("note"), verifyingWith: logKey)
         let frontier = try LogFrontier(size: checkpoint.size, SQLLogStore(database))
@@ -169,7 +175,14 @@ public actor Sequencer {
         var entries: [(index: UInt64, entry: Entry)] = []
         var mapChanged = false
         do {
-            let checkpoint = try database.transaction { sql -> Checkpoint in
+            // One writer at a time across every node on the database (the lock), each starting from what the last
+            // one committed. PostgreSQL may run this body again after a failure to commit (docs/storage.md): a map
+            // that an earlier run changed is rebuilt from what is stored.
+            let checkpoint = try database.transaction(exclusive: Self.writerLock) { sql -> Checkpoint in
+                if mapChanged { map = try SQLLogStore.map(sql, size: self.frontier.size) }
+                mapChanged = true
+                (frontier, _) = try catchUp(sql)
+                entries = []
                 var versions: [Label: UInt64] = [:]
                 var leaves: [(key: Hash256, value: Hash256)] = []
                 for (label, value) in updates {
@@ -193,7 +206,6 @@ public actor Sequencer {
                     leaves.append((mapKey, leafHash))
                     entries.append((index, entry))
                 }
-                mapChanged = true
                 try map.insert(leaves)
                 let checkpoint = try Checkpoint.sign(
                     size: frontier.size, logRoot: frontier.root, mapRoot: map.root, origin: logKey.origin, key: key)
@@ -216,6 +228,52 @@ public actor Sequencer {
         }
     }
 
+    /// The name of the lock every node's sequencer writes under (``Storage/SQLDatabase/transaction(exclusive:_:)``).
+    static let writerLock = "transparency_log"
+
+    /// Brings the map up to the log's latest stored checkpoint, which another node on the same database may have
+    /// written, and returns the right edge and the checkpoint there (this node's own when nothing is new). Reads
+    /// through `sql`, one view; the entries taken up must give the checkpoint's roots.
+    private func catchUp(_ sql: any SQLQuerying) throws -> (LogFrontier, Checkpoint) {
+        guard
+            let row = try sql.queryOne(
+                "SELECT size, note FROM transparency_checkpoints ORDER BY size DESC LIMIT 1", [])
+        else { throw TransparencyError(.logRootMismatch, "the log's checkpoints are gone: restore the database") }
+        let size = UInt64(try row.int64("size"))
+        if size == frontier.size { return (frontier, checkpoint) }
+        guard size > frontier.size else {
+            throw TransparencyError(
+                .logRootMismatch,
+                "the stored log (size \(size)) is shorter than this node has served (\(frontier.size)): it was rolled "
+                    + "back; restore the newest backup")
+        }
+        let stored = try Checkpoint(note: try row.string("note"), verifyingWith: logKey)
+        let edge = try LogFrontier(size: size, SQLLogStore(sql))
+        try map.insert(try SQLLogStore.mapLeaves(sql, frontier.size..<size))
+        guard edge.root == stored.logRoot, map.root == stored.mapRoot else {
+            throw TransparencyError(
+                .logRootMismatch,
+                "the entries another node stored do not match its checkpoint (size \(size)): the database is damaged")
+        }
+        return (edge, stored)
+    }
+
+    /// Takes up what other nodes on the database logged since this one last looked (a cheap read when nothing is
+    /// new), so that every node proves from the latest checkpoint.
+    private func follow() throws {
+        try reloadIfNeeded()
+        guard
+            let size = try database.queryOne("SELECT MAX(size) AS size FROM transparency_checkpoints", [])?
+                .optionalInt64("size"), UInt64(size) != frontier.size
+        else { return }
+        do {
+            (frontier, checkpoint) = try database.readTransaction { try catchUp($0) }
+        } catch {
+            needsReload = true
+            throw error
+        }
+    }
+
     private func reloadIfNeeded() throws {
         guard needsReload else { return }
         let state = try Sequencer.load(database: database, key: key, logKey: logKey)
@@ -227,8 +285,11 @@ public actor Sequencer {
 
     // MARK: - Prover
 
-    /// The newest signed checkpoint.
-    public func latestCheckpoint() -> Checkpoint { checkpoint }
+    /// The newest signed checkpoint (taking up what other nodes logged, when it can).
+    public func latestCheckpoint() -> Checkpoint {
+        try? follow()
+        return checkpoint
+    }
 
     /// The checkpoint the log signed at `size`.
     public func checkpoint(size: UInt64) throws -> Checkpoint {
@@ -249,6 +310,7 @@ public actor Sequencer {
 
     /// The RFC 9162 consistency proof between two sizes, each at most the latest checkpoint's.
     public func consistencyProof(from oldSize: UInt64, to newSize: UInt64) throws -> ConsistencyProof {
+        try follow()
         guard newSize <= checkpoint.size else {
             throw TransparencyError(.outOfRange, "the log has \(checkpoint.size) entries, not \(newSize)")
         }
@@ -259,6 +321,7 @@ public actor Sequencer {
 
     /// The inclusion proof of entry `index` in the tree of `size` entries.
     public func inclusionProof(index: UInt64, size: UInt64) throws -> InclusionProof {
+        try follow()
         guard size <= checkpoint.size else {
             throw TransparencyError(.outOfRange, "the log has \(checkpoint.size) entries, not \(size)")
         }
@@ -270,7 +333,7 @@ public actor Sequencer {
     /// The lookup proof for `label` at the latest checkpoint, with the entry's log inclusion proof if asked
     /// (about 20 × 32 bytes more at 10^6 entries).
     public func lookup(_ label: Label, withInclusion: Bool = false) throws -> (Checkpoint, LookupProof) {
-        try reloadIfNeeded()
+        try follow()
         let latest = try SQLLogStore.latest(database, label: label, below: checkpoint.size)
         let version = latest?.1.version ?? 0
         let nonMembership = map.proof(for: VerifiableMap.key(label: label, version: version + 1))
@@ -303,6 +366,7 @@ public actor Sequencer {
 
     /// The entries `range` of the log (for auditors), at most 10,000 at a time, up to the latest checkpoint.
     public func entries(_ range: Range<UInt64>) throws -> [Entry] {
+        try follow()
         guard range.upperBound <= checkpoint.size, range.count <= 10_000 else {
             throw TransparencyError(
                 .outOfRange,

@@ -192,6 +192,10 @@ private struct ReadCommitted: SQLDatabase {
             return try body(tx)
         }
     }
+
+    func transaction<T>(exclusive name: String, _ body: (any SQLTransaction) throws -> T) throws -> T {
+        try db.transaction(exclusive: name, body)
+    }
 }
 
 /// Runs `body` on a thread of its own, off the cooperative pool (it blocks on the database).

@@ -1,4 +1,5 @@
 import Foundation
+import SiblingsTestSupport
 import Storage
 import Testing
 import Transparency
@@ -191,6 +192,76 @@ import Transparency
             checkpoint: next.checkpoint.note, entries: try await sequencer.entries(0..<2), consistencyProof: nil)
     }
 
+    /// PostgreSQL runs a transaction body again after a serialization failure (docs/storage.md): here every
+    /// batch's first run is rolled back after its body finished (as a failed COMMIT is), and the second commits.
+    /// The log must come out as if each batch ran once: no gap in the indexes, the map without the rolled-back
+    /// run's leaves, each update acknowledged with its own index, and a log that reopens and audits.
+    @Test func batchRunTwiceByTheDatabase() async throws {
+        let database = try SQLiteDatabase.inMemory()
+        let sequencer = try makeSequencer(RunsEveryTransactionTwice(database))
+        var appended: [Sequencer.Appended] = []
+        for batch in [1, 3, 7] {
+            appended += try await sequencer.integrate(
+                (0..<batch).map { (try Label("account/\($0 % 4)"), Data([UInt8(batch), UInt8($0)])) })
+        }
+        #expect(appended.map(\.index) == Array(0..<11))
+        #expect(try database.queryOne("SELECT COUNT(*) AS n FROM transparency_entries")?.int("n") == 11)
+        let latest = await sequencer.latestCheckpoint()
+        #expect(latest.size == 11)
+        let entries = try await sequencer.entries(0..<11)
+        #expect(entries == appended.map(\.entry))
+        var auditor = Auditor(logKey: testLogKey)
+        try auditor.ingest(checkpoint: latest.note, entries: entries, consistencyProof: nil)
+        // A sequencer opened on what was committed agrees.
+        #expect(try await makeSequencer(database).latestCheckpoint() == latest)
+    }
+
+    /// Two nodes' sequencers on one database (two connections to one SQLite file, or two pools on one PostgreSQL
+    /// schema), appending at once: one writer at a time, each taking up what the other logged, so the log has no
+    /// fork or gap, each update is acknowledged with the checkpoint that includes it, and a lookup on either node
+    /// proves the other's latest entry.
+    @Test(arguments: ["sqlite", "postgres"])
+    func twoNodesOneLog(backend: String) async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("kt-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let postgresURL = backend == "postgres" ? try TestDatabase.scratchPostgresURL() : nil
+        func open() throws -> any SQLDatabase {
+            if let postgresURL { return try PostgreSQLDatabase(url: postgresURL) }
+            return try SQLiteDatabase(path: directory.appendingPathComponent("kt.sqlite").path)
+        }
+        let nodes = [try makeSequencer(try open()), try makeSequencer(try open())]
+        let appended = try await withThrowingTaskGroup(of: Sequencer.Appended.self) { group in
+            for index in 0..<40 {
+                group.addTask {
+                    try await nodes[index % 2].append(
+                        label: try Label("account/\(index % 5)"), value: Data([UInt8(index)]))
+                }
+            }
+            return try await group.reduce(into: [Sequencer.Appended]()) { $0.append($1) }
+        }
+        #expect(Set(appended.map(\.index)) == Set(0..<40))
+        // Each label's versions are 1...8, in some order of the two nodes' writes: no version written twice.
+        for label in 0..<5 {
+            let versions = appended.filter { $0.entry.label.rawValue == "account/\(label)" }.map(\.entry.version)
+            #expect(versions.sorted() == Array(1...8))
+        }
+        let latest = [await nodes[0].latestCheckpoint(), await nodes[1].latestCheckpoint()]
+        #expect(latest[0] == latest[1] && latest[0].size == 40)
+        var auditor = Auditor(logKey: testLogKey)
+        try auditor.ingest(
+            checkpoint: latest[0].note, entries: try await nodes[1].entries(0..<40), consistencyProof: nil)
+        for update in appended {
+            let proof = try await nodes[0].consistencyProof(from: update.checkpoint.size, to: latest[0].size)
+            #expect(proof.verify(oldRoot: update.checkpoint.logRoot, newRoot: latest[0].logRoot))
+        }
+        // A node that wrote nothing since proves the other's latest write.
+        let last = try await nodes[0].append(label: "account/0", value: Data("last".utf8))
+        let (checkpoint, lookup) = try await nodes[1].lookup("account/0")
+        #expect(checkpoint == last.checkpoint)
+        #expect(lookup.entry == last.entry)
+    }
+
     @Test func refusesOversizedValuesAndBadRanges() async throws {
         let sequencer = try makeSequencer(try SQLiteDatabase.inMemory())
         await #expect(throws: TransparencyError.self) {
@@ -213,4 +284,32 @@ actor Flag {
 actor Recorder {
     private(set) var durations: [Duration] = []
     func record(_ duration: Duration) { durations.append(duration) }
+}
+
+/// A database whose every write transaction runs its body twice: the first run is rolled back once the body has
+/// returned (a serialization failure at COMMIT), the second commits; what PostgreSQLDatabase does on 40001.
+private struct RunsEveryTransactionTwice: SQLDatabase {
+    let database: SQLiteDatabase
+    init(_ database: SQLiteDatabase) { self.database = database }
+
+    private struct RolledBack: Error {}
+
+    func execute(_ sql: String, _ params: [SQLValue]) throws -> Int { try database.execute(sql, params) }
+    func query(_ sql: String, _ params: [SQLValue]) throws -> [SQLRow] { try database.query(sql, params) }
+    func queryOne(_ sql: String, _ params: [SQLValue]) throws -> SQLRow? { try database.queryOne(sql, params) }
+    func readTransaction<T>(_ body: (any SQLQuerying) throws -> T) throws -> T { try database.readTransaction(body) }
+
+    func transaction<T>(_ body: (any SQLTransaction) throws -> T) throws -> T {
+        do {
+            try database.transaction { transaction in
+                _ = try body(transaction)
+                throw RolledBack()
+            }
+        } catch is RolledBack {}
+        return try database.transaction(body)
+    }
+
+    func transaction<T>(exclusive name: String, _ body: (any SQLTransaction) throws -> T) throws -> T {
+        try transaction(body)
+    }
 }

@@ -66,28 +66,50 @@ struct KeyTransparency: Sendable {
     /// account whose change was committed but never logged (a crash in between) stays marked for
     /// ``reconcile()``.
     ///
-    /// Publishes of one account run one at a time: two that interleaved could each read the store before the
-    /// other's change and append the older roster last, and then clear `kt_dirty` over a stale log.
+    /// Publishes of one account run one at a time in a process: two that interleaved could each read the store
+    /// before the other's change and append the older roster last. Across nodes (docs/storage.md, "PostgreSQL")
+    /// they can still interleave, so a publish reads the store again once its appends are in: if it changed
+    /// meanwhile, what this publish appended may be older than what another logged, and it publishes again. Every
+    /// stale append is so followed by a newer one from the same publish, and the last value logged is the store's.
     func publish(accountID: String) async throws {
         try await publishing.run(accountID) { try await publishNow(accountID: accountID) }
     }
 
     private func publishNow(accountID: String) async throws {
-        let dirty =
-            try database.queryOne("SELECT kt_dirty FROM accounts WHERE account_id = ?", [.text(accountID)])?
-            .int64("kt_dirty") ?? 0
-        let wanted = try bindings(accountID: accountID)
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for (label, value) in wanted {
-                let (_, proof) = try await sequencer.lookup(label)
-                guard proof.entry?.value != value else { continue }
-                group.addTask { _ = try await sequencer.append(label: label, value: value) }
+        var dirty = try dirtyCount(accountID)
+        var wanted = try bindings(accountID: accountID)
+        for _ in 0..<8 {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for (label, value) in wanted {
+                    let (_, proof) = try await sequencer.lookup(label)
+                    guard proof.entry?.value != value else { continue }
+                    group.addTask { _ = try await sequencer.append(label: label, value: value) }
+                }
+                try await group.waitForAll()
             }
-            try await group.waitForAll()
+            let latestDirty = try dirtyCount(accountID)
+            let latest = try bindings(accountID: accountID)
+            guard Self.same(latest, wanted) else {
+                (dirty, wanted) = (latestDirty, latest)
+                continue
+            }
+            try database.execute(
+                "UPDATE accounts SET kt_dirty = 0 WHERE account_id = ? AND kt_dirty = ?",
+                [.text(accountID), .integer(dirty)])
+            return
         }
-        try database.execute(
-            "UPDATE accounts SET kt_dirty = 0 WHERE account_id = ? AND kt_dirty = ?",
-            [.text(accountID), .integer(dirty)])
+        // Still dirty: the next change, or reconcile() at the next start, logs it.
+        throw ServerError(
+            .storage, "the bindings of account \(accountID) kept changing while they were logged; they stay marked")
+    }
+
+    private func dirtyCount(_ accountID: String) throws -> Int64 {
+        try database.queryOne("SELECT kt_dirty FROM accounts WHERE account_id = ?", [.text(accountID)])?
+            .int64("kt_dirty") ?? 0
+    }
+
+    private static func same(_ a: [(Label, Data)], _ b: [(Label, Data)]) -> Bool {
+        a.count == b.count && zip(a, b).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
     }
 
     /// Logs the bindings of every account still marked dirty (a crash between a commit and its append); run

@@ -105,20 +105,26 @@ public final class PostgreSQLDatabase: SQLDatabase {
         try transaction(begin: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", body)
     }
 
-    /// Two nodes starting at once must not both apply a migration: the first takes a transaction-scoped advisory
-    /// lock, and the other waits for it, then finds the versions recorded. READ COMMITTED, so that the waiting one
-    /// sees, once it has the lock, what the first committed.
+    /// READ COMMITTED under `pg_advisory_xact_lock`, keyed by the FNV-1a hash of `name`: the statements after the
+    /// lock see what its previous holder committed (at SERIALIZABLE the snapshot would be taken as the lock is
+    /// asked for, before the wait).
     @discardableResult
-    public func migrate(component: String, migrations: [Migration]) throws -> [Int] {
-        try checkMigrations(component: component, migrations: migrations)
-        return try transaction(begin: "BEGIN ISOLATION LEVEL READ COMMITTED") { transaction in
-            _ = try transaction.query("SELECT pg_advisory_xact_lock(?) AS locked", [.integer(Self.migrationLock)])
-            return try applyMigrations(component: component, migrations: migrations, in: transaction)
+    public func transaction<T>(exclusive name: String, _ body: (any SQLTransaction) throws -> T) throws -> T {
+        try transaction(begin: "BEGIN ISOLATION LEVEL READ COMMITTED") { transaction in
+            _ = try transaction.query("SELECT pg_advisory_xact_lock(?) AS locked", [.integer(Self.lockKey(name))])
+            return try body(transaction)
         }
     }
 
-    /// The advisory lock key migrations take ("pixiemig" in ASCII).
-    static let migrationLock: Int64 = 0x7069_7869_656d_6967
+    /// The advisory lock key of `name`: its FNV-1a 64-bit hash.
+    static func lockKey(_ name: String) -> Int64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in name.utf8 {
+            hash ^= UInt64(byte)
+            hash &*= 0x100_0000_01b3
+        }
+        return Int64(bitPattern: hash)
+    }
 
     // MARK: Transactions
 

@@ -163,6 +163,12 @@ public final class SQLiteDatabase: SQLDatabase {
         }
     }
 
+    /// ``transaction(_:)``: `BEGIN IMMEDIATE` holds SQLite's one write lock, which every process on the file shares.
+    @discardableResult
+    public func transaction<T>(exclusive name: String, _ body: (any SQLTransaction) throws -> T) throws -> T {
+        try transaction(body)
+    }
+
     public func readTransaction<T>(_ body: (any SQLQuerying) throws -> T) throws -> T {
         try withReader { connection in
             // A deferred transaction's view is fixed by its first read and kept until it ends.
