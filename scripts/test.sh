@@ -5,7 +5,8 @@
 #   3. a release build with -warnings-as-errors (crypto-heavy tests run in release mode)
 #   4. 30 seconds of fuzzing the age parsers (scripts/fuzz-age.sh --smoke)
 #   5. swift test, in release mode, with -warnings-as-errors, beside a PostgreSQL server on loopback that
-#      scripts/engines.sh starts first and stops on exit
+#      scripts/engines.sh starts first and stops on exit; the service suite runs a second time with every
+#      service's store on PostgreSQL
 # Exits non-zero on the first failure. `.ci/run` runs exactly this.
 set -euo pipefail
 
@@ -31,12 +32,15 @@ trap engines_stop EXIT
 engines_start
 
 # Last, so the test runner's summary is the run's closing line.
-# Two passes. Swift Testing runs a target's tests in parallel on the cooperative pool, which has one thread
+# Two passes (three with the services on PostgreSQL). Swift Testing runs a target's tests in parallel on the cooperative pool, which has one thread
 # per core (two here); tests that block a thread for long (pure-Python reference oracles, child processes,
 # scrypt) can hold every thread at once, and a test that counts on its timers firing (a device against a
 # real server, a WebSocket timeout) then waits minutes for nothing. So those run on their own, afterwards.
 timed='^(PixieDeviceTests|HTTPServerTests)\.'
 echo "== swift test (release): everything but the end-to-end and timer-bound suites"
 swift test -c release -Xswiftc -warnings-as-errors --skip-build --skip "$timed"
+echo "== swift test (release): the service suite again, every service's store on PostgreSQL"
+SIBLINGS_SERVICE_DATABASE=postgres swift test -c release -Xswiftc -warnings-as-errors --skip-build \
+    --filter '^PixieServerTests\.'
 echo "== swift test (release): the end-to-end and timer-bound suites ($timed)"
 swift test -c release -Xswiftc -warnings-as-errors --skip-build --filter "$timed"

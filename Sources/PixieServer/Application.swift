@@ -31,11 +31,21 @@ public struct Application: Sendable {
     public static func open(configuration: PixieConfiguration, logger: Logger) throws(ServerError) -> Application {
         let root = URL(fileURLWithPath: configuration.dataDirectory, isDirectory: true)
         let keys = try ServiceKeys.loadOrCreate(in: root.appendingPathComponent("keys"), logger: logger)
-        let database: SQLiteDatabase
-        do {
-            database = try SQLiteDatabase(path: root.appendingPathComponent("pixie.sqlite").path)
-        } catch {
-            throw ServerError(.storage, "cannot open the store in \(root.path): \(error)")
+        let database: any SQLDatabase
+        if let url = configuration.databaseURL {
+            do {
+                database = try PostgreSQLDatabase(url: url)
+            } catch let error as StorageError {
+                throw ServerError(.storage, "cannot open the store: \(error.reason)")
+            } catch {
+                throw ServerError(.storage, "cannot open the store: \(error)")
+            }
+        } else {
+            do {
+                database = try SQLiteDatabase(path: root.appendingPathComponent("pixie.sqlite").path)
+            } catch {
+                throw ServerError(.storage, "cannot open the store in \(root.path): \(error)")
+            }
         }
         if configuration.smsWebhookURL != nil, configuration.services.contains(.phoneVerify),
             configuration.webhookTimeout >= configuration.requestTimeout

@@ -48,6 +48,9 @@ struct Serve: ParsableCommand {
     @Arguments(help: "Services to run (default: all).") var services: [String] = []
     @OptionalOption(name: .long("config"), help: "A JSON file of settings.") var config: String?
     @OptionalOption(name: .long("data-dir"), help: "Directory for the store and the keys.") var dataDir: String?
+    @OptionalOption(
+        name: .long("database"), help: "A PostgreSQL URL for the store, postgres://user@host/db (default: SQLite).")
+    var database: String?
     @OptionalOption(name: .long("port"), help: "TCP port on 127.0.0.1.") var port: String?
     @OptionalOption(name: .long("phone-verify-key"), help: "Pinned phone-verify public key, base64url.")
     var phoneVerifyKey: String?
@@ -126,6 +129,7 @@ struct Serve: ParsableCommand {
             file: config,
             flags: [
                 ("services", services.isEmpty ? nil : services.joined(separator: ",")), ("data_dir", dataDir),
+                ("database", database),
                 ("port", port), ("phone_verify_key", phoneVerifyKey), ("sms_webhook_url", smsWebhookUrl),
                 ("sms_webhook_secret", smsWebhookSecret), ("rp_id", rpId), ("allowed_origins", allowedOrigins),
                 ("require_user_verification", requireUserVerification), ("log_level", logLevel),
@@ -172,11 +176,14 @@ struct TrustBundleCommand: ParsableCommand {
 
     @OptionalOption(name: .long("config"), help: "A JSON file of settings.") var config: String?
     @OptionalOption(name: .long("data-dir"), help: "Directory for the store and the keys.") var dataDir: String?
+    @OptionalOption(
+        name: .long("database"), help: "A PostgreSQL URL for the store, postgres://user@host/db (default: SQLite).")
+    var database: String?
     @OptionalOption(name: .long("log-origin"), help: "The transparency log's origin.") var logOrigin: String?
 
     func run() async throws {
         let configuration = try loadConfiguration(
-            file: config, flags: [("data_dir", dataDir), ("log_origin", logOrigin)])
+            file: config, flags: [("data_dir", dataDir), ("database", database), ("log_origin", logOrigin)])
         let logger = Logger.standardError(service: "pixie-server", minimumLevel: .warning)
         do {
             let bundle = try await Application.trustBundle(configuration: configuration, logger: logger)

@@ -5,6 +5,7 @@ import PixieServer
 import PixieWire
 @_spi(Testing) import PrivacyPass
 import SiblingsCrypto
+import Storage
 import Testing
 import Transparency
 
@@ -109,10 +110,19 @@ struct CredentialTokenTests {
         let raw = tokens.map(\.rawRepresentation)
         // The third token's insert fails, after the first two were written in the same transaction.
         let third = Data(SHA256.hash(data: raw[2])).map { String(format: "%02X", $0) }.joined()
+        let postgres = fixture.database is PostgreSQLDatabase
         try fixture.database.transaction {
-            try $0.executeScript(
-                "CREATE TRIGGER fail_third BEFORE INSERT ON spent_tokens WHEN NEW.token_hash = X'\(third)' "
-                    + "BEGIN SELECT RAISE(ABORT, 'injected failure'); END;")
+            if postgres {
+                try $0.executeScript(
+                    "CREATE FUNCTION fail_third() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF NEW.token_hash = "
+                        + "'\\x\(third)'::bytea THEN RAISE EXCEPTION 'injected failure'; END IF; RETURN NEW; END $$; "
+                        + "CREATE TRIGGER fail_third BEFORE INSERT ON spent_tokens FOR EACH ROW EXECUTE FUNCTION "
+                        + "fail_third();")
+            } else {
+                try $0.executeScript(
+                    "CREATE TRIGGER fail_third BEFORE INSERT ON spent_tokens WHEN NEW.token_hash = X'\(third)' "
+                        + "BEGIN SELECT RAISE(ABORT, 'injected failure'); END;")
+            }
         }
         let outcomes = spender.spend(raw).map { result -> String in
             switch result {
@@ -122,7 +132,9 @@ struct CredentialTokenTests {
         }
         #expect(outcomes == Array(repeating: "503 storage", count: 4))
         #expect(try fixture.count("spent_tokens") == 0)
-        try fixture.database.transaction { try $0.executeScript("DROP TRIGGER fail_third;") }
+        try fixture.database.transaction {
+            try $0.executeScript(postgres ? "DROP TRIGGER fail_third ON spent_tokens;" : "DROP TRIGGER fail_third;")
+        }
         #expect(spender.spend(raw).allSatisfy { if case .success = $0 { true } else { false } })
         #expect(try fixture.count("spent_tokens") == 4)
     }

@@ -39,6 +39,12 @@ final class FaultyDatabase: SQLDatabase {
         try inner.transaction { transaction in try body(FaultyTransaction(inner: transaction, database: self)) }
     }
 
+    func transaction<T>(exclusive name: String, _ body: (any SQLTransaction) throws -> T) throws -> T {
+        try inner.transaction(exclusive: name) { transaction in
+            try body(FaultyTransaction(inner: transaction, database: self))
+        }
+    }
+
     func readTransaction<T>(_ body: (any SQLQuerying) throws -> T) throws -> T {
         try inner.readTransaction { transaction in try body(FaultyReads(inner: transaction, database: self)) }
     }

@@ -3,6 +3,7 @@ import HTTPServer
 @_spi(Testing) import PixieServer
 import PixieWire
 import SiblingsCrypto
+import SiblingsTestSupport
 import Storage
 import Synchronization
 
@@ -42,7 +43,7 @@ struct Fixture {
     let dataDirectory = try! TemporaryDirectory()
     let sms = RecordingSMSSender()
     let keys: ServiceKeys
-    let database: SQLiteDatabase
+    let database: any SQLDatabase
     let application: Application
     var router: Router { application.router }
 
@@ -51,7 +52,7 @@ struct Fixture {
         tokens: (any TokenSpender)? = nil, random: any SecureRandomSource = SystemRandom(),
         configure: (inout PixieConfiguration) -> Void = { _ in },
         faults: ((any SQLDatabase) -> FaultyDatabase)? = nil,
-        store: SQLiteDatabase? = nil, keys: ServiceKeys = .generate(),
+        store: (any SQLDatabase)? = nil, keys: ServiceKeys = .generate(),
         start: Date = Date(timeIntervalSince1970: 1_800_000_000)
     ) throws {
         self.clock = ManualClock(start)
@@ -67,14 +68,22 @@ struct Fixture {
         if pinned, !services.contains(.phoneVerify) {
             configuration.phoneVerifyKey = keys.phoneVerify.publicKey
         }
-        // `store` (with the `keys` it was made under) is an existing server's store, restarted.
-        let store = try store ?? SQLiteDatabase.inMemory()
+        // `store` (with the `keys` it was made under) is an existing server's store, restarted, or a PostgreSQL
+        // one (TestDatabase.postgres).
+        let store = try store ?? Self.defaultStore()
         database = store
         // With `faults`, the application's statements go through a FaultyDatabase the test can switch.
         let served: any SQLDatabase = faults.map { $0(store) } ?? store
         application = try Application(
             configuration: configuration, keys: keys, database: served, sms: sms, clock: clock.clock,
             random: random, logger: .discard, tokens: tokens)
+    }
+
+    /// A new store of the backend `$SIBLINGS_SERVICE_DATABASE` names: `postgres` (scripts/test.sh runs the service
+    /// suite a second time so), or SQLite in memory by default.
+    static func defaultStore() throws -> any SQLDatabase {
+        let backend = ProcessInfo.processInfo.environment["SIBLINGS_SERVICE_DATABASE"].flatMap(TestDatabase.init)
+        return try (backend ?? .sqlite).make()
     }
 
     func post(_ path: String, _ json: String, token: String? = nil) async -> HTTPResponse {

@@ -195,17 +195,22 @@ extension Fixture {
 
     /// The name of every table in the store: identity's and every other service's.
     func tables() throws -> [String] {
-        try database.query("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name", []).map {
-            try $0.string("name")
-        }
+        let sql =
+            database is PostgreSQLDatabase
+            ? "SELECT table_name AS name FROM information_schema.tables WHERE table_schema = current_schema() "
+                + "ORDER BY table_name"
+            : "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"
+        return try database.query(sql, []).map { try $0.string("name") }
     }
 
-    /// Every row of every table in rowid order: two snapshots are equal only if nothing was stored, changed
-    /// or removed in between.
+    /// Every row of every table, in an order of their own values: two snapshots are equal only if nothing was
+    /// stored, changed or removed in between.
     func snapshot() throws -> [String: [SQLRow]] {
         var rows: [String: [SQLRow]] = [:]
         for table in try tables() {
-            rows[table] = try database.query("SELECT * FROM \"\(table)\" ORDER BY rowid", [])
+            rows[table] = try database.query("SELECT * FROM \"\(table)\"", []).sorted {
+                "\($0.values)" < "\($1.values)"
+            }
         }
         return rows
     }

@@ -23,6 +23,9 @@ public struct PixieConfiguration: Sendable, Equatable {
 
     /// Where the store (`pixie.sqlite`), the keys (`keys/`) and the development SMS outbox live.
     public var dataDirectory = "pixie-data"
+    /// A PostgreSQL server to keep the store in instead of `<data_dir>/pixie.sqlite` (`postgres://user@host/db`,
+    /// libpq's connection URI), for several nodes on one database; nil keeps the embedded SQLite store.
+    public var databaseURL: String?
     /// The TCP port on 127.0.0.1 (put a TLS-terminating proxy in front for anything else).
     public var port: UInt16 = 8080
     public var services: [Service] = Service.allCases
@@ -119,6 +122,7 @@ public struct PixieConfiguration: Sendable, Equatable {
     /// The settings, with what each takes; `pixie-server --help` and docs/operations.md list the same.
     public static let settings: [(name: String, help: String)] = [
         ("data_dir", "directory for the store, the keys and the development SMS outbox (default pixie-data)"),
+        ("database", "PostgreSQL URL for the store, postgres://user@host/db (default: SQLite in data_dir)"),
         ("port", "TCP port on 127.0.0.1 (default 8080; 0 picks a free one)"),
         ("services", "comma-separated services to run: phone-verify,identity,credential,blob,relay (default all)"),
         ("phone_verify_key", "pinned phone-verify public key, base64url (default: the local one, if it runs here)"),
@@ -192,6 +196,14 @@ public struct PixieConfiguration: Sendable, Equatable {
         case "data_dir":
             guard !value.isEmpty else { throw fail("a directory path") }
             dataDirectory = value
+        case "database":
+            guard let url = URLComponents(string: value), ["postgres", "postgresql"].contains(url.scheme ?? "") else {
+                throw ServerError(
+                    .configuration,
+                    "\(source): database must be a PostgreSQL URL, postgres://user[:password]@host[:port]/database "
+                        + "(leave it unset for the embedded SQLite store in data_dir)")
+            }
+            databaseURL = value
         case "port":
             guard let number = UInt16(value) else { throw fail("a port number, 0 to 65535") }
             port = number
