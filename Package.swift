@@ -65,7 +65,7 @@ let package = Package(
             pkgConfig: "libsodium",
             providers: [.apt(["libsodium-dev"])]
         ),
-        // The NATS C client: raw pub/sub beside the relay in relay-bench (the relay's bus may move to NATS).
+        // The NATS C client: the relay's bus across nodes (NATSRelayBus), and raw pub/sub in relay-bench.
         .systemLibrary(
             name: "CNATS",
             pkgConfig: "libnats",
@@ -146,7 +146,7 @@ let package = Package(
             name: "PixieServer",
             dependencies: [
                 "HTTPServer", "WebSockets", "Storage", "WebAuthn", "PixieWire", "SiblingsCrypto", "Transparency",
-                "PrivacyPass",
+                "PrivacyPass", "CNATS",
             ],
             swiftSettings: strict),
 
@@ -174,7 +174,7 @@ let package = Package(
         .executableTarget(
             name: "relay-bench",
             dependencies: [
-                "HTTPServer", "WebSockets", "PixieWire", "CNATS", "CommandLineKit", "PixieServer", "PrivacyPass",
+                "HTTPServer", "WebSockets", "PixieWire", "CommandLineKit", "PixieServer", "PrivacyPass",
             ],
             swiftSettings: strict),
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The engines the tests run pixie-server on beside its embedded defaults: a PostgreSQL server on a free loopback
-# port, in a temporary directory, and stopped afterwards.
+# The engines the tests run pixie-server on beside its embedded defaults: a PostgreSQL server and a nats-server,
+# each on a free loopback port, in a temporary directory, and stopped afterwards.
 #
 # Sourced by scripts/test.sh (engines_start, then engines_stop on exit), or run by hand:
-#   eval "$(scripts/engines.sh start)"    # prints the export lines for SIBLINGS_POSTGRES_URL and the stop command
+#   eval "$(scripts/engines.sh start)"    # prints the export lines (SIBLINGS_POSTGRES_URL, SIBLINGS_NATS_URL)
 #   scripts/engines.sh stop DIR
 # PostgreSQL refuses to run as root, so as root it runs as the `postgres` user (Debian's package creates it).
 
@@ -15,7 +15,8 @@ engines_as_postgres() {
     if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 
-# Starts PostgreSQL; sets and exports SIBLINGS_POSTGRES_URL and SIBLINGS_ENGINES_DIR.
+# Starts PostgreSQL and nats-server; sets and exports SIBLINGS_POSTGRES_URL, SIBLINGS_NATS_URL and
+# SIBLINGS_ENGINES_DIR.
 engines_start() {
     local bin
     bin="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)"
@@ -47,6 +48,29 @@ engines_start() {
     SIBLINGS_POSTGRES_URL="postgres://postgres@127.0.0.1:$port/postgres"
     export SIBLINGS_ENGINES_DIR SIBLINGS_POSTGRES_BIN SIBLINGS_POSTGRES_URL
     echo "engines: PostgreSQL on 127.0.0.1:$port ($SIBLINGS_ENGINES_DIR)" >&2
+
+    local nats
+    nats="$(command -v nats-server || echo /usr/sbin/nats-server)"
+    if [ ! -x "$nats" ]; then
+        echo "engines: nats-server is not installed: run scripts/setup.sh" >&2
+        return 1
+    fi
+    local nats_port
+    nats_port="$(engines_free_port)"
+    "$nats" -a 127.0.0.1 -p "$nats_port" -P "$SIBLINGS_ENGINES_DIR/nats.pid" >"$SIBLINGS_ENGINES_DIR/nats.log" 2>&1 &
+    local tries=0
+    until (exec 3<>"/dev/tcp/127.0.0.1/$nats_port") 2>/dev/null; do
+        tries=$((tries + 1))
+        if [ "$tries" -gt 200 ]; then
+            echo "engines: nats-server did not start:" >&2
+            cat "$SIBLINGS_ENGINES_DIR/nats.log" >&2
+            return 1
+        fi
+        sleep 0.05
+    done
+    SIBLINGS_NATS_URL="nats://127.0.0.1:$nats_port"
+    export SIBLINGS_NATS_URL
+    echo "engines: nats-server on 127.0.0.1:$nats_port" >&2
 }
 
 # Stops what engines_start started, and removes its directory.
@@ -57,6 +81,9 @@ engines_stop() {
     if [ -f "$dir/pg/postmaster.pid" ]; then
         engines_as_postgres "$bin/pg_ctl" -D "$dir/pg" -m fast -w stop >/dev/null 2>&1 || true
     fi
+    if [ -f "$dir/nats.pid" ]; then
+        kill "$(cat "$dir/nats.pid")" 2>/dev/null || true
+    fi
     rm -rf "$dir"
 }
 
@@ -66,7 +93,7 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
         start)
             engines_start
             echo "export SIBLINGS_ENGINES_DIR='$SIBLINGS_ENGINES_DIR' SIBLINGS_POSTGRES_BIN='$SIBLINGS_POSTGRES_BIN'"
-            echo "export SIBLINGS_POSTGRES_URL='$SIBLINGS_POSTGRES_URL'"
+            echo "export SIBLINGS_POSTGRES_URL='$SIBLINGS_POSTGRES_URL' SIBLINGS_NATS_URL='$SIBLINGS_NATS_URL'"
             echo "# stop with: scripts/engines.sh stop $SIBLINGS_ENGINES_DIR"
             ;;
         stop) engines_stop "${2:-}" ;;

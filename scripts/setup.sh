@@ -29,10 +29,10 @@ apt_packages=(
     libmicrohttpd-dev # CMicroHTTPD: the HTTP server under the HTTPServer module (pixie-server)
     libsqlite3-dev # CSQLite: the Storage module's embedded database (pixie-server --data-dir)
     libsodium-dev  # CSodium: the ristretto255 group under the PrivacyPass module (VOPRF tokens)
-    libnats-dev    # CNATS: the NATS C client, raw pub/sub beside the relay in relay-bench
+    libnats-dev    # CNATS: the NATS C client, the relay bus across nodes (NATSRelayBus) and relay-bench
     libpq-dev      # CPostgreSQL: libpq, the Storage module's PostgreSQL backend
     postgresql     # the PostgreSQL server the tests start on loopback (scripts/engines.sh: initdb, pg_ctl)
-    nats-server    # the NATS server scripts/bench-relay.sh runs the relay beside
+    nats-server    # the NATS server the tests start on loopback (scripts/engines.sh) and bench-relay.sh runs
     strace         # SIGKILLs `sempere` at each write in SempereTests.CLICrashTests (strace -e inject)
 )
 

@@ -5,8 +5,8 @@
 #   3. a release build with -warnings-as-errors (crypto-heavy tests run in release mode)
 #   4. 30 seconds of fuzzing the age parsers (scripts/fuzz-age.sh --smoke)
 #   5. swift test, in release mode, with -warnings-as-errors, beside a PostgreSQL server on loopback that
-#      scripts/engines.sh starts first and stops on exit; the service suite runs a second time with every
-#      service's store on PostgreSQL
+#      and a nats-server, which scripts/engines.sh starts first and stops on exit; the service suite runs a
+#      second time with every service's store on PostgreSQL and the relay's bus on NATS
 # Exits non-zero on the first failure. `.ci/run` runs exactly this.
 set -euo pipefail
 
@@ -26,7 +26,8 @@ swift build -c release -Xswiftc -warnings-as-errors --build-tests
 echo "== fuzz smoke: age parsers, 30 s (scripts/fuzz-age.sh --smoke)"
 ./scripts/fuzz-age.sh --smoke
 
-# The engines the storage and service tests run on beside SQLite, stopped however this script ends.
+# The engines the storage, service and relay tests run on beside SQLite and the in-process bus, stopped however
+# this script ends.
 source scripts/engines.sh
 trap engines_stop EXIT
 engines_start
@@ -39,8 +40,8 @@ engines_start
 timed='^(PixieDeviceTests|HTTPServerTests)\.'
 echo "== swift test (release): everything but the end-to-end and timer-bound suites"
 swift test -c release -Xswiftc -warnings-as-errors --skip-build --skip "$timed"
-echo "== swift test (release): the service suite again, every service's store on PostgreSQL"
-SIBLINGS_SERVICE_DATABASE=postgres swift test -c release -Xswiftc -warnings-as-errors --skip-build \
+echo "== swift test (release): the service suite again, every service's store on PostgreSQL, the relay's bus on NATS"
+SIBLINGS_SERVICE_DATABASE=postgres SIBLINGS_RELAY_BUS=nats swift test -c release -Xswiftc -warnings-as-errors --skip-build \
     --filter '^PixieServerTests\.'
 echo "== swift test (release): the end-to-end and timer-bound suites ($timed)"
 swift test -c release -Xswiftc -warnings-as-errors --skip-build --filter "$timed"

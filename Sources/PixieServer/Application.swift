@@ -70,8 +70,17 @@ public struct Application: Sendable {
                 WebhookPushGateway(
                     url: $0, bearerSecret: configuration.relayPushWebhookSecret, timeout: configuration.webhookTimeout)
             } ?? RecordingPushGateway(logger: logger.named("relay"))
+        var bus: any RelayBus = InProcessRelayBus()
+        if let url = configuration.relayNATSURL, configuration.services.contains(.relay) {
+            do {
+                bus = try NATSRelayBus(url: url)
+            } catch {
+                throw ServerError(.configuration, "cannot open the relay bus: \(error)")
+            }
+        }
         return try Application(
-            configuration: configuration, keys: keys, database: database, sms: sms, logger: logger, push: push)
+            configuration: configuration, keys: keys, database: database, sms: sms, logger: logger, push: push,
+            bus: bus)
     }
 
     /// `tokens` is the ``TokenSpender`` of blob-svc and the relay; nil means credential-svc's (or, for the relay,
@@ -228,11 +237,15 @@ public struct Application: Sendable {
             settings.maximumSubjects = configuration.relayMaximumSubjects
             settings.maximumPayloadBytes = configuration.relayMaximumPayloadBytes
             settings.maximumQueuedFrames = configuration.relayMaximumQueuedFrames
-            RelayService(
-                configuration: settings, bus: bus, tokens: relaySpender,
-                push: push ?? RecordingPushGateway(logger: relayLogger),
-                logger: relayLogger, metrics: metrics
-            ).addRoutes(to: &router)
+            do {
+                try RelayService(
+                    configuration: settings, bus: bus, tokens: relaySpender,
+                    push: push ?? RecordingPushGateway(logger: relayLogger),
+                    logger: relayLogger, metrics: metrics, sharedPushState: bus.spansNodes ? database : nil
+                ).addRoutes(to: &router)
+            } catch {
+                throw ServerError(.storage, "cannot open the relay's push state: \(error)")
+            }
         }
         self.router = router
         self.log = log

@@ -101,6 +101,8 @@ struct Serve: ParsableCommand {
     var relayMaxPayloadBytes: String?
     @OptionalOption(name: .long("relay-max-queued-frames"), help: "Frames queued per relay connection.")
     var relayMaxQueuedFrames: String?
+    @OptionalOption(name: .long("relay-nats-url"), help: "NATS server the relay nodes share, nats://host:4222.")
+    var relayNatsUrl: String?
     @OptionalOption(name: .long("relay-tokens"), help: "credential (default), or insecure-dev (DEVELOPMENT ONLY).")
     var relayTokens: String?
     @OptionalOption(name: .long("relay-push-webhook-url"), help: "Push provider webhook URL.")
@@ -149,7 +151,8 @@ struct Serve: ParsableCommand {
                 ("blob_allow_anonymous_uploads", blobAllowAnonymousUploads),
                 ("relay_max_subjects", relayMaxSubjects),
                 ("relay_max_payload_bytes", relayMaxPayloadBytes), ("relay_max_queued_frames", relayMaxQueuedFrames),
-                ("relay_tokens", relayTokens), ("relay_push_webhook_url", relayPushWebhookUrl),
+                ("relay_tokens", relayTokens), ("relay_nats_url", relayNatsUrl),
+                ("relay_push_webhook_url", relayPushWebhookUrl),
                 ("relay_push_webhook_secret", relayPushWebhookSecret), ("webhook_timeout", webhookTimeout),
                 ("connection_limit", connectionLimit), ("connections_per_address", connectionsPerAddress),
                 ("websocket_limit", websocketLimit), ("websockets_per_address", websocketsPerAddress),

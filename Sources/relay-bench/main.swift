@@ -1,4 +1,3 @@
-internal import CNATS
 import CommandLineKit
 import Foundation
 import HTTPServer
@@ -300,61 +299,27 @@ final class Recorder: Sendable {
     var lastArrival: UInt64 { state.withLock { $0.lastArrival } }
 }
 
-/// A publisher and a subscriber connection to nats-server (libnats), each owning its handles.
-final class NATSLink: @unchecked Sendable {
-    // @unchecked: the handles are used by one publishing task at a time; libnats is thread-safe.
-    private var publisher: OpaquePointer?
-    private var subscriber: OpaquePointer?
-    private var subscription: OpaquePointer?
+/// A publisher and a subscriber connection to nats-server, through the relay bus's own libnats wrapper
+/// (``PixieServer/NATSConnection``).
+final class NATSLink: Sendable {
+    private let publisher: NATSConnection
+    private let subscriber: NATSConnection
+    private let subscription: NATSSubscription
     private let subject: String
-    private let recorder: Recorder
 
     init(port: Int, subject: String, recorder: Recorder) throws {
         self.subject = subject
-        self.recorder = recorder
         let url = "nats://127.0.0.1:\(port)"
         // Each publish is written at once (no batching by libnats' flusher), as the relay client writes each frame.
-        var options: OpaquePointer?
-        try check(natsOptions_Create(&options), "create options")
-        defer { natsOptions_Destroy(options) }
-        try check(natsOptions_SetURL(options, url), "set the URL \(url)")
-        try check(natsOptions_SetSendAsap(options, true), "set SendAsap")
-        try check(natsConnection_Connect(&publisher, options), "connect the publisher to \(url)")
-        try check(natsConnection_Connect(&subscriber, options), "connect the subscriber to \(url)")
-        try check(
-            natsConnection_Subscribe(
-                &subscription, subscriber, subject,
-                { _, _, message, closure in
-                    let link = Unmanaged<NATSLink>.fromOpaque(closure!).takeUnretainedValue()
-                    let data = Data(
-                        bytes: natsMsg_GetData(message), count: Int(natsMsg_GetDataLength(message)))
-                    natsMsg_Destroy(message)
-                    link.recorder.received(data)
-                }, Unmanaged.passUnretained(self).toOpaque()),
-            "subscribe")
-        try check(natsConnection_Flush(subscriber), "flush the subscription")
+        publisher = try NATSConnection(url: url, sendImmediately: true)
+        subscriber = try NATSConnection(url: url, sendImmediately: true)
+        subscription = try subscriber.subscribe(subject) { recorder.received($0) }
+        try subscriber.flush(timeout: .seconds(5))
     }
 
-    func publish(_ payload: Data) throws {
-        let status = payload.withUnsafeBytes {
-            natsConnection_Publish(publisher, subject, $0.baseAddress, Int32($0.count))
-        }
-        try check(status, "publish")
-    }
+    func publish(_ payload: Data) throws { try publisher.publish(payload, to: subject) }
 
-    func close() {
-        natsSubscription_Unsubscribe(subscription)
-        natsSubscription_Destroy(subscription)
-        natsConnection_Destroy(subscriber)
-        natsConnection_Destroy(publisher)
-        subscription = nil
-    }
-
-    private func check(_ status: natsStatus, _ what: String) throws {
-        guard status == NATS_OK else {
-            throw BenchError("libnats could not \(what): \(String(cString: natsStatus_GetText(status)))")
-        }
-    }
+    func close() { subscription.cancel() }
 }
 
 struct BenchError: Error, CustomStringConvertible {

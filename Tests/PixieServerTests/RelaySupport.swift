@@ -12,7 +12,11 @@ import WebSockets
 
 /// A relay-only Application on a real HTTPServer (port 0), with tokens from an ``InMemoryTokenSpender`` and
 /// wakes recorded by a ``RecordingPushGateway``. Two harnesses given one bus and one spender are two relay
-/// nodes behind one fan-out.
+/// nodes behind one fan-out; two given a NATS bus each are two nodes on one NATS.
+///
+/// Its bus is, unless given, the one `$SIBLINGS_RELAY_BUS` names: `nats` (a ``NATSRelayBus`` on the test
+/// command's nats-server, `$SIBLINGS_NATS_URL`), or in-process by default; scripts/test.sh runs the relay suites
+/// on both.
 struct RelayHarness {
     let tokens: InMemoryTokenSpender
     let push = RecordingPushGateway()
@@ -22,8 +26,8 @@ struct RelayHarness {
 
     init(
         maximumQueuedFrames: Int = 256, maximumSubjects: Int = 16, maximumPayloadBytes: Int = 64 << 10,
-        connectionTimeout: Int = 30, bus: any RelayBus = InProcessRelayBus(), tokens: InMemoryTokenSpender? = nil,
-        spender: (any TokenSpender)? = nil
+        connectionTimeout: Int = 30, bus: (any RelayBus)? = nil, tokens: InMemoryTokenSpender? = nil,
+        spender: (any TokenSpender)? = nil, database: (any SQLDatabase)? = nil
     ) throws {
         self.tokens = tokens ?? InMemoryTokenSpender()
         var configuration = PixieConfiguration()
@@ -32,9 +36,10 @@ struct RelayHarness {
         configuration.relayMaximumSubjects = maximumSubjects
         configuration.relayMaximumPayloadBytes = maximumPayloadBytes
         application = try Application(
-            configuration: configuration, keys: ServiceKeys.generate(), database: try SQLiteDatabase.inMemory(),
+            configuration: configuration, keys: ServiceKeys.generate(),
+            database: try database ?? SQLiteDatabase.inMemory(),
             sms: RecordingSMSSender(), logger: .discard, metrics: metrics, tokens: spender ?? self.tokens, push: push,
-            bus: bus)
+            bus: try bus ?? Self.defaultBus())
         server = try HTTPServer(
             responder: application.router,
             configuration: HTTPServer.Configuration(
@@ -42,6 +47,22 @@ struct RelayHarness {
     }
 
     var port: UInt16 { server.port }
+
+    /// The bus `$SIBLINGS_RELAY_BUS` names (see above).
+    static func defaultBus() throws -> any RelayBus {
+        guard ProcessInfo.processInfo.environment["SIBLINGS_RELAY_BUS"] == "nats" else { return InProcessRelayBus() }
+        return try NATSRelayBus(url: try natsURL())
+    }
+
+    /// The test command's nats-server.
+    static func natsURL() throws -> String {
+        guard let url = ProcessInfo.processInfo.environment["SIBLINGS_NATS_URL"], !url.isEmpty else {
+            throw FixtureError(
+                "SIBLINGS_NATS_URL is not set, so there is no nats-server for this test: run the test command "
+                    + "(scripts/test.sh), which starts one on loopback, or `eval \"$(scripts/engines.sh start)\"`")
+        }
+        return url
+    }
 
     func connect() async throws -> RelayTestClient {
         try await RelayTestClient.connect(port: port)

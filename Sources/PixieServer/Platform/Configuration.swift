@@ -26,6 +26,9 @@ public struct PixieConfiguration: Sendable, Equatable {
     /// A PostgreSQL server to keep the store in instead of `<data_dir>/pixie.sqlite` (`postgres://user@host/db`,
     /// libpq's connection URI), for several nodes on one database; nil keeps the embedded SQLite store.
     public var databaseURL: String?
+    /// A NATS server (`nats://host:4222`) the relay nodes of a deployment share, so that a device on one node
+    /// reaches a device on another; nil keeps the relay's fan-out in this process.
+    public var relayNATSURL: String?
     /// The TCP port on 127.0.0.1 (put a TLS-terminating proxy in front for anything else).
     public var port: UInt16 = 8080
     public var services: [Service] = Service.allCases
@@ -123,6 +126,7 @@ public struct PixieConfiguration: Sendable, Equatable {
     public static let settings: [(name: String, help: String)] = [
         ("data_dir", "directory for the store, the keys and the development SMS outbox (default pixie-data)"),
         ("database", "PostgreSQL URL for the store, postgres://user@host/db (default: SQLite in data_dir)"),
+        ("relay_nats_url", "NATS server the relay nodes share, nats://host:4222 (default: none, one relay node)"),
         ("port", "TCP port on 127.0.0.1 (default 8080; 0 picks a free one)"),
         ("services", "comma-separated services to run: phone-verify,identity,credential,blob,relay (default all)"),
         ("phone_verify_key", "pinned phone-verify public key, base64url (default: the local one, if it runs here)"),
@@ -204,6 +208,11 @@ public struct PixieConfiguration: Sendable, Equatable {
                         + "(leave it unset for the embedded SQLite store in data_dir)")
             }
             databaseURL = value
+        case "relay_nats_url":
+            guard let url = URLComponents(string: value), url.scheme == "nats", url.host != nil else {
+                throw fail("a NATS URL, nats://host:4222")
+            }
+            relayNATSURL = value
         case "port":
             guard let number = UInt16(value) else { throw fail("a port number, 0 to 65535") }
             port = number

@@ -5,24 +5,41 @@ import Synchronization
 /// The relay's fan-out: frames published to a subject reach every current subscription of it, and nothing is
 /// kept for later (000_e422bd9a7c930342.txt: "pure-ephemeral ... forwards frames and stores nothing").
 ///
-/// ``InProcessRelayBus`` serves one process; a NATS implementation behind the same protocol is the path past
-/// one machine (subjects map to NATS subjects, ``hasSubscribers(_:)`` to a presence lookup).
+/// ``InProcessRelayBus`` serves one process; ``NATSRelayBus`` carries frames between the relay nodes of a
+/// deployment (docs/operations.md, "Several nodes").
 ///
 /// Synchronous: the relay calls it on a connection's event-loop thread, for every frame of a burst, with no task
 /// in between; an implementation may block briefly (a network bus's publish) but never on a consumer, since
 /// every other connection on that loop waits meanwhile.
 public protocol RelayBus: Sendable {
-    /// Hands `frame` (an encoded DELIVER) to every subscription of `subject`; returns how many took it.
+    /// Hands `frame` (an encoded DELIVER) to every subscription of `subject`; returns how many on this node took
+    /// it. Throws ``RelayBusError`` when the bus cannot carry it to the other nodes (the relay then answers ERROR).
     @discardableResult
-    func publish(_ frame: Data, to subject: RelaySubject) -> Int
+    func publish(_ frame: Data, to subject: RelaySubject) throws(RelayBusError) -> Int
+
+    /// Returns once everything published so far has reached the bus (the relay calls it at the end of a burst,
+    /// before it answers the burst's SENDs OK); throws ``RelayBusError`` if it cannot say so.
+    func flush() throws(RelayBusError)
 
     /// A new subscription of `subject`: each frame published to it is passed to `deliver` on the publisher's
     /// thread (or a bus's own), which must not block (the relay's connections only queue it for their writer,
     /// whose bounded queue is what cuts a slow consumer).
-    func subscribe(_ subject: RelaySubject, deliver: @escaping @Sendable (Data) -> Void) -> RelayBusSubscription
+    func subscribe(
+        _ subject: RelaySubject, deliver: @escaping @Sendable (Data) -> Void
+    ) throws(RelayBusError) -> RelayBusSubscription
 
-    /// Whether any live connection holds `subject` (the push rule's "no live connection").
+    /// Whether any live connection holds `subject`, on any node (the push rule's "no live connection").
     func hasSubscribers(_ subject: RelaySubject) -> Bool
+
+    /// Whether other relay nodes share this bus: the push rule's state must then be shared too.
+    var spansNodes: Bool { get }
+}
+
+/// The bus cannot carry frames now (NATS is down or reconnecting): what was not answered OK may not have reached
+/// every node.
+public struct RelayBusError: Error, Sendable, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
 }
 
 /// One subscription, ended by ``cancel()``.
@@ -72,6 +89,11 @@ public final class InProcessRelayBus: RelayBus {
     public func hasSubscribers(_ subject: RelaySubject) -> Bool {
         state.withLock { !($0.subjects[subject]?.isEmpty ?? true) }
     }
+
+    /// Nothing to flush: a frame is in every subscriber's queue once ``publish(_:to:)`` returns.
+    public func flush() {}
+
+    public var spansNodes: Bool { false }
 
     /// Subjects with at least one subscription (for tests and metrics).
     public var subjectCount: Int { state.withLock { $0.subjects.count } }

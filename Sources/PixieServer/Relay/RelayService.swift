@@ -2,6 +2,7 @@ import Foundation
 import HTTPServer
 import PixieWire
 import SiblingsCrypto
+import Storage
 import Synchronization
 import WebSockets
 
@@ -47,19 +48,24 @@ public final class RelayService: Sendable {
     let push: any PushGateway
     let logger: Logger
     let metrics: Metrics
-    let waker: PushWaker
+    let waker: any PushWaker
 
+    /// `sharedPushState`: the database the push rule's state is kept in when several relay nodes share a bus
+    /// (``NATSRelayBus``); nil keeps it in memory, for one node.
     public init(
         configuration: Configuration = Configuration(), bus: any RelayBus = InProcessRelayBus(),
-        tokens: any TokenSpender, push: any PushGateway, logger: Logger, metrics: Metrics
-    ) {
+        tokens: any TokenSpender, push: any PushGateway, logger: Logger, metrics: Metrics,
+        sharedPushState: (any SQLDatabase)? = nil
+    ) throws {
         self.configuration = configuration
         self.bus = bus
         self.tokens = tokens
         self.push = push
         self.logger = logger
         self.metrics = metrics
-        self.waker = PushWaker(limit: configuration.maximumPushRegistrations)
+        self.waker =
+            try sharedPushState.map { try SQLPushWaker(database: $0, logger: logger) }
+            ?? MemoryPushWaker(limit: configuration.maximumPushRegistrations)
         metrics.describe("pixie_relay_connections", type: "gauge", help: "Open relay WebSocket connections.")
         metrics.describe(
             "pixie_relay_frames_forwarded_total", type: "counter",
@@ -110,6 +116,25 @@ public final class RelayService: Sendable {
 
     @TaskLocal static var burst: Burst?
 
+    /// The answers to one burst's frames, in order, until the burst is done.
+    final class BurstAnswers {
+        enum Answer {
+            case frame(Data)
+            /// A SEND handed to the bus: OK once the bus is flushed.
+            case sent(UInt32)
+        }
+
+        private(set) var items: [Answer] = []
+        private(set) var forwarded = 0
+
+        func add(_ frame: Data) { items.append(.frame(frame)) }
+
+        func sent(_ id: UInt32) {
+            items.append(.sent(id))
+            forwarded += 1
+        }
+    }
+
     /// Handles one burst of a connection's messages (``RelaySession/received(_:)``).
     func handle(_ messages: [WebSocketMessage], on connection: RelayConnection) {
         // A connection that is closing (killed, or after a malformed frame) handles nothing more.
@@ -144,26 +169,45 @@ public final class RelayService: Sendable {
             }
         }
         let spent = tokens.isEmpty ? [] : self.tokens.spend(tokens)
-        var forwarded = 0
+        let answers = BurstAnswers()
         for (index, frame) in frames.enumerated() {
-            if handle(frame, spent: sends[index].map { spent[$0] }, on: connection) { forwarded += 1 }
+            handle(frame, spent: sends[index].map { spent[$0] }, on: connection, answers: answers)
             if connection.isClosing { break }
         }
-        if forwarded > 0 { metrics.increment("pixie_relay_frames_forwarded_total", by: Double(forwarded)) }
+        // The answers go out in the frames' order; a SEND's OK only once the bus has it (NATS: one round trip for
+        // the whole burst), else its ERROR.
+        var flushed: Result<Void, RelayBusError> = .success(())
+        if answers.forwarded > 0 {
+            flushed = Result(catching: { () throws(RelayBusError) in try bus.flush() })
+            if case .success = flushed {
+                metrics.increment("pixie_relay_frames_forwarded_total", by: Double(answers.forwarded))
+            }
+        }
+        for answer in answers.items {
+            switch (answer, flushed) {
+            case (.frame(let frame), _): connection.enqueue(.frame(frame))
+            case (.sent(let id), .success): connection.enqueue(.frame(RelayServerFrame.ok(requestID: id).encoded()))
+            case (.sent(let id), .failure(let error)):
+                connection.enqueue(
+                    .frame(
+                        refusal(id, .unavailable, "\(error); the frame may not have reached every device")))
+            }
+        }
         if let (frame, code, reason) = failure, !connection.isClosing {
             if let frame { connection.enqueue(.frame(frame.encoded())) }
             connection.close(code, reason)
         }
     }
 
-    /// Handles one frame; `spent` is its token's outcome when it is a SEND within the size limit. Returns
-    /// whether a SEND was forwarded.
+    /// Handles one frame, adding its answer to `answers`; `spent` is its token's outcome when it is a SEND within
+    /// the size limit.
     private func handle(
-        _ frame: RelayClientFrame, spent: Result<Void, HTTPError>?, on connection: RelayConnection
-    ) -> Bool {
+        _ frame: RelayClientFrame, spent: Result<Void, HTTPError>?, on connection: RelayConnection,
+        answers: BurstAnswers
+    ) {
         switch frame {
         case .ping(let id):
-            connection.enqueue(.frame(RelayServerFrame.ok(requestID: id).encoded()))
+            answers.add(RelayServerFrame.ok(requestID: id).encoded())
         case .subscribe(let id, let subject, let publicKey, let signature, let pushToken):
             // Only the subject's holder may listen and register a push target: a stranger who knows the subject
             // (the discovery inbox is published) neither takes the push target nor ends the wake episode.
@@ -171,69 +215,83 @@ public final class RelayService: Sendable {
                 subject.isProven(
                     publicKey: publicKey, signature: signature, challenge: connection.challenge, pushToken: pushToken)
             else {
-                refuse(
-                    id, .subjectNotProven,
-                    "SUBSCRIBE must prove the subject: its public key hashes to it, and its signature covers this "
-                        + "connection's CHALLENGE and the push token", on: connection)
-                return false
+                answers.add(
+                    refusal(
+                        id, .subjectNotProven,
+                        "SUBSCRIBE must prove the subject: its public key hashes to it, and its signature covers this "
+                            + "connection's CHALLENGE and the push token"))
+                return
             }
             if connection.holds(subject) {
                 waker.register(subject, pushToken: pushToken)
-                connection.enqueue(.frame(RelayServerFrame.ok(requestID: id).encoded()))
-                return false
+                answers.add(RelayServerFrame.ok(requestID: id).encoded())
+                return
             }
             guard connection.count < configuration.maximumSubjects else {
-                refuse(
-                    id, .tooManySubjects,
-                    "this connection already holds \(configuration.maximumSubjects) subjects; unsubscribe one first",
-                    on: connection)
-                return false
+                answers.add(
+                    refusal(
+                        id, .tooManySubjects,
+                        "this connection already holds \(configuration.maximumSubjects) subjects; unsubscribe one first"
+                    ))
+                return
             }
             // Frames go straight from the publisher to this connection's bounded queue (no task in between).
-            let subscription = bus.subscribe(subject) { deliver in connection.enqueue(.frame(deliver)) }
+            let subscription: RelayBusSubscription
+            do {
+                subscription = try bus.subscribe(subject) { deliver in connection.enqueue(.frame(deliver)) }
+            } catch {
+                answers.add(refusal(id, .unavailable, "\(error)"))
+                return
+            }
             connection.add(subscription)
             // A connection holds the subject again: its device is awake, so the next Sync may push again.
             waker.register(subject, pushToken: pushToken)
             waker.reconnected(subject)
-            connection.enqueue(.frame(RelayServerFrame.ok(requestID: id).encoded()))
+            answers.add(RelayServerFrame.ok(requestID: id).encoded())
         case .unsubscribe(let id, let subject):
             guard let subscription = connection.remove(subject) else {
-                refuse(id, .notSubscribed, "this connection does not hold that subject", on: connection)
-                return false
+                answers.add(refusal(id, .notSubscribed, "this connection does not hold that subject"))
+                return
             }
             subscription.cancel()
-            connection.enqueue(.frame(RelayServerFrame.ok(requestID: id).encoded()))
+            answers.add(RelayServerFrame.ok(requestID: id).encoded())
         case .send(let id, let subject, let wake, _, let payload):
             guard let spent else {
-                refuse(
-                    id, .frameTooLarge,
-                    "the payload is \(payload.count) bytes; this relay forwards at most \(configuration.maximumPayloadBytes)",
-                    on: connection)
-                return false
+                answers.add(
+                    refusal(
+                        id, .frameTooLarge,
+                        "the payload is \(payload.count) bytes; this relay forwards at most \(configuration.maximumPayloadBytes)"
+                    ))
+                return
             }
             if case .failure(let error) = spent {
                 switch error.code {
                 case .tokenSpent:
-                    refuse(id, .tokenSpent, "this token was already spent; the frame was dropped", on: connection)
+                    answers.add(refusal(id, .tokenSpent, "this token was already spent; the frame was dropped"))
                 case .tokenInvalid:
-                    refuse(id, .tokenInvalid, "the token does not verify; the frame was dropped", on: connection)
+                    answers.add(refusal(id, .tokenInvalid, "the token does not verify; the frame was dropped"))
                 default:
-                    refuse(id, .unavailable, "tokens cannot be checked: \(error.reason)", on: connection)
+                    answers.add(refusal(id, .unavailable, "tokens cannot be checked: \(error.reason)"))
                 }
-                return false
+                return
             }
-            let delivered = bus.publish(
-                RelayServerFrame.deliver(subject: subject, wake: wake, payload: payload).encoded(), to: subject)
+            let delivered: Int
+            do {
+                delivered = try bus.publish(
+                    RelayServerFrame.deliver(subject: subject, wake: wake, payload: payload).encoded(), to: subject)
+            } catch {
+                answers.add(refusal(id, .unavailable, "\(error)"))
+                return
+            }
             if wake == .sync, delivered == 0, !bus.hasSubscribers(subject) { wakeDevice(subject) }
-            connection.enqueue(.frame(RelayServerFrame.ok(requestID: id).encoded()))
-            return true
+            answers.sent(id)
         }
-        return false
     }
 
-    private func refuse(_ id: UInt32, _ code: RelayErrorCode, _ reason: String, on connection: RelayConnection) {
+    /// An ERROR answer, counted.
+    private func refusal(_ id: UInt32, _ code: RelayErrorCode, _ reason: String) -> Data {
         dropped(code)
-        connection.enqueue(.frame(RelayServerFrame.error(requestID: id, code: code, reason: reason).encoded()))
+        return RelayServerFrame.error(requestID: id, code: code, reason: reason).encoded()
     }
 
     private func dropped(_ code: RelayErrorCode) {
@@ -264,15 +322,26 @@ public final class RelayService: Sendable {
     }
 }
 
-/// The push rule's state: which subjects have a push target (registered with SUBSCRIBE, in memory only) and
-/// which are in a wake episode (pushed once, not yet subscribed again).
-final class PushWaker: Sendable {
-    enum Claim: Equatable {
-        case push(Data)
-        case deduplicated
-        case unregistered
-    }
+/// What ``PushWaker/claim(_:)`` decided.
+enum PushClaim: Equatable {
+    case push(Data)
+    case deduplicated
+    case unregistered
+}
 
+/// The push rule's state: which subjects have a push target (registered with SUBSCRIBE) and which are in a wake
+/// episode (pushed once, not yet subscribed again).
+protocol PushWaker: Sendable {
+    /// Records `pushToken` as the subject's push target (an empty token leaves the target as it was).
+    func register(_ subject: RelaySubject, pushToken: Data)
+    /// A connection subscribed `subject`: its wake episode is over.
+    func reconnected(_ subject: RelaySubject)
+    /// Whether to push now: the first Sync of an episode pushes, later ones are deduplicated.
+    func claim(_ subject: RelaySubject) -> PushClaim
+}
+
+/// One node's push state, in memory (the embedded default).
+final class MemoryPushWaker: PushWaker {
     private struct State {
         var targets: [RelaySubject: Data] = [:]
         var woken: Set<RelaySubject> = []
@@ -283,7 +352,6 @@ final class PushWaker: Sendable {
 
     init(limit: Int) { self.limit = limit }
 
-    /// Records `pushToken` as the subject's push target (an empty token leaves the target as it was).
     func register(_ subject: RelaySubject, pushToken: Data) {
         guard !pushToken.isEmpty else { return }
         state.withLock { state in
@@ -291,15 +359,81 @@ final class PushWaker: Sendable {
         }
     }
 
-    /// A connection subscribed `subject`: its wake episode is over.
     func reconnected(_ subject: RelaySubject) { _ = state.withLock { $0.woken.remove(subject) } }
 
-    /// Whether to push now: the first Sync of an episode pushes, later ones are deduplicated.
-    func claim(_ subject: RelaySubject) -> Claim {
+    func claim(_ subject: RelaySubject) -> PushClaim {
         state.withLock { state in
             guard let target = state.targets[subject] else { return .unregistered }
             guard state.woken.insert(subject).inserted else { return .deduplicated }
             return .push(target)
+        }
+    }
+}
+
+/// The push state of every relay node of a deployment, in their shared database (table `relay_push`), so that a
+/// sleeping device is pushed once per wake episode, not once per node. A claim is one conditional UPDATE, so two
+/// nodes claiming at once push once. A database that fails reads as "unregistered": no push, and a warning.
+final class SQLPushWaker: PushWaker {
+    static let migrations = [
+        Migration(
+            version: 1,
+            sql: """
+                CREATE TABLE relay_push (
+                    subject BLOB PRIMARY KEY,
+                    push_token BLOB NOT NULL,
+                    woken INTEGER NOT NULL DEFAULT 0,
+                    updated_at INTEGER NOT NULL
+                )
+                """)
+    ]
+
+    private let database: any SQLDatabase
+    private let logger: Logger
+
+    init(database: any SQLDatabase, logger: Logger) throws {
+        try database.migrate(component: "relay", migrations: Self.migrations)
+        self.database = database
+        self.logger = logger
+    }
+
+    private func run<T>(_ what: String, _ fallback: T, _ body: () throws -> T) -> T {
+        do {
+            return try body()
+        } catch {
+            logger.warning("relay push state unavailable", ["operation": what, "error": "\(error)"])
+            return fallback
+        }
+    }
+
+    func register(_ subject: RelaySubject, pushToken: Data) {
+        guard !pushToken.isEmpty else { return }
+        run("register", ()) {
+            try database.execute(
+                "INSERT INTO relay_push (subject, push_token, woken, updated_at) VALUES (?, ?, 0, ?) "
+                    + "ON CONFLICT (subject) DO UPDATE SET push_token = excluded.push_token, "
+                    + "updated_at = excluded.updated_at",
+                [.blob(subject.rawRepresentation), .blob(pushToken), .integer(Int64(Date().timeIntervalSince1970))])
+        }
+    }
+
+    func reconnected(_ subject: RelaySubject) {
+        run("reconnected", ()) {
+            try database.execute(
+                "UPDATE relay_push SET woken = 0 WHERE subject = ? AND woken = 1", [.blob(subject.rawRepresentation)])
+        }
+    }
+
+    func claim(_ subject: RelaySubject) -> PushClaim {
+        run("claim", .unregistered) {
+            if let row = try database.queryOne(
+                "UPDATE relay_push SET woken = 1 WHERE subject = ? AND woken = 0 RETURNING push_token",
+                [.blob(subject.rawRepresentation)])
+            {
+                return .push(try row.data("push_token"))
+            }
+            let known = try database.queryOne(
+                "SELECT woken FROM relay_push WHERE subject = ?", [.blob(subject.rawRepresentation)])
+            return known == nil ? .unregistered : .deduplicated
         }
     }
 }

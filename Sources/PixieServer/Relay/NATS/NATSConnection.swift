@@ -1,0 +1,151 @@
+internal import CNATS
+import Foundation
+import Synchronization
+
+/// One connection to a NATS server (libnats, the NATS C client), owning its handle: publish, flush, subscribe,
+/// request. libnats is thread-safe; callbacks of a subscription run on libnats' own threads.
+///
+/// It reconnects by itself (forever, every 100 ms), but keeps nothing to publish while it does: libnats would
+/// hold publishes in an 8 MB buffer and send them once back, long after the relay answered; here its buffer is
+/// one byte, so a publish while disconnected fails, and ``isConnected`` says so before anything is tried.
+public final class NATSConnection: @unchecked Sendable {
+    // @unchecked: the handle is libnats', which is thread-safe; it is destroyed once, in deinit.
+    private let handle: OpaquePointer
+    /// Where it connects, for messages.
+    public let url: String
+
+    /// Connects to `url` (`nats://host:port`). With `sendImmediately`, each publish is written at once instead of
+    /// with the next flush (libnats' SendAsap).
+    ///
+    /// - Throws: ``NATSError`` when the server cannot be reached.
+    public init(url: String, sendImmediately: Bool = false) throws(NATSError) {
+        var options: OpaquePointer?
+        try Self.check(natsOptions_Create(&options), "create its options", url: url)
+        defer { natsOptions_Destroy(options) }
+        try Self.check(natsOptions_SetURL(options, url), "take the URL", url: url)
+        try Self.check(natsOptions_SetAllowReconnect(options, true), "allow reconnects", url: url)
+        try Self.check(natsOptions_SetMaxReconnect(options, -1), "reconnect forever", url: url)
+        try Self.check(natsOptions_SetReconnectWait(options, 100), "set the reconnect wait", url: url)
+        try Self.check(natsOptions_SetReconnectBufSize(options, 1), "set the reconnect buffer", url: url)
+        // A node delivers to its own subscribers itself; NATS carries frames to the other nodes only.
+        try Self.check(natsOptions_SetNoEcho(options, true), "set no-echo", url: url)
+        try Self.check(natsOptions_SetSendAsap(options, sendImmediately), "set SendAsap", url: url)
+        var connection: OpaquePointer?
+        try Self.check(natsConnection_Connect(&connection, options), "connect", url: url)
+        guard let connection else { throw NATSError("libnats gave no connection to \(url)") }
+        self.handle = connection
+        self.url = url
+    }
+
+    deinit {
+        natsConnection_Close(handle)
+        natsConnection_Destroy(handle)
+    }
+
+    /// Whether the connection is up now (not reconnecting, not closed).
+    public var isConnected: Bool { natsConnection_Status(handle) == NATS_CONN_STATUS_CONNECTED }
+
+    /// Publishes `data` on `subject` (libnats writes it with the next flush).
+    public func publish(_ data: Data, to subject: String) throws(NATSError) {
+        let status = data.withUnsafeBytes { natsConnection_Publish(handle, subject, $0.baseAddress, Int32($0.count)) }
+        try Self.check(status, "publish on \(subject)", url: url)
+    }
+
+    /// Returns once the server has everything published so far (a PING's PONG), or throws after `timeout`.
+    public func flush(timeout: Duration) throws(NATSError) {
+        try Self.check(natsConnection_FlushTimeout(handle, Self.milliseconds(timeout)), "flush", url: url)
+    }
+
+    /// Whether anything subscribes `subject` on the server: a request that some subscriber answers, or that the
+    /// server answers with "no responders" at once. A timeout counts as no.
+    public func hasResponders(_ subject: String, timeout: Duration) -> Bool {
+        var reply: OpaquePointer?
+        let status = natsConnection_Request(&reply, handle, subject, nil, 0, Self.milliseconds(timeout))
+        if let reply { natsMsg_Destroy(reply) }
+        return status == NATS_OK
+    }
+
+    /// Calls `handler` with each message's data on `subject` (on a libnats thread), and answers each request
+    /// (a message with a reply subject) with `answer` when it is given.
+    public func subscribe(
+        _ subject: String, answer: Data? = nil, handler: @escaping @Sendable (Data) -> Void
+    ) throws(NATSError) -> NATSSubscription {
+        let box = NATSSubscription.Box(handler: handler, answer: answer)
+        var subscription: OpaquePointer?
+        let status = natsConnection_Subscribe(
+            &subscription, handle, subject,
+            { connection, _, message, closure in
+                guard let message, let closure else { return }
+                let box = Unmanaged<NATSSubscription.Box>.fromOpaque(closure).takeUnretainedValue()
+                let data = Data(bytes: natsMsg_GetData(message), count: Int(natsMsg_GetDataLength(message)))
+                if let answer = box.answer, let reply = natsMsg_GetReply(message) {
+                    _ = answer.withUnsafeBytes {
+                        natsConnection_Publish(connection, reply, $0.baseAddress, Int32($0.count))
+                    }
+                }
+                natsMsg_Destroy(message)
+                box.handler(data)
+            }, Unmanaged.passRetained(box).toOpaque())
+        guard status == NATS_OK, let subscription else {
+            Unmanaged.passUnretained(box).release()
+            try Self.check(status, "subscribe \(subject)", url: url)
+            throw NATSError("libnats gave no subscription for \(subject)")
+        }
+        // libnats holds the box until the subscription is closed and its last callback has returned.
+        natsSubscription_SetOnCompleteCB(
+            subscription,
+            { closure in
+                if let closure { Unmanaged<NATSSubscription.Box>.fromOpaque(closure).release() }
+            }, Unmanaged.passUnretained(box).toOpaque())
+        return NATSSubscription(handle: subscription)
+    }
+
+    static func milliseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return max(1, seconds * 1000 + attoseconds / 1_000_000_000_000_000)
+    }
+
+    static func check(_ status: natsStatus, _ what: String, url: String) throws(NATSError) {
+        guard status == NATS_OK else {
+            throw NATSError(
+                "NATS at \(url) could not \(what): \(String(cString: natsStatus_GetText(status))); check that "
+                    + "nats-server runs there")
+        }
+    }
+}
+
+/// One subscription; ended by ``cancel()`` or when it is released. A callback already under way when it ends may
+/// still finish.
+public final class NATSSubscription: @unchecked Sendable {
+    // @unchecked: libnats' handle is thread-safe; `ended` guards the one unsubscribe.
+    final class Box: Sendable {
+        let handler: @Sendable (Data) -> Void
+        let answer: Data?
+        init(handler: @escaping @Sendable (Data) -> Void, answer: Data?) {
+            self.handler = handler
+            self.answer = answer
+        }
+    }
+
+    private let handle: OpaquePointer
+    private let ended = Atomic(false)
+
+    init(handle: OpaquePointer) { self.handle = handle }
+
+    /// Unsubscribes. Idempotent.
+    public func cancel() {
+        guard !ended.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        natsSubscription_Unsubscribe(handle)
+    }
+
+    deinit {
+        cancel()
+        natsSubscription_Destroy(handle)
+    }
+}
+
+/// A NATS failure, with what to check.
+public struct NATSError: Error, Sendable, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,117 @@
+import Foundation
+import PixieWire
+import Synchronization
+
+/// The relay's fan-out across nodes, over NATS (docs/operations.md, "Several nodes"): a device on one relay node
+/// reaches a device on another.
+///
+/// - A frame for `subject` is delivered to this node's own subscribers at once (an ``InProcessRelayBus`` holds
+///   them), and published on the NATS subject `pixie.relay.f.<hex subject>` for the other nodes; a node's NATS
+///   connection does not hear its own publishes (no-echo), so nothing is delivered twice.
+/// - A node subscribes a subject's NATS subjects while at least one of its connections holds it: the frames'
+///   and `pixie.relay.p.<hex subject>`, which answers presence requests. ``hasSubscribers(_:)`` asks there when
+///   no local connection holds the subject; NATS answers "no responders" at once when no node does.
+/// - Nothing waits in a buffer while NATS is away: a publish or a subscription then throws, and so does
+///   ``flush()``, which the relay calls before it answers a burst's SENDs. The relay answers ERROR (unavailable)
+///   instead of OK: it never answers OK for a frame that did not reach NATS.
+public final class NATSRelayBus: RelayBus {
+    private let connection: NATSConnection
+    private let local = InProcessRelayBus()
+    /// This node's NATS subscriptions of each subject its connections hold, and how many hold it.
+    private let remote = Mutex<[RelaySubject: Remote]>([:])
+    /// How long a presence request or a flush may take.
+    private let timeout: Duration
+
+    private struct Remote {
+        var holders: Int
+        let frames: NATSSubscription
+        let presence: NATSSubscription
+    }
+
+    /// Connects to NATS at `url` (`nats://host:4222`).
+    public init(url: String, timeout: Duration = .seconds(2)) throws(NATSError) {
+        connection = try NATSConnection(url: url)
+        self.timeout = timeout
+    }
+
+    static func frameSubject(_ subject: RelaySubject) -> String { "pixie.relay.f." + hex(subject) }
+    static func presenceSubject(_ subject: RelaySubject) -> String { "pixie.relay.p." + hex(subject) }
+
+    private static func hex(_ subject: RelaySubject) -> String {
+        subject.rawRepresentation.map { String(format: "%02x", $0) }.joined()
+    }
+
+    private func unavailable(_ what: String) -> RelayBusError {
+        RelayBusError("NATS at \(connection.url) is not connected, so \(what); try again in a moment")
+    }
+
+    @discardableResult
+    public func publish(_ frame: Data, to subject: RelaySubject) throws(RelayBusError) -> Int {
+        guard connection.isConnected else { throw unavailable("the frame was not sent to the other relay nodes") }
+        do {
+            try connection.publish(frame, to: Self.frameSubject(subject))
+        } catch {
+            throw RelayBusError("the frame did not reach NATS: \(error)")
+        }
+        return local.publish(frame, to: subject)
+    }
+
+    public func flush() throws(RelayBusError) {
+        do {
+            try connection.flush(timeout: timeout)
+        } catch {
+            throw RelayBusError("NATS did not confirm the frames: \(error)")
+        }
+    }
+
+    public func subscribe(
+        _ subject: RelaySubject, deliver: @escaping @Sendable (Data) -> Void
+    ) throws(RelayBusError) -> RelayBusSubscription {
+        let result = remote.withLock { remote -> Result<Void, RelayBusError> in
+            if remote[subject] != nil {
+                remote[subject]!.holders += 1
+                return .success(())
+            }
+            guard connection.isConnected else { return .failure(unavailable("the subject cannot be held")) }
+            do {
+                let frames = try connection.subscribe(Self.frameSubject(subject)) { [local] frame in
+                    local.publish(frame, to: subject)
+                }
+                let presence = try connection.subscribe(Self.presenceSubject(subject), answer: Data([1])) { _ in }
+                remote[subject] = Remote(holders: 1, frames: frames, presence: presence)
+                return .success(())
+            } catch {
+                return .failure(RelayBusError("NATS refused the subscription: \(error)"))
+            }
+        }
+        try result.get()
+        let inner = local.subscribe(subject, deliver: deliver)
+        let released = Atomic(false)
+        return RelayBusSubscription(subject: subject) { [weak self] in
+            guard !released.exchange(true, ordering: .acquiringAndReleasing) else { return }
+            inner.cancel()
+            self?.release(subject)
+        }
+    }
+
+    private func release(_ subject: RelaySubject) {
+        let ended = remote.withLock { remote -> Remote? in
+            guard var held = remote[subject] else { return nil }
+            held.holders -= 1
+            guard held.holders == 0 else {
+                remote[subject] = held
+                return nil
+            }
+            remote[subject] = nil
+            return held
+        }
+        ended?.frames.cancel()
+        ended?.presence.cancel()
+    }
+
+    public var spansNodes: Bool { true }
+
+    public func hasSubscribers(_ subject: RelaySubject) -> Bool {
+        local.hasSubscribers(subject) || connection.hasResponders(Self.presenceSubject(subject), timeout: timeout)
+    }
+}

@@ -1,0 +1,182 @@
+import Foundation
+import HTTPServer
+import PixieServer
+import PixieWire
+import Storage
+import Synchronization
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A nats-server of a test's own, on a free loopback port, that the test can stop and start again (an outage).
+final class PrivateNATSServer: @unchecked Sendable {
+    // @unchecked: `process` is replaced only by start()/stop(), which one test calls in turn.
+    let port: Int
+    private var process: Process?
+
+    init() throws {
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, length) }
+        }
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(socket, $0, &length) }
+        }
+        close(socket)
+        port = Int(UInt16(bigEndian: address.sin_port))
+        try start()
+    }
+
+    var url: String { "nats://127.0.0.1:\(port)" }
+
+    func start() throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/sbin/nats-server")
+        process.arguments = ["-a", "127.0.0.1", "-p", "\(port)"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        self.process = process
+        // Up once it takes a connection.
+        for _ in 0..<500 {
+            if (try? NATSConnection(url: url)) != nil { return }
+            usleep(10_000)
+        }
+        throw FixtureError("nats-server did not start on port \(port)")
+    }
+
+    func stop() {
+        process?.terminate()
+        process?.waitUntilExit()
+        process = nil
+    }
+
+    deinit { stop() }
+}
+
+/// Two relay nodes, each with a NATS connection of its own (a NATSRelayBus each), on one nats-server.
+@Suite("The relay's NATS bus: frames, presence and pushes across nodes; no frame answered OK while NATS is away")
+struct NATSRelayBusTests {
+    @Test("a device on one node reaches a device on the other, and presence is seen across nodes")
+    func acrossNodes() async throws {
+        let url = try RelayHarness.natsURL()
+        let tokens = InMemoryTokenSpender()
+        let eastBus = try NATSRelayBus(url: url)
+        let east = try RelayHarness(bus: eastBus, tokens: tokens)
+        let westBus = try NATSRelayBus(url: url)
+        let west = try RelayHarness(bus: westBus, tokens: tokens)
+        let listener = try await east.connect()
+        let sender = try await west.connect()
+        let inbox = randomSubject()
+        #expect(!westBus.hasSubscribers(inbox))
+        try await listener.subscribe(inbox)
+        #expect(westBus.hasSubscribers(inbox))
+        for index in 0..<20 {
+            let payload = Data("across \(index)".utf8)
+            #expect(try await sender.send(payload, to: inbox, token: west.token()) == .ok(requestID: UInt32(index + 1)))
+            #expect(try await listener.next() == .deliver(subject: inbox, wake: .silent, payload: payload))
+        }
+        // Once the only holder leaves, no node holds the subject.
+        await listener.close()
+        try await eventually("the east node still holds the subject") { !westBus.hasSubscribers(inbox) }
+        await sender.close()
+        await east.server.shutdown()
+        await west.server.shutdown()
+    }
+
+    @Test("a sleeping device is pushed once per wake episode, whichever nodes its Sync frames arrive at")
+    func onePushAcrossNodes() async throws {
+        let url = try RelayHarness.natsURL()
+        let tokens = InMemoryTokenSpender()
+        let database = try SQLiteDatabase.inMemory()
+        let east = try RelayHarness(bus: try NATSRelayBus(url: url), tokens: tokens, database: database)
+        let west = try RelayHarness(bus: try NATSRelayBus(url: url), tokens: tokens, database: database)
+        let device = try await east.connect()
+        let inbox = randomSubject()
+        try await device.subscribe(inbox, pushToken: Data("device".utf8))
+        await device.close()
+        try await east.waitForNoConnections()
+        for (index, node) in [east, west, west, east].enumerated() {
+            let sender = try await node.connect()
+            let answer = try await sender.send(Data("sync \(index)".utf8), to: inbox, wake: .sync, token: node.token())
+            #expect(answer == .ok(requestID: 1))
+            await sender.close()
+        }
+        try await eventually("no push was sent") { east.push.wakes.count + west.push.wakes.count >= 1 }
+        // The episode is the deployment's, not a node's: one push for four frames through two nodes.
+        #expect(east.push.wakes.count + west.push.wakes.count == 1)
+        // The device comes back (on the other node): the next Sync after it leaves pushes again.
+        let back = try await west.connect()
+        try await back.subscribe(inbox, pushToken: Data("device".utf8))
+        await back.close()
+        try await west.waitForNoConnections()
+        let sender = try await east.connect()
+        _ = try await sender.send(Data("later".utf8), to: inbox, wake: .sync, token: east.token())
+        try await eventually("the next episode pushed nothing") { east.push.wakes.count + west.push.wakes.count == 2 }
+        await sender.close()
+        await east.server.shutdown()
+        await west.server.shutdown()
+    }
+
+    @Test("NATS away: SEND and SUBSCRIBE get ERROR unavailable, never OK; once it is back, frames flow again")
+    func outage() async throws {
+        let nats = try PrivateNATSServer()
+        let tokens = InMemoryTokenSpender()
+        let east = try RelayHarness(bus: try NATSRelayBus(url: nats.url), tokens: tokens)
+        let west = try RelayHarness(bus: try NATSRelayBus(url: nats.url), tokens: tokens)
+        let listener = try await east.connect()
+        let inbox = randomSubject()
+        try await listener.subscribe(inbox)
+        let sender = try await west.connect()
+        #expect(try await sender.send(Data("before".utf8), to: inbox, token: west.token()) == .ok(requestID: 1))
+        #expect(try await listener.next() == .deliver(subject: inbox, wake: .silent, payload: Data("before".utf8)))
+
+        nats.stop()
+        // Every SEND while NATS is away is refused, not answered OK and lost.
+        var refused = 0
+        for _ in 0..<5 {
+            let answer = try await sender.send(Data("during".utf8), to: inbox, token: west.token())
+            if case .error(_, .unavailable, _) = answer { refused += 1 } else { Issue.record("answered \(answer)") }
+        }
+        #expect(refused == 5)
+        let other = try await west.connect()
+        let subscribed = try await other.subscribe(randomSubject())
+        guard case .error(_, .unavailable, _) = subscribed else {
+            Issue.record("a SUBSCRIBE while NATS is away was answered \(subscribed)")
+            return
+        }
+
+        try nats.start()
+        // libnats reconnects by itself (every 100 ms) and subscribes again.
+        var delivered = false
+        for attempt in 0..<200 where !delivered {
+            let answer = try await sender.send(Data("after \(attempt)".utf8), to: inbox, token: west.token())
+            if answer.isOK {
+                // A frame sent as NATS went away may arrive first (it was answered ERROR, not OK: a sender sends
+                // it again, and a duplicate is the protocol's to drop).
+                let expected = RelayServerFrame.deliver(
+                    subject: inbox, wake: .silent, payload: Data("after \(attempt)".utf8))
+                for _ in 0..<10 where !delivered { delivered = try await listener.next() == expected }
+            } else {
+                try await Task.sleep(for: .milliseconds(50))
+            }
+        }
+        #expect(delivered)
+        for client in [listener, sender, other] { await client.close() }
+        await east.server.shutdown()
+        await west.server.shutdown()
+    }
+}
+
+extension RelayServerFrame {
+    fileprivate var isOK: Bool {
+        if case .ok = self { return true }
+        return false
+    }
+}
