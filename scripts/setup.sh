@@ -32,6 +32,7 @@ apt_packages=(
     libnats-dev    # CNATS: the NATS C client, the relay bus across nodes (NATSRelayBus) and relay-bench
     libpq-dev      # CPostgreSQL: libpq, the Storage module's PostgreSQL backend
     postgresql     # the PostgreSQL server the tests start on loopback (scripts/engines.sh: initdb, pg_ctl)
+    nginx          # the front docs/deploy/nginx.conf describes, run on loopback by MultiNodeTests
     nats-server    # the NATS server the tests start on loopback (scripts/engines.sh) and bench-relay.sh runs
     strace         # SIGKILLs `sempere` at each write in SempereTests.CLICrashTests (strace -e inject)
 )

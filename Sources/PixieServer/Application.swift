@@ -192,7 +192,8 @@ public struct Application: Sendable {
         var blob: BlobService?
         if services.contains(.blob) {
             var settings = BlobService.Configuration(
-                directory: URL(fileURLWithPath: configuration.dataDirectory, isDirectory: true)
+                directory: configuration.blobDirectory.map { URL(fileURLWithPath: $0, isDirectory: true) }
+                    ?? URL(fileURLWithPath: configuration.dataDirectory, isDirectory: true)
                     .appendingPathComponent("blobs", isDirectory: true))
             settings.maxBlobBytes = configuration.blobMaxBytes
             settings.syncMaxBlobBytes = configuration.syncMaxBlobBytes

@@ -101,6 +101,8 @@ struct Serve: ParsableCommand {
     var relayMaxPayloadBytes: String?
     @OptionalOption(name: .long("relay-max-queued-frames"), help: "Frames queued per relay connection.")
     var relayMaxQueuedFrames: String?
+    @OptionalOption(name: .long("blob-dir"), help: "Directory for blob files (default DATA_DIR/blobs).")
+    var blobDir: String?
     @OptionalOption(name: .long("relay-nats-url"), help: "NATS server the relay nodes share, nats://host:4222.")
     var relayNatsUrl: String?
     @OptionalOption(name: .long("relay-tokens"), help: "credential (default), or insecure-dev (DEVELOPMENT ONLY).")
@@ -151,7 +153,7 @@ struct Serve: ParsableCommand {
                 ("blob_allow_anonymous_uploads", blobAllowAnonymousUploads),
                 ("relay_max_subjects", relayMaxSubjects),
                 ("relay_max_payload_bytes", relayMaxPayloadBytes), ("relay_max_queued_frames", relayMaxQueuedFrames),
-                ("relay_tokens", relayTokens), ("relay_nats_url", relayNatsUrl),
+                ("relay_tokens", relayTokens), ("relay_nats_url", relayNatsUrl), ("blob_dir", blobDir),
                 ("relay_push_webhook_url", relayPushWebhookUrl),
                 ("relay_push_webhook_secret", relayPushWebhookSecret), ("webhook_timeout", webhookTimeout),
                 ("connection_limit", connectionLimit), ("connections_per_address", connectionsPerAddress),

@@ -1,8 +1,13 @@
 import Foundation
 import PixieDevice
 import PixieWire
+import SiblingsCrypto
 import SiblingsTestSupport
 import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Two pixie-server processes, as two nodes: one PostgreSQL database (a scratch schema on the test server, through
 /// `PIXIE_DATABASE`), the same keys (copied from the first node's data directory, as an operator distributes
@@ -12,18 +17,32 @@ struct TwoNodes {
     let nodes: [RunningServer]
     let database: String
 
-    static func start() async throws -> TwoNodes {
+    /// With `relay`, the relay nodes share the test command's nats-server, and blob-svc a blob directory.
+    static func start(
+        relay: Bool = false, relayTokens: String = "credential", environment extra: [String: String] = [:]
+    ) async throws -> TwoNodes {
         let database = try TestDatabase.scratchPostgresURL()
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("pixie-nodes-\(UUID())")
         let directories = [root.appendingPathComponent("a"), root.appendingPathComponent("b")]
         for directory in directories {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         }
-        let environment = ["PIXIE_DATABASE": database]
-        let first = try await RunningServer(dataDirectory: directories[0], environment: environment)
+        var environment = ["PIXIE_DATABASE": database].merging(extra) { $1 }
+        if relay {
+            guard let nats = ProcessInfo.processInfo.environment["SIBLINGS_NATS_URL"], !nats.isEmpty else {
+                throw Failure(
+                    description: "SIBLINGS_NATS_URL is not set: run the test command (scripts/test.sh), which starts "
+                        + "nats-server, or `eval \"$(scripts/engines.sh start)\"`")
+            }
+            environment["PIXIE_RELAY_NATS_URL"] = nats
+            environment["PIXIE_BLOB_DIR"] = root.appendingPathComponent("shared-blobs").path
+        }
+        let first = try await RunningServer(
+            dataDirectory: directories[0], relayTokens: relayTokens, environment: environment)
         try FileManager.default.copyItem(
             at: directories[0].appendingPathComponent("keys"), to: directories[1].appendingPathComponent("keys"))
-        let second = try await RunningServer(dataDirectory: directories[1], environment: environment)
+        let second = try await RunningServer(
+            dataDirectory: directories[1], relayTokens: relayTokens, environment: environment)
         return TwoNodes(directories: directories, nodes: [first, second], database: database)
     }
 
@@ -105,5 +124,212 @@ struct MultiNodeTests {
             sizes.append(report)
         }
         #expect(sizes[0].hasPrefix("ok:") && sizes[0] == sizes[1], "\(sizes)")
+    }
+
+    @Test("a relay node dies mid-session: its client connects to the other node, and frames reach it there")
+    func relayNodeDies() async throws {
+        let deployment = try await TwoNodes.start(relay: true, relayTokens: "insecure-dev")
+        defer { deployment.stop() }
+        let key = RelaySubjectKey()
+        let sender = try await RelaySession.connect(to: deployment.nodes[1].base)
+        var listener = try await RelaySession.connect(to: deployment.nodes[0].base)
+        try await listener.subscribe(key)
+        try await sender.send(Data("before".utf8), to: key.subject, wake: .silent, token: SecureRandom.bytes(count: 32))
+        #expect(await Self.next(listener)?.payload == Data("before".utf8))
+
+        deployment.nodes[0].stop()
+        // The session ends with the node, so the device knows to reconnect, and does, to the node still up.
+        #expect(await Self.next(listener) == nil)
+        listener = try await RelaySession.connect(to: deployment.nodes[1].base)
+        try await listener.subscribe(key)
+        try await sender.send(Data("after".utf8), to: key.subject, wake: .silent, token: SecureRandom.bytes(count: 32))
+        #expect(await Self.next(listener)?.payload == Data("after".utf8))
+        await listener.close()
+        await sender.close()
+    }
+
+    /// The next delivery, or nil once the session ended.
+    static func next(_ session: RelaySession) async -> RelaySession.Delivery? {
+        for await delivery in session.deliveries { return delivery }
+        return nil
+    }
+
+    @Test("a new device signs in through one node, approved by a phone listening on the other, and absorbs its store")
+    func signInAcrossNodes() async throws {
+        let deployment = try await TwoNodes.start(relay: true)
+        defer { deployment.stop() }
+        let bundle = try deployment.trustBundle()
+        let root = deployment.directories[0].deletingLastPathComponent()
+        let phone = try DeviceHome(directory: root.appendingPathComponent("phone"))
+        _ = try await OnboardingFlow(home: phone).createAccount(
+            server: deployment.nodes[0].base, trustBundle: bundle, name: "phone", phoneNumber: TwoDevices.number,
+            code: { number, _ in
+                try #require(try AgainstTheServerTests.lastCode(to: number, in: deployment.directories[0]))
+            })
+        let phoneStore = try DeviceStore(home: phone)
+        try populate(phoneStore)
+        try phoneStore.put(
+            .notebookNotes, id: "big",
+            fields: ["title": .text("Big"), "body": .text(String(repeating: "x", count: 20_000))])
+        let checkCode = Shared<String?>(nil)
+        let listening = await TwoDevices.listen(
+            phone, sync: SyncAgainstTheServerTests.fast(), checkCode: checkCode)
+        defer { listening.cancel() }
+
+        // The laptop talks to the other node only: its request and the approval cross NATS.
+        let laptop = try DeviceHome(directory: root.appendingPathComponent("laptop"))
+        try await TwoDevices.signIn(
+            laptop, name: "laptop", server: deployment.nodes[1], directory: deployment.directories[1], bundle: bundle,
+            checkCode: checkCode)
+        #expect(try await OnboardingFlow(home: laptop).devices().count == 2)
+
+        // The phone uploads the store through its node; the laptop downloads it in ranges through the other.
+        let service = try await SyncService.connect(home: laptop, configuration: SyncAgainstTheServerTests.fast())
+        let outcome = try await service.absorb()
+        await service.close()
+        guard case .absorbed(let summary) = outcome else {
+            Issue.record("expected the store, got \(outcome)")
+            return
+        }
+        let rows = try everyRow(phoneStore)
+        #expect(summary.inserted == rows.count)
+        #expect(try everyRow(try DeviceStore(home: laptop)) == rows)
+    }
+
+    @Test("docs/deploy/nginx.conf in front of two nodes: accounts, the relay's WebSockets and a sign-in through it")
+    func theFront() async throws {
+        let deployment = try await TwoNodes.start(relay: true, environment: ["PIXIE_TRUSTED_PROXIES": "127.0.0.1"])
+        defer { deployment.stop() }
+        let front = try NginxFront(nodes: deployment.nodes)
+        defer { front.stop() }
+        let bundle = try deployment.trustBundle()
+        let root = deployment.directories[0].deletingLastPathComponent()
+        // The front sends each request to either node: the code is in the outbox written last.
+        let code: OnboardingFlow.CodeSource = { number, _ in
+            let newest = deployment.directories.max { a, b in
+                Self.modified(a.appendingPathComponent("sms-outbox.jsonl"))
+                    < Self.modified(b.appendingPathComponent("sms-outbox.jsonl"))
+            }!
+            return try #require(try AgainstTheServerTests.lastCode(to: number, in: newest))
+        }
+        let phone = try DeviceHome(directory: root.appendingPathComponent("phone"))
+        _ = try await OnboardingFlow(home: phone).createAccount(
+            server: front.base, trustBundle: bundle, name: "phone", phoneNumber: TwoDevices.number, code: code)
+        let checkCode = Shared<String?>(nil)
+        let listening = await TwoDevices.listen(phone, checkCode: checkCode)
+        defer { listening.cancel() }
+        let laptop = try DeviceHome(directory: root.appendingPathComponent("laptop"))
+        checkCode.change { $0 = nil }
+        var configuration = SignInApprovalRequester.Configuration(deviceModel: "Laptop")
+        configuration.maximumWait = .seconds(60)
+        _ = try await OnboardingFlow(home: laptop).signIn(
+            server: front.base, trustBundle: bundle, name: "laptop", phoneNumber: TwoDevices.number, code: code,
+            configuration: configuration,
+            events: { event in
+                if case .waiting(let code) = event { checkCode.change { $0 = code } }
+            })
+        #expect(try await OnboardingFlow(home: laptop).devices().count == 2)
+        let bundleFile = root.appendingPathComponent("bundle.json")
+        try JSONEncoder().encode(bundle).write(to: bundleFile)
+        let audit = try AgainstTheServerTests.run([
+            "audit", "--url", front.base.absoluteString, "--trust-bundle", bundleFile.path,
+        ])
+        #expect(audit.hasPrefix("ok:"), "\(audit)")
+    }
+
+    static func modified(_ file: URL) -> Date {
+        ((try? FileManager.default.attributesOfItem(atPath: file.path))?[.modificationDate] as? Date) ?? .distantPast
+    }
+}
+
+/// nginx running docs/deploy/nginx.conf on a free loopback port, in front of `nodes` (each both a service and a
+/// relay node), without TLS; its files in a temporary prefix.
+struct NginxFront {
+    let port: Int
+    let prefix: URL
+    private let process: Process
+
+    var base: URL { URL(string: "http://127.0.0.1:\(port)")! }
+
+    init(nodes: [RunningServer]) throws {
+        let binary = "/usr/sbin/nginx"
+        guard FileManager.default.isExecutableFile(atPath: binary) else {
+            throw Failure(description: "nginx is not installed at \(binary): run scripts/setup.sh")
+        }
+        let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        var text = try String(
+            contentsOf: repository.appendingPathComponent("docs/deploy/nginx.conf"), encoding: .utf8)
+        let upstreams = nodes.map { "        server 127.0.0.1:\($0.port);" }.joined(separator: "\n")
+        for example in ["10.0.0.11:8080", "10.0.0.21:8080"] {
+            text = text.replacingOccurrences(of: "        server \(example);", with: upstreams)
+        }
+        text = text.split(separator: "\n", omittingEmptySubsequences: false)
+            .filter { !$0.contains("server 10.0.0.") && !$0.contains("ssl_certificate") }
+            .joined(separator: "\n")
+        port = try Self.freePort()
+        text = text.replacingOccurrences(of: "listen 443 ssl;", with: "listen 127.0.0.1:\(port);")
+        text = text.replacingOccurrences(of: "worker_processes auto;", with: "worker_processes 1;")
+        prefix = FileManager.default.temporaryDirectory.appendingPathComponent("nginx-\(UUID())")
+        try FileManager.default.createDirectory(
+            at: prefix.appendingPathComponent("logs"), withIntermediateDirectories: true)
+        let config = prefix.appendingPathComponent("nginx.conf")
+        try Data(text.utf8).write(to: config)
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = [
+            "-p", prefix.path, "-c", config.path, "-e", prefix.appendingPathComponent("logs/error.log").path, "-g",
+            "daemon off; pid \(prefix.appendingPathComponent("nginx.pid").path);",
+        ]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        for _ in 0..<500 {
+            if Self.accepts(port) { return }
+            guard process.isRunning else { break }
+            usleep(10_000)
+        }
+        let log = (try? String(contentsOf: prefix.appendingPathComponent("logs/error.log"), encoding: .utf8)) ?? ""
+        process.terminate()
+        throw Failure(description: "nginx did not start on port \(port): \(log)")
+    }
+
+    func stop() {
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+        }
+        try? FileManager.default.removeItem(at: prefix)
+    }
+
+    static func freePort() throws -> Int {
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(socket) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, length) }
+        }
+        guard bound == 0 else { throw Failure(description: "no free port on 127.0.0.1") }
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(socket, $0, &length) }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    static func accepts(_ port: Int) -> Bool {
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(socket) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        } == 0
     }
 }

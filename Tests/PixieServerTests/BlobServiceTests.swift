@@ -190,15 +190,26 @@ struct BlobServiceTests {
         #expect(try blobs.rows() == 0)
     }
 
+    /// What a crash leaves (an upload left midway, bytes with no row) goes once untouched for an hour; the same
+    /// left a moment ago stays, since in a directory several nodes share it may be another node's upload in
+    /// progress, or a blob whose row is being written.
     @Test func orphansOfInterruptedUploadsAreRemoved() async throws {
         let blobs = try BlobFixture()
         let blobID = try #require(await blobs.upload(Data("sealed".utf8)).json["blob_id"] as? String)
         let temporary = blobs.blobs.appendingPathComponent("tmp/0123.part")
         let orphan = blobs.blobs.appendingPathComponent(SecureRandom.bytes(count: 16).base64URLEncodedString())
-        try Data("partial".utf8).write(to: temporary)
-        try Data("no row".utf8).write(to: orphan)
+        let inProgress = blobs.blobs.appendingPathComponent("tmp/4567.part")  // another node's, say
+        let unrecorded = blobs.blobs.appendingPathComponent(SecureRandom.bytes(count: 16).base64URLEncodedString())
+        for file in [temporary, orphan, inProgress, unrecorded] { try Data("bytes".utf8).write(to: file) }
+        let old = Date().addingTimeInterval(-2 * 3600)
+        for file in [temporary, orphan] {
+            try FileManager.default.setAttributes([.modificationDate: old], ofItemAtPath: file.path)
+        }
+        // The recorded blob stays however old it is.
+        try FileManager.default.setAttributes(
+            [.modificationDate: old], ofItemAtPath: blobs.blobs.appendingPathComponent(blobID).path)
         #expect(try blobs.blob.removeOrphans() == 2)
-        #expect(blobs.files() == [blobID])
+        #expect(Set(blobs.files()) == [blobID, unrecorded.lastPathComponent, "tmp/4567.part"])
     }
 
     @Test func ackDeletesAtOnce() async throws {

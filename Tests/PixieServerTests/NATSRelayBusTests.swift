@@ -129,7 +129,8 @@ struct NATSRelayBusTests {
         let nats = try PrivateNATSServer()
         let tokens = InMemoryTokenSpender()
         let east = try RelayHarness(bus: try NATSRelayBus(url: nats.url), tokens: tokens)
-        let west = try RelayHarness(bus: try NATSRelayBus(url: nats.url), tokens: tokens)
+        let westBus = try NATSRelayBus(url: nats.url)
+        let west = try RelayHarness(bus: westBus, tokens: tokens)
         let listener = try await east.connect()
         let inbox = randomSubject()
         try await listener.subscribe(inbox)
@@ -153,9 +154,12 @@ struct NATSRelayBusTests {
         }
 
         try nats.start()
-        // libnats reconnects by itself (every 100 ms) and subscribes again.
+        // libnats reconnects by itself (every 100 ms) and subscribes again: once the west node sees the east
+        // node's presence, both are back, and a frame answered OK is delivered (NATS keeps nothing for a node
+        // that is not subscribed, so the test waits for that rather than for an OK alone).
+        try await eventually("the nodes did not take their NATS subscriptions back") { westBus.hasSubscribers(inbox) }
         var delivered = false
-        for attempt in 0..<200 where !delivered {
+        for attempt in 0..<100 where !delivered {
             let answer = try await sender.send(Data("after \(attempt)".utf8), to: inbox, token: west.token())
             if answer.isOK {
                 // A frame sent as NATS went away may arrive first (it was answered ERROR, not OK: a sender sends

@@ -22,11 +22,15 @@ import Synchronization
 /// - `DELETE /v1/blobs/{blob_id}`: the recipient's ack, deleting the blob at once; knowing the id suffices.
 ///
 /// Blobs live ``Configuration/ttl`` (24 hours by default); ``runSweeper()`` deletes the expired ones.
-/// Files sit under ``Configuration/directory``: `tmp/` while uploading, then renamed to `<blob_id>`.
+/// The bytes are in ``Configuration/store`` (``LocalBlobStore``: `tmp/` while uploading, then `<blob_id>`).
 public struct BlobService: Sendable {
     public struct Configuration: Sendable {
-        /// `<data_dir>/blobs`: one file per blob, named by its blob_id, and `tmp/` for uploads in progress.
-        public var directory: URL
+        /// Where the bytes are: `<data_dir>/blobs` (or `blob_dir`), one file per blob named by its blob_id.
+        public var store: any BlobStore
+        /// How long an upload left midway, or bytes no record claims, must be untouched before the sweeper
+        /// removes them: longer than any upload goes without writing, so that in a store several nodes share
+        /// no node takes another's upload in progress.
+        public var orphanAge: TimeInterval = 3600
         /// The cap for every mime type but the sync one (`blob_max_bytes`).
         public var maxBlobBytes = 16 << 20
         /// The cap for `application/x-pixie-sync`, a whole-device snapshot (`sync_max_blob_bytes`).
@@ -47,7 +51,10 @@ public struct BlobService: Sendable {
         /// and development only. An upload that carries `Authorization` is still checked (session or token).
         public var allowAnonymousUploads = false
 
-        public init(directory: URL) { self.directory = directory }
+        public init(store: any BlobStore) { self.store = store }
+
+        /// Blobs as files in `directory` (``LocalBlobStore``).
+        public init(directory: URL) { self.init(store: LocalBlobStore(directory: directory)) }
     }
 
     /// The mime type of a sealed onboarding snapshot, which gets the larger sync cap.
@@ -85,7 +92,6 @@ public struct BlobService: Sendable {
     let logger: Logger
     let metrics: Metrics
     /// Temporary file names and blob ids of uploads still running, which the orphan sweep must not touch.
-    let inFlight = InFlightNames()
 
     /// `authenticateSession` checks `Authorization: Bearer` sessions (identity-svc's); without one, only
     /// rate-limit tokens are accepted.
@@ -349,47 +355,32 @@ public struct BlobService: Sendable {
         let expiresAt: Int64
     }
 
-    /// Streams `body` into `tmp/`, then fsyncs, renames it into place and records it. Anything that goes
-    /// wrong, a client that vanishes included, leaves no file and no row.
+    /// Streams `body` into the store, makes it durable under a new blob_id and records it. Anything that goes
+    /// wrong, a client that vanishes included, leaves no bytes and no row.
     /// `budget` is the most bytes it may take, with `beyond` thrown past it.
     func store(
         _ body: HTTPBodyStream, cap: Int, budget: Int64, beyond: HTTPError = overBudget(), mime: String
     ) async throws -> StoredBlob {
-        let temporaryDirectory = configuration.directory.appendingPathComponent("tmp", isDirectory: true)
-        try FileManager.default.createDirectory(at: temporaryDirectory, withIntermediateDirectories: true)
-        let temporaryName = random.bytes(count: 16).hexString + ".part"
-        let temporaryPath = temporaryDirectory.appendingPathComponent(temporaryName).path
-        inFlight.insert(temporaryName)
-        defer { inFlight.remove(temporaryName) }
-        let file = try BlobFile(creating: temporaryPath)
+        let upload = try configuration.store.beginUpload()
         var hasher = SHA256()
         var size: Int64 = 0
+        let blobID = random.bytes(count: 16).base64URLEncodedString()
         do {
             for try await chunk in body {
                 size += Int64(chunk.count)
                 if size > Int64(cap) { throw Self.tooLarge(cap: cap, mime: mime) }
                 if size > budget { throw beyond }
                 hasher.update(data: chunk)
-                try file.write(chunk)
+                try upload.write(chunk)
             }
-            try await file.synchronizeAndClose()
+            try await configuration.store.commit(upload, as: blobID)
             // A request answered 503 for taking too long (request_timeout) while fsync ran must store nothing.
             try Task.checkCancellation()
         } catch {
-            file.close()
-            unlink(temporaryPath)
+            upload.abandon()
+            configuration.store.delete(blobID)
             throw error
         }
-        let blobID = random.bytes(count: 16).base64URLEncodedString()
-        inFlight.insert(blobID)
-        defer { inFlight.remove(blobID) }
-        let finalPath = configuration.directory.appendingPathComponent(blobID).path
-        guard rename(temporaryPath, finalPath) == 0 else {
-            let reason = String(cString: strerror(errno))
-            unlink(temporaryPath)
-            throw ServerError(.storage, "cannot rename the upload into \(configuration.directory.path): \(reason)")
-        }
-        BlobFile.synchronizeDirectory(configuration.directory.path)
         let sha256 = Data(hasher.finalize().rawRepresentation)
         let now = clock.now()
         let expiresAt = now.unixSeconds + Int64(configuration.ttl)
@@ -401,7 +392,7 @@ public struct BlobService: Sendable {
                     .integer(expiresAt),
                 ])
         } catch {
-            unlink(finalPath)
+            configuration.store.delete(blobID)
             throw error
         }
         return StoredBlob(id: blobID, size: size, sha256: sha256, expiresAt: expiresAt)
@@ -442,13 +433,13 @@ public struct BlobService: Sendable {
             "ETag": "\"\(record.sha256.base64URLEncodedString())\"", "Cache-Control": "private, no-store",
             "X-Content-Type-Options": "nosniff",
         ]
-        let path = configuration.directory.appendingPathComponent(blobID).path
+        let store = configuration.store
         let range: ClosedRange<Int64>
         switch Self.byteRange(request.headers["Range"], size: record.size) {
         case .whole:
             guard record.size > 0 else { return .stream(headers: headers, length: 0) { _ in } }
             return .stream(headers: headers, length: Int(record.size)) { writer in
-                try await Self.send(path, 0...(record.size - 1), size: record.size, to: writer)
+                try await Self.send(store, blobID, 0...(record.size - 1), size: record.size, to: writer)
             }
         case .unsatisfiable:
             throw HTTPError(
@@ -460,22 +451,24 @@ public struct BlobService: Sendable {
         }
         headers["Content-Range"] = "bytes \(range.lowerBound)-\(range.upperBound)/\(record.size)"
         return .stream(status: .partialContent, headers: headers, length: Int(range.count)) { writer in
-            try await Self.send(path, range, size: record.size, to: writer)
+            try await Self.send(store, blobID, range, size: record.size, to: writer)
         }
     }
 
-    /// Writes bytes `range` of the file at `path` (opened only now, so a HEAD opens nothing).
-    static func send(_ path: String, _ range: ClosedRange<Int64>, size: Int64, to writer: HTTPBodyWriter) async throws {
-        let file = try BlobFile(reading: path)
+    /// Writes bytes `range` of `blobID` (opened only now, so a HEAD opens nothing).
+    static func send(
+        _ store: any BlobStore, _ blobID: String, _ range: ClosedRange<Int64>, size: Int64, to writer: HTTPBodyWriter
+    ) async throws {
+        let file = try store.open(blobID)
         defer { file.close() }
         guard try file.size() == size else {
-            throw ServerError(.storage, "the blob file \(path) is not the size recorded for it")
+            throw ServerError(.storage, "the bytes of blob \(blobID) are not the size recorded for them")
         }
         try file.seek(to: range.lowerBound)
         var remaining = Int64(range.count)
         while remaining > 0 {
             let chunk = try file.read(upTo: Int(min(remaining, 256 << 10)))
-            guard !chunk.isEmpty else { throw ServerError(.storage, "the blob file \(path) ended early") }
+            guard !chunk.isEmpty else { throw ServerError(.storage, "the bytes of blob \(blobID) ended early") }
             remaining -= Int64(chunk.count)
             try await writer.write(chunk)
         }
@@ -521,7 +514,7 @@ public struct BlobService: Sendable {
         guard deleted > 0 else {
             throw HTTPError(.notFound, .notFound, "there is no such blob; it may have expired or been acked")
         }
-        unlink(configuration.directory.appendingPathComponent(blobID).path)
+        configuration.store.delete(blobID)
         metrics.increment("pixie_blob_deleted_total", labels: ["reason": "acked"])
         return HTTPResponse(status: .noContent)
     }
@@ -530,13 +523,4 @@ public struct BlobService: Sendable {
 extension HTTPError.Code {
     static let unsupportedMediaType = HTTPError.Code("unsupported_media_type")
     static let rangeNotSatisfiable = HTTPError.Code("range_not_satisfiable")
-}
-
-/// A set of names behind a lock.
-final class InFlightNames: Sendable {
-    private let names = Mutex(Set<String>())
-
-    func insert(_ name: String) { _ = names.withLock { $0.insert(name) } }
-    func remove(_ name: String) { _ = names.withLock { $0.remove(name) } }
-    func contains(_ name: String) -> Bool { names.withLock { $0.contains(name) } }
 }

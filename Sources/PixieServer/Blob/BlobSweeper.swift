@@ -17,7 +17,7 @@ extension BlobService {
         for blobID in expired {
             // The row goes first: a GET that still finds the file also finds no row, and answers 404.
             guard try database.execute("DELETE FROM blobs WHERE blob_id = ?", [.text(blobID)]) > 0 else { continue }
-            unlink(configuration.directory.appendingPathComponent(blobID).path)
+            configuration.store.delete(blobID)
             deleted += 1
         }
         try database.execute("DELETE FROM blob_budgets WHERE window_start < ?", [.integer(Self.window(clock.now()))])
@@ -28,37 +28,27 @@ extension BlobService {
         return deleted
     }
 
-    /// Removes what a crash can leave behind: files in `tmp/` of uploads no longer running, and blob files
-    /// with no row (renamed into place, then the row was never written). Runs when the sweeper starts.
+    /// Removes what a crash can leave behind, once untouched for ``Configuration/orphanAge``: uploads left
+    /// midway, and bytes with no row (made durable, then the row was never written). Runs with every sweep.
     @discardableResult
     public func removeOrphans() throws -> Int {
-        let manager = FileManager.default
-        let directory = configuration.directory
-        var removed = 0
-        let temporary = directory.appendingPathComponent("tmp", isDirectory: true)
-        for name in (try? manager.contentsOfDirectory(atPath: temporary.path)) ?? [] where !inFlight.contains(name) {
-            if unlink(temporary.appendingPathComponent(name).path) == 0 { removed += 1 }
-        }
-        for name in (try? manager.contentsOfDirectory(atPath: directory.path)) ?? []
-        where Self.isWellFormed(name) && !inFlight.contains(name) {
-            let known = try database.queryOne("SELECT 1 AS known FROM blobs WHERE blob_id = ?", [.text(name)])
-            if known == nil, !inFlight.contains(name), unlink(directory.appendingPathComponent(name).path) == 0 {
-                removed += 1
-            }
+        let removed = try configuration.store.removeOrphans(untouchedFor: configuration.orphanAge) { blobID in
+            try database.queryOne("SELECT 1 AS known FROM blobs WHERE blob_id = ?", [.text(blobID)]) != nil
         }
         if removed > 0 { logger.warning("removed files left by interrupted uploads", ["count": removed]) }
         return removed
     }
 
-    /// Removes orphans once, then sweeps every ``Configuration/sweepInterval`` until the task is cancelled.
-    /// A failed sweep is logged and retried at the next interval.
+    /// Removes orphans and sweeps, now and then every ``Configuration/sweepInterval`` until the task is
+    /// cancelled. A failed sweep is logged and retried at the next interval. Every node of a deployment may run
+    /// it on a shared store: a row is deleted before its bytes, by whichever node gets there first.
     public func runSweeper() async {
-        do {
-            try removeOrphans()
-        } catch {
-            logger.error("the orphan sweep failed", ["error": "\(error)"])
-        }
         while !Task.isCancelled {
+            do {
+                try removeOrphans()
+            } catch {
+                logger.error("the orphan sweep failed", ["error": "\(error)"])
+            }
             do {
                 try await Task.sleep(for: configuration.sweepInterval)
             } catch {

@@ -26,6 +26,9 @@ public struct PixieConfiguration: Sendable, Equatable {
     /// A PostgreSQL server to keep the store in instead of `<data_dir>/pixie.sqlite` (`postgres://user@host/db`,
     /// libpq's connection URI), for several nodes on one database; nil keeps the embedded SQLite store.
     public var databaseURL: String?
+    /// Where blob-svc keeps blob files: `<data_dir>/blobs` when nil; a directory every node mounts when several
+    /// run blob-svc.
+    public var blobDirectory: String?
     /// A NATS server (`nats://host:4222`) the relay nodes of a deployment share, so that a device on one node
     /// reaches a device on another; nil keeps the relay's fan-out in this process.
     public var relayNATSURL: String?
@@ -126,6 +129,7 @@ public struct PixieConfiguration: Sendable, Equatable {
     public static let settings: [(name: String, help: String)] = [
         ("data_dir", "directory for the store, the keys and the development SMS outbox (default pixie-data)"),
         ("database", "PostgreSQL URL for the store, postgres://user@host/db (default: SQLite in data_dir)"),
+        ("blob_dir", "directory for blob files, shared by every node that runs blob-svc (default data_dir/blobs)"),
         ("relay_nats_url", "NATS server the relay nodes share, nats://host:4222 (default: none, one relay node)"),
         ("port", "TCP port on 127.0.0.1 (default 8080; 0 picks a free one)"),
         ("services", "comma-separated services to run: phone-verify,identity,credential,blob,relay (default all)"),
@@ -208,6 +212,9 @@ public struct PixieConfiguration: Sendable, Equatable {
                         + "(leave it unset for the embedded SQLite store in data_dir)")
             }
             databaseURL = value
+        case "blob_dir":
+            guard !value.isEmpty else { throw fail("a directory path") }
+            blobDirectory = value
         case "relay_nats_url":
             guard let url = URLComponents(string: value), url.scheme == "nats", url.host != nil else {
                 throw fail("a NATS URL, nats://host:4222")

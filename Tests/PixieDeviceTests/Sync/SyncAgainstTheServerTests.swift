@@ -43,22 +43,7 @@ struct TwoDevices {
             server: server.base, trustBundle: bundle, name: "phone", phoneNumber: number, code: code)
         let checkCode = Shared<String?>(nil)
         let reports = Shared<[SignInListener.Outcome]>([])
-        let (ready, readyContinuation) = AsyncStream.makeStream(of: Void.self)
-        var listener = SignInListener(home: phone, deviceFamily: "Phone")
-        listener.syncConfiguration = sync
-        let listening = Task { [listener] in
-            try await listener.run(
-                ready: { readyContinuation.yield() },
-                decide: { _ in
-                    for _ in 0..<6000 {
-                        if let code = checkCode.get() { return .approve(checkCode: code) }
-                        try? await Task.sleep(for: .milliseconds(10))
-                    }
-                    return .ignore
-                },
-                report: { outcome in reports.change { $0.append(outcome) } })
-        }
-        for await _ in ready { break }
+        let listening = await listen(phone, sync: sync, checkCode: checkCode, reports: reports)
         let laptop = try DeviceHome(directory: directory.appendingPathComponent("laptop"))
         do {
             try await signIn(
@@ -75,6 +60,31 @@ struct TwoDevices {
         return TwoDevices(
             directory: directory, server: server, phone: phone, laptop: laptop, listener: listening,
             siblingReports: reports, checkCode: checkCode)
+    }
+
+    /// Starts `phone`'s listener, which approves each request with the code in `checkCode` once a device shows
+    /// one, and returns once it listens.
+    static func listen(
+        _ phone: DeviceHome, sync: SyncService.Configuration = SyncService.Configuration(),
+        checkCode: Shared<String?>, reports: Shared<[SignInListener.Outcome]> = Shared([])
+    ) async -> Task<Void, any Error> {
+        let (ready, readyContinuation) = AsyncStream.makeStream(of: Void.self)
+        var listener = SignInListener(home: phone, deviceFamily: "Phone")
+        listener.syncConfiguration = sync
+        let listening = Task { [listener] in
+            try await listener.run(
+                ready: { readyContinuation.yield() },
+                decide: { _ in
+                    for _ in 0..<6000 {
+                        if let code = checkCode.get() { return .approve(checkCode: code) }
+                        try? await Task.sleep(for: .milliseconds(10))
+                    }
+                    return .ignore
+                },
+                report: { outcome in reports.change { $0.append(outcome) } })
+        }
+        for await _ in ready { break }
+        return listening
     }
 
     /// Signs the device in `home` in, approved by the phone's listener with the check code it shows.

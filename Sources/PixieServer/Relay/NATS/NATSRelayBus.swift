@@ -9,7 +9,8 @@ import Synchronization
 ///   them), and published on the NATS subject `pixie.relay.f.<hex subject>` for the other nodes; a node's NATS
 ///   connection does not hear its own publishes (no-echo), so nothing is delivered twice.
 /// - A node subscribes a subject's NATS subjects while at least one of its connections holds it: the frames'
-///   and `pixie.relay.p.<hex subject>`, which answers presence requests. ``hasSubscribers(_:)`` asks there when
+///   and `pixie.relay.p.<hex subject>`, which answers presence requests. A SUBSCRIBE is answered once the NATS
+///   server has both (a flush), so from its OK on, frames from every node reach it. ``hasSubscribers(_:)`` asks there when
 ///   no local connection holds the subject; NATS answers "no responders" at once when no node does.
 /// - Nothing waits in a buffer while NATS is away: a publish or a subscription then throws, and so does
 ///   ``flush()``, which the relay calls before it answers a burst's SENDs. The relay answers ERROR (unavailable)
@@ -19,8 +20,12 @@ public final class NATSRelayBus: RelayBus {
     private let local = InProcessRelayBus()
     /// This node's NATS subscriptions of each subject its connections hold, and how many hold it.
     private let remote = Mutex<[RelaySubject: Remote]>([:])
-    /// How long a presence request or a flush may take.
+    /// How long a flush may take.
     private let timeout: Duration
+    /// How long a presence request may wait for an answer. NATS answers "no responders" at once when no node
+    /// subscribes; this bounds only a node that unsubscribed a moment ago and answers no more (it counts as
+    /// absent), since the relay's event-loop thread waits meanwhile.
+    private let presenceTimeout: Duration = .milliseconds(250)
 
     private struct Remote {
         var holders: Int
@@ -78,6 +83,14 @@ public final class NATSRelayBus: RelayBus {
                     local.publish(frame, to: subject)
                 }
                 let presence = try connection.subscribe(Self.presenceSubject(subject), answer: Data([1])) { _ in }
+                // Once the server has both, a frame any node publishes reaches this one: only then is it OK.
+                do {
+                    try connection.flush(timeout: timeout)
+                } catch {
+                    frames.cancel()
+                    presence.cancel()
+                    throw error
+                }
                 remote[subject] = Remote(holders: 1, frames: frames, presence: presence)
                 return .success(())
             } catch {
@@ -112,6 +125,7 @@ public final class NATSRelayBus: RelayBus {
     public var spansNodes: Bool { true }
 
     public func hasSubscribers(_ subject: RelaySubject) -> Bool {
-        local.hasSubscribers(subject) || connection.hasResponders(Self.presenceSubject(subject), timeout: timeout)
+        local.hasSubscribers(subject)
+            || connection.hasResponders(Self.presenceSubject(subject), timeout: presenceTimeout)
     }
 }
