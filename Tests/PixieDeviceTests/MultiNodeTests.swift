@@ -237,6 +237,55 @@ struct MultiNodeTests {
         #expect(audit.hasPrefix("ok:"), "\(audit)")
     }
 
+    @Test(
+        "PostgreSQL restarted while accounts are being made: the server carries on, and every account acknowledged is there"
+    )
+    func databaseRestartUnderLoad() async throws {
+        let engines = try PrivateEngines()
+        defer { engines.stop() }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pixie-restart-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let server = try await RunningServer(
+            dataDirectory: directory, environment: ["PIXIE_DATABASE": engines.postgresURL])
+        defer { server.stop() }
+        let bundle = try JSONDecoder().decode(
+            TrustBundle.self,
+            from: Data(
+                try AgainstTheServerTests.run([
+                    "trust-bundle", "--data-dir", directory.path, "--database", engines.postgresURL,
+                ]).utf8))
+        var acknowledged: [DeviceHome] = []
+        var refusals: [String] = []
+        var restart: Task<Void, any Error>?
+        var index = 0
+        // Accounts one after another until 12 are made; the restart runs beside them after the fourth.
+        while acknowledged.count < 12, index < 60 {
+            if acknowledged.count == 4, restart == nil { restart = Task.detached { try engines.restartPostgres() } }
+            let home = try DeviceHome(directory: directory.appendingPathComponent("device-\(index)"))
+            do {
+                _ = try await OnboardingFlow(home: home).createAccount(
+                    server: server.base, trustBundle: bundle, name: "phone \(index)",
+                    phoneNumber: "+1415555" + String(format: "%04d", 300 + index),
+                    code: { number, _ in try #require(try AgainstTheServerTests.lastCode(to: number, in: directory)) })
+                acknowledged.append(home)
+            } catch {
+                refusals.append("\(error)")
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            index += 1
+        }
+        try await restart?.value
+        // The server carried on once the database was back.
+        #expect(acknowledged.count == 12, "\(acknowledged.count) accounts; refused: \(refusals)")
+        // Every account the server acknowledged is stored and logged: its device finds itself in its roster,
+        // checked against the transparency log.
+        for home in acknowledged {
+            let devices = try await OnboardingFlow(home: home).devices()
+            #expect(devices.count == 1 && devices[0].isThisDevice)
+        }
+    }
+
     static func modified(_ file: URL) -> Date {
         ((try? FileManager.default.attributesOfItem(atPath: file.path))?[.modificationDate] as? Date) ?? .distantPast
     }
@@ -331,5 +380,55 @@ struct NginxFront {
                 connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
             }
         } == 0
+    }
+}
+
+/// A PostgreSQL server of a test's own (scripts/engines.sh), which the test may restart.
+struct PrivateEngines {
+    let directory: String
+    let postgresURL: String
+    let postgresBinary: String
+    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("scripts/engines.sh").path
+
+    init() throws {
+        // Its exports through a file, not a pipe: the servers it starts outlive it, and must hold nothing open.
+        let exports = FileManager.default.temporaryDirectory.appendingPathComponent("engines-\(UUID()).sh")
+        defer { try? FileManager.default.removeItem(at: exports) }
+        let status = system("/bin/bash '\(Self.script)' start > '\(exports.path)' 2>/dev/null")
+        guard status == 0 else { throw Failure(description: "scripts/engines.sh start failed (status \(status))") }
+        let output = try String(contentsOf: exports, encoding: .utf8)
+        func value(_ name: String) throws -> String {
+            guard let range = output.range(of: "\(name)='") else {
+                throw Failure(description: "scripts/engines.sh start printed no \(name): \(output)")
+            }
+            return String(output[range.upperBound...].prefix { $0 != "'" })
+        }
+        directory = try value("SIBLINGS_ENGINES_DIR")
+        postgresURL = try value("SIBLINGS_POSTGRES_URL")
+        postgresBinary = try value("SIBLINGS_POSTGRES_BIN")
+    }
+
+    /// `pg_ctl restart -m fast`: every connection is ended, and the server comes back on the same port.
+    func restartPostgres() throws {
+        // With its log file: without one, the new server would write to (and hold open) this process's pipe.
+        let pgctl = [
+            postgresBinary + "/pg_ctl", "-D", directory + "/pg", "-l", directory + "/postgres.log", "-m", "fast", "-w",
+            "restart",
+        ]
+        try Self.run(getuid() == 0 ? ["/usr/sbin/runuser", "-u", "postgres", "--"] + pgctl : pgctl)
+    }
+
+    func stop() { try? Self.run(["/bin/bash", Self.script, "stop", directory]) }
+
+    /// Runs `arguments` through the shell and waits for it alone (`system(3)`): the servers it starts outlive it,
+    /// holding whatever descriptors they inherited, and nothing here waits on those.
+    static func run(_ arguments: [String]) throws {
+        let command = arguments.map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }
+            .joined(separator: " ")
+        let status = system(command + " >/dev/null 2>&1")
+        guard status == 0 else {
+            throw Failure(description: "\(arguments.joined(separator: " ")) failed (status \(status))")
+        }
     }
 }
