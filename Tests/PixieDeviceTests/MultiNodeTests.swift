@@ -316,7 +316,7 @@ struct NginxFront {
         text = text.split(separator: "\n", omittingEmptySubsequences: false)
             .filter { !$0.contains("server 10.0.0.") && !$0.contains("ssl_certificate") }
             .joined(separator: "\n")
-        port = try Self.freePort()
+        port = try Loopback.freePort()
         text = text.replacingOccurrences(of: "listen 443 ssl;", with: "listen 127.0.0.1:\(port);")
         text = text.replacingOccurrences(of: "worker_processes auto;", with: "worker_processes 1;")
         prefix = FileManager.default.temporaryDirectory.appendingPathComponent("nginx-\(UUID())")
@@ -349,23 +349,6 @@ struct NginxFront {
             process.waitUntilExit()
         }
         try? FileManager.default.removeItem(at: prefix)
-    }
-
-    static func freePort() throws -> Int {
-        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(socket) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, length) }
-        }
-        guard bound == 0 else { throw Failure(description: "no free port on 127.0.0.1") }
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(socket, $0, &length) }
-        }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 
     static func accepts(_ port: Int) -> Bool {

@@ -2,6 +2,7 @@ import Foundation
 import HTTPServer
 import PixieServer
 import PixieWire
+import SiblingsTestSupport
 import Storage
 import Synchronization
 import Testing
@@ -17,19 +18,7 @@ final class PrivateNATSServer: @unchecked Sendable {
     private var process: Process?
 
     init() throws {
-        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, length) }
-        }
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(socket, $0, &length) }
-        }
-        close(socket)
-        port = Int(UInt16(bigEndian: address.sin_port))
+        port = try Loopback.freePort()
         try start()
     }
 
