@@ -58,7 +58,10 @@ struct PostgreSQLTests {
     }
 
     /// A grant read and then marked used, by `threads` transactions at once: the read-then-write the services do.
-    static func redeemConcurrently(_ db: any SQLDatabase, threads: Int) async throws -> Int {
+    /// With `meet`, every transaction that read the grant unused waits until all have read it before it writes, so
+    /// the race is run, not left to the scheduler (only where transactions can overlap: not SQLite's, which hold the
+    /// write lock from BEGIN IMMEDIATE).
+    static func redeemConcurrently(_ db: any SQLDatabase, threads: Int, meet: Rendezvous? = nil) async throws -> Int {
         try db.execute("CREATE TABLE grants (id TEXT PRIMARY KEY, used_by BIGINT)")
         try db.execute("INSERT INTO grants (id) VALUES ('g')")
         let results = try await withThrowingTaskGroup(of: Bool.self) { group in
@@ -68,8 +71,7 @@ struct PostgreSQLTests {
                         try db.transaction { tx -> Bool in
                             let row = try tx.queryOne("SELECT used_by FROM grants WHERE id = ?", ["g"])
                             guard try row?.optionalInt64("used_by") == nil else { return false }
-                            // Widen the window between the read and the write.
-                            usleep(2_000)
+                            if let meet { meet.arrive() } else { usleep(2_000) }
                             try tx.execute(
                                 "UPDATE grants SET used_by = ? WHERE id = ?", [.integer(Int64(thread)), "g"])
                             return true
@@ -87,19 +89,19 @@ struct PostgreSQLTests {
         arguments: TestDatabase.allCases)
     func doubleRedemption(backend: TestDatabase) async throws {
         let db = try backend.make()
-        #expect(try await Self.redeemConcurrently(db, threads: 8) == 1)
+        let meet = backend == .postgres ? Rendezvous(count: 8) : nil
+        #expect(try await Self.redeemConcurrently(db, threads: 8, meet: meet) == 1)
+        if let meet { #expect(meet.everyoneArrived) }
     }
 
     @Test("the attack the isolation level stops: at READ COMMITTED, the same race redeems the grant several times")
     func readCommittedRedeemsTwice() async throws {
         // The same race through a database whose transactions run at PostgreSQL's default: the reason
-        // PostgreSQLDatabase runs them SERIALIZABLE. Several rounds, since a round may happen not to interleave.
-        var most = 0
-        for _ in 0..<5 where most < 2 {
-            let db = ReadCommitted(try TestDatabase.postgres.make())
-            most = max(most, try await Self.redeemConcurrently(db, threads: 8))
-        }
-        #expect(most > 1)
+        // PostgreSQLDatabase runs them SERIALIZABLE. Every transaction reads the grant unused before any writes.
+        let db = ReadCommitted(try TestDatabase.postgres.make())
+        let meet = Rendezvous(count: 8)
+        #expect(try await Self.redeemConcurrently(db, threads: 8, meet: meet) == 8)
+        #expect(meet.everyoneArrived)
     }
 
     @Test("a statement that failed ends the transaction: a body that goes on anyway commits nothing, and says so")
@@ -199,6 +201,33 @@ private struct ReadCommitted: SQLDatabase {
 }
 
 /// Runs `body` on a thread of its own, off the cooperative pool (it blocks on the database).
+/// A meeting point for threads: `arrive()` returns once `count` threads have arrived, or after `timeout` (so a test
+/// that cannot gather them fails on its expectations instead of hanging).
+final class Rendezvous: @unchecked Sendable {
+    private let condition = NSCondition()
+    private let count: Int
+    private let timeout: TimeInterval
+    private var arrived = 0
+
+    init(count: Int, timeout: TimeInterval = 10) {
+        self.count = count
+        self.timeout = timeout
+    }
+
+    var everyoneArrived: Bool {
+        condition.withLock { arrived >= count }
+    }
+
+    func arrive() {
+        condition.lock()
+        defer { condition.unlock() }
+        arrived += 1
+        if arrived >= count { condition.broadcast() }
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        while arrived < count, condition.wait(until: deadline) {}
+    }
+}
+
 func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
         Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
