@@ -7,6 +7,9 @@
 # subscriber connection, COUNT messages of SIZE bytes with at most WINDOW in flight (each of WINDOWS in turn:
 # 64 is throughput under pipelining, 1 is one message at a time, the unloaded latency); messages/s and
 # p50/p99 delivery latency, as Markdown tables. The issue's target is relay >= 50% of raw NATS.
+# Two more relays run on one NATS bus (relay_nats_url, insecure-dev tokens, each on a data directory of its own:
+# a Silent SEND touches no store): rows for both clients on one of them (within a node) and for the publisher on one
+# and the subscriber on the other (across nodes, every frame through nats-server).
 #
 # Environment: CONFIG (debug or release, default release), COUNT (default 20000), SIZE (default 1024),
 # WINDOWS (default "64 1"). Needs nats-server and libnats-dev (./scripts/setup.sh). Under a minute after the
@@ -61,13 +64,18 @@ for _ in $(seq 50); do
     grep -q "Server is ready" "$work/nats.log" && break
     sleep 0.1
 done
+start_relay "$work/bus-a" "$work/bus-a.log" --relay-tokens insecure-dev --relay-nats-url "nats://127.0.0.1:$nats_port"
+bus_a="$started_port"
+start_relay "$work/bus-b" "$work/bus-b.log" --relay-tokens insecure-dev --relay-nats-url "nats://127.0.0.1:$nats_port"
+bus_b="$started_port"
 grep -q "insecure-dev" "$work/server.log" && say "pixie-server warned: $(grep -o 'DEVELOPMENT ONLY[^"]*' "$work/server.log" | head -1)"
-say "nats-server on $nats_port, pixie-server relays on $relay_port (insecure-dev) and $credential_port (credential)"
+say "nats-server on $nats_port, pixie-server relays on $relay_port (insecure-dev), $credential_port (credential)," \
+    "$bus_a and $bus_b (insecure-dev, on the NATS bus)"
 for window in ${WINDOWS:-64 1}; do
     echo
     echo "window $window:"
     echo
     "$bin/relay-bench" --relay-port "$relay_port" --nats-port "$nats_port" --count "${COUNT:-20000}" \
         --size "${SIZE:-1024}" --window "$window" --credential-relay-port "$credential_port" \
-        --credential-data-dir "$work/credential"
+        --credential-data-dir "$work/credential" --bus-relay-ports "$bus_a,$bus_b"
 done

@@ -36,9 +36,12 @@ engines_start() {
         return 1
     fi
     # Loopback only, a socket directory of its own, and room for every test's pool. fsync off: a test server's
-    # data never has to outlive the machine (a restart still loses nothing committed).
+    # data never has to outlive the machine (a restart still loses nothing committed). SIBLINGS_ENGINES_DURABLE=1
+    # keeps PostgreSQL's defaults (fsync, synchronous_commit), as the benchmarks run it.
+    local durability="-c fsync=off"
+    [ "${SIBLINGS_ENGINES_DURABLE:-0}" = 1 ] && durability=""
     if ! engines_as_postgres "$bin/pg_ctl" -D "$SIBLINGS_ENGINES_DIR/pg" -l "$SIBLINGS_ENGINES_DIR/postgres.log" -w \
-        -t 60 -o "-h 127.0.0.1 -p $port -k $SIBLINGS_ENGINES_DIR -c max_connections=400 -c fsync=off" start \
+        -t 60 -o "-h 127.0.0.1 -p $port -k $SIBLINGS_ENGINES_DIR -c max_connections=400 $durability" start \
         >/dev/null; then
         echo "engines: PostgreSQL did not start:" >&2
         cat "$SIBLINGS_ENGINES_DIR/postgres.log" >&2

@@ -13,7 +13,9 @@ import WebSockets
 /// nats-server and pixie-server (`relay_tokens=insecure-dev`) and runs this; docs/benchmarks.md records a run.
 /// With `--credential-relay-port` and `--credential-data-dir`, a third row: a relay that verifies every token as
 /// credential-svc's (VOPRF under the key in that data directory, spent once in its SQLite store), with tokens this
-/// driver mints beforehand under the same key.
+/// driver mints beforehand under the same key. With `--bus-relay-ports A,B`, two more rows: two relays on one NATS bus
+/// (`relay_nats_url`, insecure-dev tokens), first with both clients on A (within a node), then with the publisher on A
+/// and the subscriber on B (across nodes, each frame through nats-server).
 struct RelayBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "relay-bench",
@@ -30,8 +32,25 @@ struct RelayBench: ParsableCommand {
     var credentialRelayPort: Int?
     @OptionalOption(name: .long("credential-data-dir"), help: "That relay's --data-dir (for its token key).")
     var credentialDataDir: String?
+    @OptionalOption(
+        name: .long("bus-relay-ports"),
+        help: "Two relays on one NATS bus (relay_tokens=insecure-dev), as A,B: within A, then across A to B.")
+    var busRelayPorts: String?
+
+    /// `--bus-relay-ports` as two ports.
+    var busPorts: (Int, Int)? {
+        get throws {
+            guard let busRelayPorts else { return nil }
+            let ports = busRelayPorts.split(separator: ",").compactMap { Int($0) }
+            guard ports.count == 2, ports.allSatisfy({ (1...65_535).contains($0) }) else {
+                throw ValidationError("--bus-relay-ports must be two ports, as 8081,8082")
+            }
+            return (ports[0], ports[1])
+        }
+    }
 
     func validate() throws {
+        _ = try busPorts
         guard (1...65_535).contains(relayPort), (1...65_535).contains(natsPort) else {
             throw ValidationError("--relay-port and --nats-port must be ports")
         }
@@ -43,14 +62,22 @@ struct RelayBench: ParsableCommand {
     func run() async throws {
         var rows: [(String, Result)] = []
         var transports: [(String, Transport)] = [
-            ("raw NATS pub/sub (libnats)", .nats), ("relay, token-gated (insecure-dev tokens)", .relay(relayPort, nil)),
+            ("raw NATS pub/sub (libnats)", .nats),
+            ("relay, one node, in-process bus (insecure-dev tokens)", .relay(relayPort, relayPort, nil)),
         ]
+        if let (a, b) = try busPorts {
+            transports.append(("relay on the NATS bus, within one node (insecure-dev tokens)", .relay(a, a, nil)))
+            transports.append(("relay on the NATS bus, across two nodes (insecure-dev tokens)", .relay(a, b, nil)))
+        }
         if let credentialRelayPort, let credentialDataDir {
             let keys = try ServiceKeys.loadOrCreate(
                 in: URL(fileURLWithPath: credentialDataDir).appendingPathComponent("keys"), logger: .discard)
             let tokens = try mint(min(count, 2000) + count, under: keys.tokenOPRF)
             transports.append(
-                ("relay, credential-svc tokens (VOPRF verified, spent in SQLite)", .relay(credentialRelayPort, tokens)))
+                (
+                    "relay, credential-svc tokens (VOPRF verified, spent in SQLite)",
+                    .relay(credentialRelayPort, credentialRelayPort, tokens)
+                ))
         }
         for (name, transport) in transports {
             _ = try await measure(transport, count: min(count, 2000))  // warm-up
@@ -96,8 +123,9 @@ struct RelayBench: ParsableCommand {
 
     enum Transport {
         case nats
-        /// A relay on a port; with a supply of real tokens, or nil for insecure-dev's random ones.
-        case relay(Int, TokenSupply?)
+        /// The publisher's relay port, the subscriber's (the same port, or another node's on the same bus), and a
+        /// supply of real tokens, or nil for insecure-dev's random ones.
+        case relay(Int, Int, TokenSupply?)
     }
 
     struct Result {
@@ -115,14 +143,14 @@ struct RelayBench: ParsableCommand {
             let link = try NATSLink(port: natsPort, subject: "bench.\(UUID().uuidString)", recorder: recorder)
             publish = { try link.publish($0) }
             finish = { link.close() }
-        case .relay(let port, let supply):
+        case .relay(let sendPort, let receivePort, let supply):
             // The subscriber holds the subject's key: only it may SUBSCRIBE (self-certifying subjects).
             let key = RelaySubjectKey()
             let subject = key.subject
             // Both clients take their messages on their loop threads, as libnats' subscriber callback does.
             let subscribed = Subscribed()
             let challenged = Challenged()
-            let receiver = try await WebSocketClient.connect(port: UInt16(port), path: "/v1/relay") { _ in
+            let receiver = try await WebSocketClient.connect(port: UInt16(receivePort), path: "/v1/relay") { _ in
                 Consumer { bytes in
                     switch try? RelayServerFrame(decoding: bytes) {
                     case .deliver(_, _, let payload)?: recorder.received(payload)
@@ -132,7 +160,7 @@ struct RelayBench: ParsableCommand {
                     }
                 }
             }
-            let sender = try await WebSocketClient.connect(port: UInt16(port), path: "/v1/relay") { _ in
+            let sender = try await WebSocketClient.connect(port: UInt16(sendPort), path: "/v1/relay") { _ in
                 Consumer { bytes in
                     if case .error(_, let code, let reason)? = try? RelayServerFrame(decoding: bytes) {
                         recorder.fail("the relay refused a SEND: \(code): \(reason)")

@@ -3,6 +3,7 @@ import HTTPServer
 import PixieServer
 import PixieWire
 import SiblingsCrypto
+import Synchronization
 import Testing
 import WebSockets
 
@@ -77,6 +78,61 @@ struct RelayTests {
         for client in [listener, sender, eastSender] { await client.close() }
         await east.server.shutdown()
         await west.server.shutdown()
+    }
+
+    @Test("a SEND's OK waits for the bus's flush, and a later PING's OK waits behind it: answers never overtake")
+    func answersWaitForTheFlushInOrder() async throws {
+        let bus = HeldFlushBus()
+        let relay = try RelayHarness(bus: bus)
+        let client = try await relay.connect()
+        let inbox = randomSubject()
+        try await client.socket.send(
+            binary: RelayClientFrame.send(
+                requestID: 1, subject: inbox, wake: .silent, token: relay.token(), payload: Data("held".utf8)
+            ).encoded())
+        try await eventually("the SEND's burst did not ask for a flush") { bus.waiting == 1 }
+        // A burst of its own with no SEND: nothing to flush, yet its OK must not go out before the SEND's.
+        try await client.socket.send(binary: RelayClientFrame.ping(requestID: 2).encoded())
+        let received = Mutex<[RelayServerFrame]>([])
+        let reader = Task {
+            for _ in 0..<2 {
+                let frame = try await client.next()
+                received.withLock { $0.append(frame) }
+            }
+        }
+        try await eventually("neither the PING was answered nor did it wait for a flush") {
+            bus.waiting == 2 || !received.withLock { $0.isEmpty }
+        }
+        #expect(received.withLock { $0 }.isEmpty)
+        #expect(bus.waiting == 2)
+        bus.release()
+        try await reader.value
+        #expect(received.withLock { $0 } == [.ok(requestID: 1), .ok(requestID: 2)])
+        await client.close()
+        await relay.server.shutdown()
+    }
+
+    @Test("the bus cannot confirm a held flush: the SEND is answered ERROR unavailable, the PING after it OK")
+    func aFailedFlushAnswersUnavailable() async throws {
+        let bus = HeldFlushBus()
+        let relay = try RelayHarness(bus: bus)
+        let client = try await relay.connect()
+        try await client.socket.send(
+            binary: RelayClientFrame.send(
+                requestID: 1, subject: randomSubject(), wake: .silent, token: relay.token(), payload: Data("x".utf8)
+            ).encoded())
+        try await client.socket.send(binary: RelayClientFrame.ping(requestID: 2).encoded())
+        try await eventually("the SEND's burst did not ask for a flush") { bus.waiting >= 1 }
+        // The PING waits behind the SEND if it came meanwhile (in its burst or its own), else it is answered after.
+        bus.release(RelayBusError("NATS is away"))
+        guard case .error(1, .unavailable, let reason) = try await client.next() else {
+            Issue.record("a SEND whose flush failed was not answered ERROR unavailable")
+            return
+        }
+        #expect(reason.contains("NATS is away"))
+        #expect(try await client.next() == .ok(requestID: 2))
+        await client.close()
+        await relay.server.shutdown()
     }
 
     @Test("no anonymous traffic: an unknown token, a token spent twice, are dropped with an ERROR")
@@ -519,4 +575,44 @@ extension RelayHarness {
             metrics.counter("pixie_relay_connections") == Double(count)
         }
     }
+}
+
+/// The in-process bus with its flushes held until the test lets them go (``release(_:)``), as a NATS round trip
+/// that has not come back; after that, like a bus that answers at once, every flush gets the same outcome.
+final class HeldFlushBus: RelayBus {
+    private struct State {
+        var held: [@Sendable (Result<Void, RelayBusError>) -> Void] = []
+        var released: Result<Void, RelayBusError>?
+    }
+
+    private let inner = InProcessRelayBus()
+    private let state = Mutex(State())
+
+    /// Flushes asked for and not yet let go.
+    var waiting: Int { state.withLock { $0.held.count } }
+
+    /// Answers every flush asked for so far, and every later one: done, or failed with `error`.
+    func release(_ error: RelayBusError? = nil) {
+        let outcome: Result<Void, RelayBusError> = error.map { .failure($0) } ?? .success(())
+        let waiting = state.withLock { state in
+            defer { state.held = [] }
+            state.released = outcome
+            return state.held
+        }
+        for done in waiting { done(outcome) }
+    }
+
+    func publish(_ frame: Data, to subject: RelaySubject) -> Int { inner.publish(frame, to: subject) }
+    func flush(then done: @escaping @Sendable (Result<Void, RelayBusError>) -> Void) {
+        let released = state.withLock { state in
+            if state.released == nil { state.held.append(done) }
+            return state.released
+        }
+        if let released { done(released) }
+    }
+    func subscribe(_ subject: RelaySubject, deliver: @escaping @Sendable (Data) -> Void) -> RelayBusSubscription {
+        inner.subscribe(subject, deliver: deliver)
+    }
+    func hasSubscribers(_ subject: RelaySubject) -> Bool { inner.hasSubscribers(subject) }
+    var spansNodes: Bool { false }
 }

@@ -13,7 +13,7 @@ local step, next_index
 
 function init(args)
     step = tonumber(os.getenv("PIXIE_BENCH_THREADS") or "2")
-    next_index = id + 1
+    next_index = id + tonumber(os.getenv("PIXIE_BENCH_FIRST") or "0") + 1
 end
 
 function request()

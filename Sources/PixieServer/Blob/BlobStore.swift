@@ -1,4 +1,5 @@
 import Foundation
+import SiblingsCrypto
 
 #if canImport(Glibc)
     import Glibc
@@ -53,7 +54,7 @@ public final class LocalBlobStore: BlobStore {
 
     public func beginUpload() throws -> any BlobUpload {
         try FileManager.default.createDirectory(at: temporary, withIntermediateDirectories: true)
-        let name = (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined() + ".part"
+        let name = (0..<16).map { _ in UInt8.random(in: 0...255) }.hexString + ".part"
         let path = temporary.appendingPathComponent(name).path
         return LocalUpload(path: path, file: try BlobFile(creating: path))
     }

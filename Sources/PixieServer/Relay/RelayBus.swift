@@ -17,9 +17,11 @@ public protocol RelayBus: Sendable {
     @discardableResult
     func publish(_ frame: Data, to subject: RelaySubject) throws(RelayBusError) -> Int
 
-    /// Returns once everything published so far has reached the bus (the relay calls it at the end of a burst,
-    /// before it answers the burst's SENDs OK); throws ``RelayBusError`` if it cannot say so.
-    func flush() throws(RelayBusError)
+    /// Calls `done` once everything published so far has reached the bus, or with ``RelayBusError`` if the bus
+    /// cannot say so. The relay calls it at the end of a burst and answers the burst's SENDs in `done`. A bus with
+    /// nothing to flush calls `done` at once, on the caller's thread; a network bus calls it on a thread of its own,
+    /// so the event loop never waits for the round trip, and one flush answers every caller since the last.
+    func flush(then done: @escaping @Sendable (Result<Void, RelayBusError>) -> Void)
 
     /// A new subscription of `subject`: each frame published to it is passed to `deliver` on the publisher's
     /// thread (or a bus's own), which must not block (the relay's connections only queue it for their writer,
@@ -91,7 +93,7 @@ public final class InProcessRelayBus: RelayBus {
     }
 
     /// Nothing to flush: a frame is in every subscriber's queue once ``publish(_:to:)`` returns.
-    public func flush() {}
+    public func flush(then done: @escaping @Sendable (Result<Void, RelayBusError>) -> Void) { done(.success(())) }
 
     public var spansNodes: Bool { false }
 

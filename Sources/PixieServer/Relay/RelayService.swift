@@ -118,7 +118,7 @@ public final class RelayService: Sendable {
 
     /// The answers to one burst's frames, in order, until the burst is done.
     final class BurstAnswers {
-        enum Answer {
+        enum Answer: Sendable {
             case frame(Data)
             /// A SEND handed to the bus: OK once the bus is flushed.
             case sent(UInt32)
@@ -175,27 +175,41 @@ public final class RelayService: Sendable {
             if connection.isClosing { break }
         }
         // The answers go out in the frames' order; a SEND's OK only once the bus has it (NATS: one round trip for
-        // the whole burst), else its ERROR.
-        var flushed: Result<Void, RelayBusError> = .success(())
-        if answers.forwarded > 0 {
-            flushed = Result(catching: { () throws(RelayBusError) in try bus.flush() })
-            if case .success = flushed {
-                metrics.increment("pixie_relay_frames_forwarded_total", by: Double(answers.forwarded))
+        // many bursts, on the bus's thread), else its ERROR. A burst that follows one still waiting for its flush
+        // waits for a flush too, so a connection's answers never overtake each other.
+        let (items, forwarded, ending) = (answers.items, answers.forwarded, failure)
+        let answer: @Sendable (Result<Void, RelayBusError>) -> Void = { [self] flushed in
+            if forwarded > 0, case .success = flushed {
+                metrics.increment("pixie_relay_frames_forwarded_total", by: Double(forwarded))
+            }
+            for item in items {
+                switch (item, flushed) {
+                case (.frame(let frame), _): connection.enqueue(.frame(frame))
+                case (.sent(let id), .success):
+                    connection.enqueue(.frame(RelayServerFrame.ok(requestID: id).encoded()))
+                case (.sent(let id), .failure(let error)):
+                    connection.enqueue(
+                        .frame(
+                            refusal(
+                                id, .unavailable, "\(error); the frame may not have reached every device")))
+                }
+            }
+            if let (frame, code, reason) = ending, !connection.isClosing {
+                if let frame { connection.enqueue(.frame(frame.encoded())) }
+                connection.close(code, reason)
             }
         }
-        for answer in answers.items {
-            switch (answer, flushed) {
-            case (.frame(let frame), _): connection.enqueue(.frame(frame))
-            case (.sent(let id), .success): connection.enqueue(.frame(RelayServerFrame.ok(requestID: id).encoded()))
-            case (.sent(let id), .failure(let error)):
-                connection.enqueue(
-                    .frame(
-                        refusal(id, .unavailable, "\(error); the frame may not have reached every device")))
+        if forwarded > 0 || connection.isAwaitingFlush {
+            connection.awaitFlush()
+            bus.flush { flushed in
+                // On the bus's thread: the burst's answers are written together, as on the loop.
+                let burst = Burst()
+                RelayService.$burst.withValue(burst) { answer(flushed) }
+                burst.writeAll()
+                connection.flushArrived()
             }
-        }
-        if let (frame, code, reason) = failure, !connection.isClosing {
-            if let frame { connection.enqueue(.frame(frame.encoded())) }
-            connection.close(code, reason)
+        } else {
+            answer(.success(()))
         }
     }
 
@@ -501,6 +515,8 @@ final class RelayConnection: Sendable {
         var writer = Writer.idle
         /// No more frames are taken (the connection ended, closed or was killed).
         var finished = false
+        /// Bursts whose answers wait for the bus's flush (``RelayBus/flush(then:)``).
+        var awaitingFlush = 0
     }
 
     let socket: WebSocket
@@ -522,6 +538,13 @@ final class RelayConnection: Sendable {
 
     /// Whether a close is queued or done: killed, closed after a malformed frame, or ended.
     var isClosing: Bool { state.withLock { $0.finished } }
+
+    /// Whether a burst's answers still wait for the bus's flush: the next burst's must wait behind them.
+    var isAwaitingFlush: Bool { state.withLock { $0.awaitingFlush > 0 } }
+    /// A burst's answers now wait for the bus's flush.
+    func awaitFlush() { state.withLock { $0.awaitingFlush += 1 } }
+    /// A burst's answers were queued after its flush.
+    func flushArrived() { state.withLock { $0.awaitingFlush -= 1 } }
     var count: Int { state.withLock { $0.subscriptions.count } }
 
     func holds(_ subject: RelaySubject) -> Bool { state.withLock { $0.subscriptions[subject] != nil } }

@@ -1,5 +1,6 @@
 import Foundation
 import PixieWire
+import SiblingsCrypto
 import Synchronization
 
 /// The relay's fan-out across nodes, over NATS (docs/operations.md, "Several nodes"): a device on one relay node
@@ -13,8 +14,11 @@ import Synchronization
 ///   server has both (a flush), so from its OK on, frames from every node reach it. ``hasSubscribers(_:)`` asks there when
 ///   no local connection holds the subject; NATS answers "no responders" at once when no node does.
 /// - Nothing waits in a buffer while NATS is away: a publish or a subscription then throws, and so does
-///   ``flush()``, which the relay calls before it answers a burst's SENDs. The relay answers ERROR (unavailable)
-///   instead of OK: it never answers OK for a frame that did not reach NATS.
+///   ``flush(then:)``, which the relay calls before it answers a burst's SENDs. The relay answers ERROR
+///   (unavailable) instead of OK: it never answers OK for a frame that did not reach NATS.
+/// - Flushes are grouped: a thread of the bus's own runs one round trip to the NATS server for every burst that
+///   asked since the last one, so the relay's event loops never wait for NATS (docs/benchmarks.md, "Past one
+///   machine").
 public final class NATSRelayBus: RelayBus {
     private let connection: NATSConnection
     private let local = InProcessRelayBus()
@@ -26,6 +30,7 @@ public final class NATSRelayBus: RelayBus {
     /// subscribes; this bounds only a node that unsubscribed a moment ago and answers no more (it counts as
     /// absent), since the relay's event-loop thread waits meanwhile.
     private let presenceTimeout: Duration = .milliseconds(250)
+    private let flusher: GroupFlusher
 
     private struct Remote {
         var holders: Int
@@ -35,15 +40,27 @@ public final class NATSRelayBus: RelayBus {
 
     /// Connects to NATS at `url` (`nats://host:4222`).
     public init(url: String, timeout: Duration = .seconds(2)) throws(NATSError) {
-        connection = try NATSConnection(url: url)
+        let connection = try NATSConnection(url: url)
+        self.connection = connection
         self.timeout = timeout
+        flusher = GroupFlusher {
+            Result { () throws(RelayBusError) in
+                do {
+                    try connection.flush(timeout: timeout)
+                } catch {
+                    throw RelayBusError("NATS did not confirm the frames: \(error)")
+                }
+            }
+        }
     }
 
-    static func frameSubject(_ subject: RelaySubject) -> String { "pixie.relay.f." + hex(subject) }
-    static func presenceSubject(_ subject: RelaySubject) -> String { "pixie.relay.p." + hex(subject) }
+    deinit { flusher.stop() }
 
-    private static func hex(_ subject: RelaySubject) -> String {
-        subject.rawRepresentation.map { String(format: "%02x", $0) }.joined()
+    static func frameSubject(_ subject: RelaySubject) -> String {
+        "pixie.relay.f." + subject.rawRepresentation.hexString
+    }
+    static func presenceSubject(_ subject: RelaySubject) -> String {
+        "pixie.relay.p." + subject.rawRepresentation.hexString
     }
 
     private func unavailable(_ what: String) -> RelayBusError {
@@ -61,12 +78,8 @@ public final class NATSRelayBus: RelayBus {
         return local.publish(frame, to: subject)
     }
 
-    public func flush() throws(RelayBusError) {
-        do {
-            try connection.flush(timeout: timeout)
-        } catch {
-            throw RelayBusError("NATS did not confirm the frames: \(error)")
-        }
+    public func flush(then done: @escaping @Sendable (Result<Void, RelayBusError>) -> Void) {
+        flusher.enqueue(done)
     }
 
     public func subscribe(
@@ -127,5 +140,57 @@ public final class NATSRelayBus: RelayBus {
     public func hasSubscribers(_ subject: RelaySubject) -> Bool {
         local.hasSubscribers(subject)
             || connection.hasResponders(Self.presenceSubject(subject), timeout: presenceTimeout)
+    }
+}
+
+/// Group flush: the callers that asked since the last flush are answered by one flush, run on a thread of its own.
+/// While one flush runs, the next callers gather for the one after it, so under load a round trip answers many
+/// bursts and no caller's thread waits.
+final class GroupFlusher: Sendable {
+    typealias Done = @Sendable (Result<Void, RelayBusError>) -> Void
+
+    private struct State {
+        var waiting: [Done] = []
+        var stopped = false
+    }
+
+    private let state = Mutex(State())
+    private let wake = DispatchSemaphore(value: 0)
+
+    /// Starts the flusher's thread; `flush` is one round trip, its result handed to every caller it answers.
+    init(flush: @escaping @Sendable () -> Result<Void, RelayBusError>) {
+        // The thread holds the flusher until stop() ends it.
+        let thread = Thread { [self] in
+            while true {
+                wake.wait()
+                let (batch, stopped) = state.withLock { state in
+                    defer { state.waiting = [] }
+                    return (state.waiting, state.stopped)
+                }
+                if !batch.isEmpty {
+                    let result = flush()
+                    for done in batch { done(result) }
+                }
+                if stopped { return }
+            }
+        }
+        thread.name = "relay-nats-flush"
+        thread.start()
+    }
+
+    /// Adds `done` to the next flush.
+    func enqueue(_ done: @escaping Done) {
+        // Only the first caller of a group wakes the thread: it takes everyone who came meanwhile.
+        let first = state.withLock { state in
+            state.waiting.append(done)
+            return state.waiting.count == 1
+        }
+        if first { wake.signal() }
+    }
+
+    /// Ends the thread once it has answered everyone waiting.
+    func stop() {
+        state.withLock { $0.stopped = true }
+        wake.signal()
     }
 }
