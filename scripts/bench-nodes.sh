@@ -7,7 +7,7 @@
 # against SQLite on one node, PostgreSQL on one node, and PostgreSQL on two nodes, with the core time per request
 # each process took. Prints a Markdown table.
 #
-# Environment: SECONDS_PER_RUN (default 12), CONNECTIONS (default 16), VERIFICATIONS (default 30000 per run).
+# Environment: SECONDS_PER_RUN (default 10), CONNECTIONS (default 16), VERIFICATIONS (default 40000 per run).
 # Needs wrk, PostgreSQL and the venv (./scripts/setup.sh installs them). About 4 minutes after the build.
 set -euo pipefail
 

@@ -5,7 +5,7 @@
 For each deployment in turn (SQLite, one node; PostgreSQL, one node; PostgreSQL, two nodes on the same database
 with the same keys), it starts the nodes, prepares an account and pending phone verifications through the first
 (scripts/pixie_bench_prepare.py; once per database, the PostgreSQL half kept for the two-node run), and runs wrk
-with the Lua scripts in scripts/wrk/ against GET /healthz (the anchor), POST /v1/discovery/own and
+with the Lua scripts in scripts/wrk/ (after 2 s of unmeasured health checks) against GET /healthz (the anchor), POST /v1/discovery/own and
 POST /v1/phone/verifications/check. One node gets one wrk of 2 threads and CONNECTIONS connections; two nodes get
 one wrk each, of one thread and half the connections, run at once, whose requests/s add up and whose p50/p99 are
 the worse node's.
@@ -14,7 +14,7 @@ Beside each figure, where the machine's time went: core-microseconds per request
 by PostgreSQL's processes, by wrk, and by the rest (the kernel's softirqs, everything else), from /proc before and
 after each run. On two cores that is what says where the bottleneck is and how the deployment would scale.
 
-Environment: SECONDS_PER_RUN (default 12), CONNECTIONS (default 16), VERIFICATIONS (default 30000 per run).
+Environment: SECONDS_PER_RUN (default 10), CONNECTIONS (default 16), VERIFICATIONS (default 40000 per run).
 Prints Markdown tables on standard output, progress on standard error.
 """
 
@@ -29,9 +29,9 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TICKS = os.sysconf("SC_CLK_TCK")
-SECONDS = int(os.environ.get("SECONDS_PER_RUN", "12"))
+SECONDS = int(os.environ.get("SECONDS_PER_RUN", "10"))
 CONNECTIONS = int(os.environ.get("CONNECTIONS", "16"))
-VERIFICATIONS = int(os.environ.get("VERIFICATIONS", "30000"))
+VERIFICATIONS = int(os.environ.get("VERIFICATIONS", "40000"))
 ENDPOINTS = [
     ("healthz", "GET /healthz", "/healthz", "healthz.lua"),
     ("discovery", "POST /v1/discovery/own", "/v1/discovery/own", "discovery.lua"),
@@ -103,8 +103,8 @@ def busy_ticks():
     return sum(fields) - fields[3] - fields[4]
 
 
-def wrk(url, path, script, threads, connections, environment):
-    arguments = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{SECONDS}s", "--latency", "-s",
+def wrk(url, path, script, threads, connections, environment, seconds=SECONDS):
+    arguments = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency", "-s",
                  os.path.join(ROOT, "scripts", "wrk", script), url + path]
     return subprocess.Popen(arguments, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, **environment})
@@ -173,6 +173,13 @@ def measure(nodes, endpoint, bench_dir):
     }
 
 
+def warm_up(nodes):
+    """Two seconds of health checks on every node, not measured: pools opened, threads started, code paged in."""
+    runs = [wrk(node.url, "/healthz", "healthz.lua", 1, CONNECTIONS // len(nodes), {}, seconds=2) for node in nodes]
+    for run in runs:
+        run.communicate()
+
+
 def prepare(node, work, verifications):
     """An account and `verifications` pending verifications, through `node`; returns the bench directory."""
     bench_dir = os.path.join(work, "prepared")
@@ -210,6 +217,7 @@ def main():
         node = Node(binary, os.path.join(work, "sqlite", "a"), None)
         running = [node]
         bench_dir = prepare(node, os.path.join(work, "sqlite"), VERIFICATIONS)
+        warm_up([node])
         for endpoint in ENDPOINTS:
             say(f"  {endpoint[1]}")
             results.append(("SQLite, one node", endpoint[1], measure([node], endpoint, bench_dir)))
@@ -220,6 +228,7 @@ def main():
         first = Node(binary, os.path.join(work, "postgres", "a"), postgres_url)
         running = [first]
         one_dir, two_dir = split(prepare(first, os.path.join(work, "postgres"), 2 * VERIFICATIONS), 2)
+        warm_up([first])
         for endpoint in ENDPOINTS:
             say(f"  {endpoint[1]}")
             results.append(("PostgreSQL, one node", endpoint[1], measure([first], endpoint, one_dir)))
@@ -230,6 +239,7 @@ def main():
         shutil.copytree(os.path.join(first.data_dir, "keys"), os.path.join(second_dir, "keys"))
         second = Node(binary, second_dir, postgres_url)
         running = [first, second]
+        warm_up(running)
         for endpoint in ENDPOINTS:
             say(f"  {endpoint[1]}")
             results.append(("PostgreSQL, two nodes", endpoint[1], measure([first, second], endpoint, two_dir)))
