@@ -207,11 +207,16 @@ let package = Package(
             swiftSettings: strict
         ),
 
-        // The age parser fuzz target (scripts/fuzz-age.sh builds it with libFuzzer).
+        // Every fuzz target, one binary, a target chosen by name (scripts/fuzz.sh builds it with libFuzzer and
+        // AddressSanitizer; docs/fuzzing.md). Its corpus, one folder per target, is data.
         .executableTarget(
-            name: "AgeFuzzer",
-            dependencies: ["Age"],
-            path: "Tests/AgeFuzzer",
+            name: "Fuzzer",
+            dependencies: [
+                "Age", "PixieWire", "PrivacyPass", "Sempere", "SiblingsCrypto", "Transparency", "WebAuthn",
+                "WebSockets",
+            ],
+            path: "Tests/Fuzzer",
+            exclude: ["Corpus", "campaign.tsv"],
             swiftSettings: strict
         ),
 

@@ -3,7 +3,7 @@
 #   1. swift format lint --strict
 #   2. our own pinned vectors match the script that computes them (Tests/Reference/pinned_vectors.py --check)
 #   3. a release build with -warnings-as-errors (crypto-heavy tests run in release mode)
-#   4. 30 seconds of fuzzing the age parsers (scripts/fuzz-age.sh --smoke)
+#   4. a fuzz smoke run: every fuzz target over its committed corpus, then 4 s of new inputs (scripts/fuzz.sh --smoke)
 #   5. swift test, in release mode, with -warnings-as-errors, beside a PostgreSQL server on loopback that
 #      and a nats-server, which scripts/engines.sh starts first and stops on exit; the service suite runs a
 #      second time with every service's store on PostgreSQL and the relay's bus on NATS
@@ -23,8 +23,8 @@ echo "== pinned vectors (Tests/Reference/pinned_vectors.py --check)"
 echo "== swift build (release, -warnings-as-errors)"
 swift build -c release -Xswiftc -warnings-as-errors --build-tests
 
-echo "== fuzz smoke: age parsers, 30 s (scripts/fuzz-age.sh --smoke)"
-./scripts/fuzz-age.sh --smoke
+echo "== fuzz smoke: every target's corpus, then 4 s of new inputs each (scripts/fuzz.sh --smoke)"
+./scripts/fuzz.sh --smoke 4
 
 # The engines the storage, service and relay tests run on beside SQLite and the in-process bus, stopped however
 # this script ends.

@@ -138,7 +138,9 @@ public final class WebSocket: AsyncSequence, Sendable {
         self.keepalive = keepalive
         self.release = release
         loop = EventLoop.next()
-        reader = ReaderState(inbound: [UInt8](initialBytes))
+        reader = ReaderState(
+            inbound: [UInt8](initialBytes),
+            parser: WebSocketFrameParser(role: role, maximumMessageSize: Swift.max(0, maximumMessageSize)))
     }
 
     /// Hands the socket to its event loop; with a `consumer`, it takes the messages instead of ``receive()``.
@@ -414,8 +416,8 @@ public final class WebSocket: AsyncSequence, Sendable {
         /// Bytes read and not yet parsed, from `start` on (empty, with no storage, while the peer is idle).
         var inbound: [UInt8]
         var start = 0
-        var fragments: [UInt8] = []
-        var fragmentOpcode: UInt8?
+        /// The frames' state between reads: a fragmented message under way.
+        var parser: WebSocketFrameParser
         var batch: [WebSocketMessage] = []
         var consumer: (any WebSocketConsumer)?
         var tag: UInt64?
@@ -437,7 +439,10 @@ public final class WebSocket: AsyncSequence, Sendable {
         var pingSent: ContinuousClock.Instant?
         var done = false
 
-        init(inbound: [UInt8]) { self.inbound = inbound }
+        init(inbound: [UInt8], parser: WebSocketFrameParser) {
+            self.inbound = inbound
+            self.parser = parser
+        }
     }
 
     private func attach(consumer: (any WebSocketConsumer)?) {
@@ -557,7 +562,7 @@ public final class WebSocket: AsyncSequence, Sendable {
         reader.consumer?.ended(error)
         reader.consumer = nil
         reader.inbound = []
-        reader.fragments = []
+        reader.parser.reset()
         let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             state.readerDone = true
             defer { state.doneWaiters = [] }
@@ -567,111 +572,43 @@ public final class WebSocket: AsyncSequence, Sendable {
         finished.signal()
     }
 
-    /// The frames complete in `inbound`, delivered in order; stops at the first that is not all there, or at
-    /// a close or a violation (judged from the header, before the payload arrives).
+    /// The frames complete in `inbound`, acted on in order (``WebSocketFrameParser``); stops at the first that is
+    /// not all there, or at a close or a violation (judged from the header, before the payload arrives).
     private func parseFrames() -> Ending? {
         while true {
-            let available = reader.inbound.count - reader.start
-            guard available >= 2 else { return nil }
-            let base = reader.start
-            let head0 = reader.inbound[base]
-            let head1 = reader.inbound[base + 1]
-            let fin = head0 & 0x80 != 0
-            let opcode = head0 & 0x0F
-            let masked = head1 & 0x80 != 0
-            guard head0 & 0x70 == 0 else {
-                return .failed(.protocolError, "reserved bits are set, but no extension was negotiated")
+            let before = reader.start
+            let event = reader.parser.next(reader.inbound, start: &reader.start)
+            // Any frame taken, a fragment's included, shows the peer alive.
+            if reader.start != before {
+                reader.lastFrame = ContinuousClock.now
+                reader.pingSent = nil
             }
-            guard [0x0, 0x1, 0x2, 0x8, 0x9, 0xA].contains(opcode) else {
-                return .failed(.protocolError, "opcode \(opcode) is reserved")
-            }
-            if role == .server, !masked { return .failed(.protocolError, "client frames must be masked") }
-            if role == .client, masked { return .failed(.protocolError, "server frames must not be masked") }
-            var length = UInt64(head1 & 0x7F)
-            var headerLength = 2
-            if length == 126 {
-                guard available >= 4 else { return nil }
-                length = UInt64(reader.inbound[base + 2]) << 8 | UInt64(reader.inbound[base + 3])
-                headerLength = 4
-            } else if length == 127 {
-                guard available >= 10 else { return nil }
-                length = reader.inbound[(base + 2)..<(base + 10)].reduce(0) { $0 << 8 | UInt64($1) }
-                guard length >> 63 == 0 else { return .failed(.protocolError, "the 64-bit length has its top bit set") }
-                headerLength = 10
-            }
-            let isControl = opcode >= 0x8
-            if isControl, !fin || length > 125 {
-                return .failed(.protocolError, "control frames must be unfragmented and at most 125 bytes")
-            }
-            if opcode == Opcode.continuation, reader.fragmentOpcode == nil {
-                return .failed(.protocolError, "a continuation frame arrived with no message to continue")
-            }
-            if opcode == Opcode.text || opcode == Opcode.binary, reader.fragmentOpcode != nil {
-                return .failed(.protocolError, "a new message began before the fragmented one ended")
-            }
-            if !isControl {
-                let sofar = opcode == Opcode.continuation ? reader.fragments.count : 0
-                guard length <= UInt64(maximumMessageSize - sofar) else {
-                    return .failed(.messageTooBig, "messages are limited to \(maximumMessageSize) bytes")
-                }
-            }
-            let keyStart = base + headerLength
-            let payloadStart = keyStart + (masked ? 4 : 0)
-            guard available >= payloadStart - base + Int(length) else { return nil }
-            var payload = Array(reader.inbound[payloadStart..<(payloadStart + Int(length))])
-            if masked {
-                let key = reader.inbound[keyStart..<(keyStart + 4)].map { $0 }
-                for index in payload.indices { payload[index] ^= key[index & 3] }
-            }
-            reader.start = payloadStart + Int(length)
-            reader.lastFrame = ContinuousClock.now
-            reader.pingSent = nil
-
-            switch opcode {
-            case Opcode.ping:
+            guard let event else { return nil }
+            switch event {
+            case .ping(let payload):
                 _ = try? sendWithoutWaiting(
                     Self.frame(opcode: Opcode.pong, payload: Data(payload), masked: role == .client))
                 if !flushOwed() { return nil }
-            case Opcode.pong:
+            case .pong:
                 continue
-            case Opcode.close:
-                return closeReceived(payload)
-            case Opcode.continuation:
-                reader.fragments.append(contentsOf: payload)
-                guard fin, let opcode = reader.fragmentOpcode else { continue }
-                reader.fragmentOpcode = nil
-                let message = reader.fragments
-                reader.fragments = []
-                if let failure = deliver(opcode: opcode, payload: message) { return failure }
-            default:
-                guard fin else {
-                    reader.fragmentOpcode = opcode
-                    reader.fragments = payload
-                    continue
-                }
-                if let failure = deliver(opcode: opcode, payload: payload) { return failure }
+            case .close(let code):
+                return closeReceived(code)
+            case .failed(let code, let reason):
+                return .failed(code, reason)
+            case .message(let message):
+                deliver(message)
             }
             // A full receive queue stops the reader until receive() takes a message.
             if reader.queueFull { return nil }
         }
     }
 
-    private func deliver(opcode: UInt8, payload: [UInt8]) -> Ending? {
-        let message: WebSocketMessage
-        if opcode == Opcode.text {
-            guard let text = String(validating: payload, as: UTF8.self) else {
-                return .failed(.invalidPayload, "a text message is not valid UTF-8")
-            }
-            message = .text(text)
-        } else {
-            message = .binary(Data(payload))
-        }
+    private func deliver(_ message: WebSocketMessage) {
         if reader.consumer != nil {
             reader.batch.append(message)
         } else if !messages.offer(message, whenSpace: { [self] in loop.execute { self.queueHasSpace() } }) {
             reader.queueFull = true
         }
-        return nil
     }
 
     private func queueHasSpace() {
@@ -681,18 +618,7 @@ public final class WebSocket: AsyncSequence, Sendable {
         process(endOfStream: reader.endOfStream)
     }
 
-    private func closeReceived(_ payload: [UInt8]) -> Ending {
-        guard payload.count != 1 else { return .failed(.protocolError, "a close frame has a 1-byte payload") }
-        var code = WebSocketCloseCode.noStatusReceived
-        if payload.count >= 2 {
-            code = WebSocketCloseCode(UInt16(payload[0]) << 8 | UInt16(payload[1]))
-            guard code.isAllowedOnTheWire else {
-                return .failed(.protocolError, "close code \(code) may not be sent (RFC 6455, 7.4)")
-            }
-            guard String(validating: payload[2...], as: UTF8.self) != nil else {
-                return .failed(.invalidPayload, "the close reason is not valid UTF-8")
-            }
-        }
+    private func closeReceived(_ code: WebSocketCloseCode) -> Ending {
         state.withLock { $0.closeCode = code }
         sendClose(code: code == .noStatusReceived ? .normalClosure : code, reason: "")
         return .closed

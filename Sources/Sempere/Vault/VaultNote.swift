@@ -167,7 +167,7 @@ public enum VaultNote {
 
     /// A note's signature line, parsed as bytes (the trailer is ASCII; the Markdown before it is signed as
     /// bytes): nil when the plaintext has none, or one that does not parse.
-    struct Trailer {
+    package struct Trailer {
         let markdownEnd: Data.Index
         let author: String
         let epoch: Int
@@ -176,7 +176,7 @@ public enum VaultNote {
         let isV1: Bool
         let signature: HybridSignature.Signature
 
-        init?(_ plaintext: Data) {
+        package init?(_ plaintext: Data) {
             guard plaintext.hasSuffix(Data(" -->\n".utf8)),
                 let start = plaintext.range(of: VaultNote.marker, options: .backwards),
                 let space = plaintext[start.upperBound...].firstIndex(of: UInt8(ascii: " ")),
