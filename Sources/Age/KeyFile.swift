@@ -73,8 +73,20 @@ public enum AgeKeyFile {
 
     /// The lines that are not comments, trimmed of a trailing CR and surrounding spaces.
     static func keyLines(_ text: String) -> [String] {
-        text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" })
-            .map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+        // Split on bytes: "\n" is always a grapheme boundary (alone, or in "\r\n", whose "\r" the trim removes), and
+        // splitting Characters goes through grapheme breaking, 100 times slower on a long file.
+        text.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+            .map { trimmed(String(decoding: $0, as: UTF8.self)) }
             .filter { !$0.isEmpty && !$0.hasPrefix("#") }
+    }
+
+    /// `line` without the Unicode white space (the White_Space property: what `.whitespacesAndNewlines` holds)
+    /// at either end, trimmed on scalars: Foundation's trimming goes through UTF-16 and costs far more.
+    private static func trimmed(_ line: String) -> String {
+        let scalars = line.unicodeScalars
+        guard let first = scalars.firstIndex(where: { !$0.properties.isWhitespace }),
+            let last = scalars.lastIndex(where: { !$0.properties.isWhitespace })
+        else { return "" }
+        return String(scalars[first...last])
     }
 }

@@ -23,6 +23,17 @@ import Testing
         #expect(recipients.count == 2)
     }
 
+    @Test("lines end in \\n or \\r\\n; Unicode white space around a key is trimmed, as Foundation's set trims it")
+    func lineEndingsAndWhiteSpace() throws {
+        let identity = X25519Identity()
+        let padded = "# comment\r\n \t\u{00A0}\(identity.string)\u{2003}\u{3000}\r\n\u{2028}\n"
+        let parsed = try AgeKeyFile.identities(from: padded)
+        #expect(parsed.count == 1)
+        #expect((parsed[0] as? X25519Identity)?.recipient == identity.recipient)
+        // What is not white space stays: a key with a no-break space inside is not a key.
+        expectAgeError(.invalidIdentity) { try AgeKeyFile.identities(from: "AGE-SECRET\u{00A0}KEY-1\n") }
+    }
+
     @Test func passphraseEncrypted() throws {
         let identity = X25519Identity()
         let encrypted = try AgeKeyFile.encrypt(AgeKeyFile.encode(identity), passphrase: "hunter2", workFactor: 10)
