@@ -107,6 +107,13 @@ public struct JoinWords: Sendable, Hashable, CustomStringConvertible {
     ///   ``SempereError/Code/ambiguousWord`` with the words it could be, or
     ///   ``SempereError/Code/wrongWordCount``.
     public init(parsing text: String) throws {
+        // Six words fit in far less; longer text (a pasted file) is refused before any work on it.
+        guard text.utf8.count <= Self.maximumTypedBytes else {
+            throw SempereError(
+                .wrongWordCount,
+                "expected \(Self.wordCount) words, got \(text.utf8.count) bytes of text: type the six words the other "
+                    + "device shows")
+        }
         let separators = CharacterSet.whitespacesAndNewlines.union(CharacterSet(charactersIn: ",.-"))
         let typed = text.lowercased().components(separatedBy: separators).filter { !$0.isEmpty }
         guard typed.count == Self.wordCount else {
@@ -116,6 +123,9 @@ public struct JoinWords: Sendable, Hashable, CustomStringConvertible {
         }
         self.indices = try typed.enumerated().map { try Self.index(of: $1, position: $0 + 1) }
     }
+
+    /// The longest text ``init(parsing:)`` reads: six of the longest words with generous separators.
+    static let maximumTypedBytes = 1024
 
     /// The index of one typed word (lowercased), or of the only word it is the start of.
     static func index(of typed: String, position: Int) throws -> Int {

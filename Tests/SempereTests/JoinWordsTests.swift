@@ -101,6 +101,15 @@ import Testing
         }
     }
 
+    @Test("text past 1,024 bytes is refused before it is read, even when it holds the six words")
+    func refusesLongText() throws {
+        let words = try JoinWords(indices: [3, 4, 5, 6, 7, 8])
+        let padded = words.description + String(repeating: " ", count: 1024 - words.description.utf8.count)
+        #expect(try JoinWords(parsing: padded) == words)
+        let error = expectSempereError(.wrongWordCount) { try JoinWords(parsing: padded + " ") }
+        #expect(error?.reason.contains("1025 bytes") == true, "\(String(describing: error))")
+    }
+
     @Test func rejectsUnknownWordsWithASuggestion() throws {
         let words = try JoinWords(indices: [10, 20, 30, 40, 50, 60]).words
         var typo = words
