@@ -127,8 +127,11 @@ campaign_run() {
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%Y-%m-%dT%H:%MZ)" "$target" "$executions" "${coverage:-0}" \
         "${features:-0}" "$(ls "$committed/$target" | wc -l)" "$found" >>"$campaign"
     say "$target: $executions executions, coverage ${coverage:-?}, features ${features:-?}, $found findings"
-    if [ "$status" -ne 0 ] || [ "$found" -gt 0 ]; then
+    if [ "$found" -gt 0 ]; then
         say "findings in .build/fuzz/findings/ (replay one: scripts/fuzz.sh $target --replay FILE)"
+        exit 1
+    elif [ "$status" -ne 0 ]; then
+        say "libFuzzer ended with status $status (interrupted?) and wrote no finding; what it ran is recorded"
         exit 1
     fi
 }

@@ -104,7 +104,7 @@ public struct NoteManifest: Sendable, Equatable {
 
     /// Parses a manifest file and checks it: the format, the vault, the device it names (`device`), and its
     /// signature under `key`, that device's signing key.
-    init(parsing data: Data, device expected: String, vaultID: String, key: HybridSignature.PublicKey) throws {
+    package init(parsing data: Data, device expected: String, vaultID: String, key: HybridSignature.PublicKey) throws {
         let name = Self.path(device: expected)
         let file: File
         let body: Body
