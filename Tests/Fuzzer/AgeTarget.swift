@@ -7,7 +7,7 @@ import Foundation
 let ageTarget = FuzzTarget(
     name: "age",
     summary: "age files (armor, header, stanzas, payload) and key files",
-    maximumLength: 300_000,
+    maximumLength: 140_000,
     seeds: {
         // Files of our own making: the CCTV vectors join them in scripts/fuzz.sh (never committed).
         let identity = X25519Identity()
