@@ -8,8 +8,9 @@ import Foundation
 /// use it. Frames it sends are masked with a fresh random key each; frames it receives must not be.
 public enum WebSocketClient {
     /// Connects to `ws://host:port/path` (`host` a name or an IPv4 or IPv6 address; each address it resolves to is
-    /// tried in turn), performs the opening handshake (checking the server's
-    /// `Sec-WebSocket-Accept`), and returns the open socket, with the same message API as the server's.
+    /// tried in turn), performs the opening handshake (checking the server's answer as RFC 6455, section 4.1,
+    /// asks: ``WebSocketUpgradeResponse``), and returns the open socket, with the same message API as the
+    /// server's.
     ///
     /// `headers` are added to the upgrade request (an `Authorization`, say). The server must answer the
     /// handshake within `handshakeTimeout`; afterwards reads wait as long as the connection lives. Throws
@@ -85,7 +86,7 @@ public enum WebSocketClient {
         var head: [UInt8] = []
         while !head.ends(with: [13, 10, 13, 10]) {
             errno = 0
-            guard head.count < 16 << 10, let byte = reader.read(1) else {
+            guard head.count < WebSocketUpgradeResponse.maximumHeadByteCount, let byte = reader.read(1) else {
                 if errno == EAGAIN || errno == EWOULDBLOCK {
                     throw WebSocketError(
                         "the server did not answer the WebSocket handshake within \(handshakeTimeout); "
@@ -95,25 +96,13 @@ public enum WebSocketClient {
             }
             head += byte
         }
-        let lines = String(decoding: head, as: UTF8.self).components(separatedBy: "\r\n")
-        let status = lines[0].split(separator: " ").dropFirst().first.flatMap { Int($0) }
-        // Field names compare case-insensitively (RFC 9110, 5.1); the last of a repeated field wins here.
-        var fields: [String: String] = [:]
-        for line in lines.dropFirst() {
-            guard let colon = line.firstIndex(of: ":") else { continue }
-            fields[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        let response = WebSocketUpgradeResponse(head: head)
+        let body = response.status == 101 ? [] : response.refusalBodyByteCount.flatMap { reader.read($0) } ?? []
+        // Subprotocol names compare exactly (RFC 6455, section 4.1); a caller may offer some in `headers`.
+        let offered = headers.filter { $0.name.lowercased() == "sec-websocket-protocol" }.flatMap {
+            $0.value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
         }
-        guard status == 101 else {
-            let length = fields["content-length"].flatMap { Int($0) } ?? 0
-            let body = length > 0 && length < 64 << 10 ? reader.read(length) ?? [] : []
-            throw WebSocketError(
-                "the server answered \(lines[0]) instead of 101 Switching Protocols: "
-                    + String(decoding: body, as: UTF8.self))
-        }
-        guard fields["sec-websocket-accept"] == WebSocket.acceptKey(for: key) else {
-            throw WebSocketError(
-                "the server's Sec-WebSocket-Accept does not match the key sent; it is no WebSocket server")
-        }
+        try response.validate(key: key, offeredProtocols: offered, body: body)
         setReceiveTimeout(fd, .zero)
         // From here the socket is read by an event loop, which never waits on it.
         let flags = fcntl(fd, F_GETFL)
