@@ -212,8 +212,8 @@ let package = Package(
         .executableTarget(
             name: "Fuzzer",
             dependencies: [
-                "Age", "PixieWire", "PrivacyPass", "Sempere", "SiblingsCrypto", "Transparency", "WebAuthn",
-                "WebSockets",
+                "Age", "PixieDevice", "PixieWire", "PrivacyPass", "Sempere", "SiblingsCrypto", "Transparency",
+                "WebAuthn", "WebSockets",
             ],
             path: "Tests/Fuzzer",
             exclude: ["Corpus", "campaign.tsv"],

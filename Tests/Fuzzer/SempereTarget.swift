@@ -1,14 +1,17 @@
 import Foundation
 import Sempere
+import SiblingsCrypto
 
 /// What a Sempere vault's storage provider controls (docs/sempere-format.md): vault.json (the signed device list
 /// and epochs, parsed before its signature is checked), its body and pin, join requests (with their
 /// self-signature), the six join words and the pasted join code, a device's note manifest (checked against the
-/// device and vault it names, then under a fixed key), and a note's signature trailer. Every error must be a `SempereError`
-/// (or, for the bare Codable bodies, a `DecodingError`).
+/// device and vault it names, then under a fixed key), an epoch's file list and a re-encryption's list (each
+/// checked against a record made to commit to the input's own SHA-256, so the parser past that check is
+/// reached), and a note's signature trailer. Every error must be a `SempereError` (or, for the bare Codable
+/// bodies, a `DecodingError`).
 let sempereTarget = FuzzTarget(
     name: "sempere",
-    summary: "vault.json, its body and pin, join requests, join words, note trailers (Sempere)",
+    summary: "vault.json, its body and pin, join requests and words, manifests, records, note trailers (Sempere)",
     maximumLength: 65_536,
     seeds: {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("fuzz-sempere-\(UUID())")
@@ -30,8 +33,17 @@ let sempereTarget = FuzzTarget(
         let trailer = Data(
             "# A note\n\nText.\n<!-- sempere-note v2 author=0123456789abcdef epoch=1 version=3 signature=\(signature) -->\n"
                 .utf8)
-        return [vault, try request.encoded(), Data(request.words.description.utf8), Data(request.code.utf8), trailer]
-            + manifest
+        let digest = String(repeating: "ab", count: 32)
+        let epochFiles = try EpochFileList(
+            vaultID: "0123456789abcdef", epoch: 1,
+            notes: [.init(path: "notes/0011.age", sha256: digest), .init(path: "notes/00\\\"2.age", sha256: digest)])
+        let reencrypted = try ReencryptionList(
+            vaultID: "0123456789abcdef", epoch: 2,
+            notes: [.init(path: "notes/0011.age", sha256: digest, sourceSHA256: digest)])
+        return [
+            vault, try request.encoded(), Data(request.words.description.utf8), Data(request.code.utf8), trailer,
+            epochFiles.bytes, reencrypted.bytes,
+        ] + manifest
     },
     run: { input in
         expectOnly(SempereError.self, "SignedVault(parsing:)") { _ = try SignedVault(parsing: input) }
@@ -52,8 +64,40 @@ let sempereTarget = FuzzTarget(
             _ = try NoteManifest(
                 parsing: input, device: named?.device ?? "", vaultID: named?.vaultID ?? "", key: certKey.publicKey)
         }
+        // The lists are read only once their SHA-256 matches vault.json's record, so the record commits to the
+        // input, and names the vault, epoch and count the input claims.
+        let named = try? JSONDecoder().decode(NamedList.self, from: input)
+        let sha256 = SHA256.hash(data: input).description
+        let (vaultID, epoch, count) = (named?.vaultID ?? "", named?.epoch ?? 1, named?.notes?.count ?? 0)
+        expectOnly(SempereError.self, "EpochFileList(parsing:)") {
+            let record = try JSONDecoder().decode(
+                VaultBody.Record.self,
+                from: Data(
+                    #"{"epoch":\#(epoch),"sealed_identity":"","notes_sha256":"\#(sha256)","notes_count":\#(count)}"#
+                        .utf8))
+            _ = try EpochFileList(parsing: input, record: record, vaultID: vaultID)
+        }
+        expectOnly(SempereError.self, "ReencryptionList(parsing:)") {
+            let record = try JSONDecoder().decode(
+                VaultBody.Reencryption.self,
+                from: Data(#"{"epoch":\#(epoch),"generation":1,"list_sha256":"\#(sha256)","count":\#(count)}"#.utf8))
+            _ = try ReencryptionList(parsing: input, record: record, vaultID: vaultID)
+        }
         _ = VaultNote.Trailer(input)
     })
+
+/// The vault, epoch and number of notes a list file claims.
+private struct NamedList: Decodable {
+    let vaultID: String?
+    let epoch: Int?
+    let notes: [Ignored]?
+
+    struct Ignored: Decodable {}
+
+    enum CodingKeys: String, CodingKey {
+        case vaultID = "vault_id", epoch, notes
+    }
+}
 
 /// The device and vault a manifest file names.
 private struct NamedManifest: Decodable {

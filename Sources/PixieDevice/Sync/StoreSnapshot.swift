@@ -14,7 +14,7 @@ import Foundation
 ///       code 0: the end; body: the number of rows before it (8). Nothing may follow it.
 ///
 /// Integers are big-endian. A snapshot without its end record was cut, and is refused.
-enum StoreSnapshot {
+package enum StoreSnapshot {
     static let magic = Data("pixie/snapshot/v1".utf8)
     static let schema: UInt8 = 1
     static let secretsFlag: UInt8 = 1
@@ -22,12 +22,12 @@ enum StoreSnapshot {
     /// the reader hold.
     static let maximumRecordByteCount = 64 << 20
 
-    static func header(includeSecrets: Bool) -> Data {
+    package static func header(includeSecrets: Bool) -> Data {
         magic + Data([schema, includeSecrets ? secretsFlag : 0])
     }
 
     /// Appends `row`'s record to `out`.
-    static func append(_ row: StoreRow, to out: inout Data) {
+    package static func append(_ row: StoreRow, to out: inout Data) {
         var body = Data()
         let id = Data(row.id.utf8)
         appendUInt16(UInt16(id.count), to: &body)
@@ -57,7 +57,7 @@ enum StoreSnapshot {
         out += body
     }
 
-    static func end(rowCount: UInt64) -> Data {
+    package static func end(rowCount: UInt64) -> Data {
         var out = Data([0])
         appendUInt32(8, to: &out)
         appendUInt64(rowCount, to: &out)
@@ -78,15 +78,17 @@ enum StoreSnapshot {
     }
 
     /// Reads a snapshot that arrives in pieces, handing out each row as soon as its record is whole.
-    struct Reader {
+    package struct Reader {
         private var buffer = Data()
-        private(set) var includesSecrets = false
+        package private(set) var includesSecrets = false
         private var sawHeader = false
-        private(set) var isFinished = false
-        private(set) var rowCount: UInt64 = 0
+        package private(set) var isFinished = false
+        package private(set) var rowCount: UInt64 = 0
+
+        package init() {}
 
         /// Takes the next piece and calls `row` for every record it completes.
-        mutating func feed(_ piece: Data, row: (StoreRow) throws -> Void) throws {
+        package mutating func feed(_ piece: Data, row: (StoreRow) throws -> Void) throws {
             guard !piece.isEmpty else { return }
             guard !isFinished else { throw malformed("it goes on after its end record") }
             buffer += piece
@@ -143,7 +145,7 @@ enum StoreSnapshot {
         }
 
         /// Throws unless the end record was read.
-        func finish() throws {
+        package func finish() throws {
             guard isFinished else {
                 throw BackupServiceError.tampered(
                     "the snapshot ends after \(rowCount) rows without its end record: it was cut short")

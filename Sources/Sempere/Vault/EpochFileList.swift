@@ -72,7 +72,7 @@ public struct EpochFileList: Sendable, Equatable {
     }
 
     /// The list in `bytes`, checked against the record that commits to it.
-    init(parsing bytes: Data, record: VaultBody.Record, vaultID: String) throws {
+    package init(parsing bytes: Data, record: VaultBody.Record, vaultID: String) throws {
         guard let expected = record.notesSHA256, SHA256.hash(data: bytes).description == expected else {
             throw SempereError(
                 .malformedVault,

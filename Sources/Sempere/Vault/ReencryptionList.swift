@@ -62,7 +62,7 @@ public struct ReencryptionList: Sendable, Equatable {
     }
 
     /// The list in `bytes`, checked against the record in vault.json that commits to it.
-    init(parsing bytes: Data, record: VaultBody.Reencryption, vaultID: String) throws {
+    package init(parsing bytes: Data, record: VaultBody.Reencryption, vaultID: String) throws {
         let name = Self.path(epoch: record.epoch)
         guard SHA256.hash(data: bytes).description == record.listSHA256 else {
             throw SempereError(

@@ -1,0 +1,86 @@
+import Foundation
+import PixieDevice
+
+/// The store snapshot a sibling sends a new device (docs/pixie-protocol.md, "The snapshot"), as the device reads
+/// it once BlobCrypto has opened the blob: `StoreSnapshot.Reader`, which hands out rows as their records arrive.
+/// Every error must be a `BackupServiceError`, and beyond that:
+/// - the same rows and the same outcome whether the bytes arrive at once or cut in two (at a point the input's
+///   last byte picks), since a blob's chunks may end anywhere;
+/// - a snapshot read to its end record encodes back, row by row, to the same bytes.
+let snapshotTarget = FuzzTarget(
+    name: "snapshot",
+    summary: "the store snapshot a sibling sends, read in pieces (PixieDevice)",
+    maximumLength: 65_536,
+    seeds: {
+        let rows = [
+            StoreRow(
+                category: .conversations, id: "c1", version: 1, isDeleted: false,
+                fields: ["title": .text("Trip"), "created_at": .integer(1_800_000_000)]),
+            StoreRow(
+                category: .messages, id: "m1", version: 3, isDeleted: false,
+                fields: [
+                    "conversation_id": .text("c1"), "sender": .text("me"), "body": .text("Hello ✈︎"),
+                    "sent_at": .integer(-1),
+                ]),
+            StoreRow(
+                category: .contacts, id: "k1", version: 2, isDeleted: false,
+                fields: [
+                    "display_name": .text("Ada"), "pubkey": .blob(Data(repeating: 1, count: 65)),
+                    "user_id_hash": .blob(Data(repeating: 2, count: 32)),
+                    "account_signing_pubkey": .blob(Data(repeating: 3, count: 32)),
+                    "channel_key": .blob(Data(repeating: 4, count: 32)),
+                ]),
+            StoreRow(category: .plans, id: "p1", version: 9, isDeleted: true, fields: [:]),
+            StoreRow(
+                category: .providerAPIKeys, id: "a1", version: 1, isDeleted: false,
+                fields: ["provider": .text("example"), "api_key": .text("sk-0123")]),
+        ]
+        func snapshot(_ rows: [StoreRow], secrets: Bool) -> Data {
+            var out = StoreSnapshot.header(includeSecrets: secrets)
+            for row in rows { StoreSnapshot.append(row, to: &out) }
+            return out + StoreSnapshot.end(rowCount: UInt64(rows.count))
+        }
+        return [
+            snapshot(rows, secrets: true), snapshot(Array(rows.dropLast()), secrets: false),
+            snapshot([], secrets: false),
+        ]
+    },
+    run: { input in
+        let whole = read([input])
+        if let split = input.last.map({ Int($0) % input.count }) {
+            let pieces = read([input.prefix(split), input.dropFirst(split)])
+            guard pieces.rows == whole.rows, pieces.outcome == whole.outcome else {
+                finding(
+                    "the snapshot read whole (\(whole.rows.count) rows, \(whole.outcome)) and cut at \(split) "
+                        + "(\(pieces.rows.count) rows, \(pieces.outcome)) differ")
+            }
+        }
+        if whole.outcome == .finished {
+            var encoded = StoreSnapshot.header(includeSecrets: whole.includesSecrets)
+            for row in whole.rows { StoreSnapshot.append(row, to: &encoded) }
+            encoded += StoreSnapshot.end(rowCount: UInt64(whole.rows.count))
+            expectRoundTrip(input, encoded, "StoreSnapshot.Reader")
+        }
+    })
+
+/// How reading a snapshot ended.
+private enum SnapshotOutcome: Equatable {
+    case finished
+    case refused(BackupServiceError)
+}
+
+/// Feeds `pieces` to a reader in order, then asks it to finish; a thrown error other than a
+/// `BackupServiceError` is a finding.
+private func read(_ pieces: [Data]) -> (rows: [StoreRow], outcome: SnapshotOutcome, includesSecrets: Bool) {
+    var reader = StoreSnapshot.Reader()
+    var rows: [StoreRow] = []
+    do {
+        for piece in pieces { try reader.feed(Data(piece)) { rows.append($0) } }
+        try reader.finish()
+        return (rows, .finished, reader.includesSecrets)
+    } catch let error as BackupServiceError {
+        return (rows, .refused(error), reader.includesSecrets)
+    } catch {
+        finding("StoreSnapshot.Reader threw \(type(of: error)), not BackupServiceError: \(error)")
+    }
+}
