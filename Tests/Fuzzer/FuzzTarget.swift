@@ -19,7 +19,7 @@ struct FuzzTarget: Sendable {
 /// Every target, by name.
 let targets: [FuzzTarget] = [
     ageTarget, relayFrameTarget, certTarget, transparencyTarget, webAuthnTarget, tokensTarget, fieldsTarget,
-    sempereTarget, deviceWireTarget, webSocketTarget, webSocketUpgradeTarget, snapshotTarget,
+    sempereTarget, deviceWireTarget, webSocketTarget, webSocketUpgradeTarget, snapshotTarget, apiJSONTarget,
 ]
 
 /// Runs `body`; an error other than an `E` is a finding.
