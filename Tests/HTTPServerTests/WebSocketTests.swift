@@ -203,20 +203,8 @@ struct WebSocketTests {
     @Test("the client gives up on a server that accepts the connection and never answers the handshake")
     func handshakeTimeout() async throws {
         // A listening socket nobody accepts on: the kernel completes the TCP handshake, nothing answers.
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        #expect(fd >= 0)
+        let (fd, port) = try #require(loopbackListener(), "no loopback listener (errno \(errno))")
         defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, length) == 0 && listen(fd, 4) == 0 && getsockname(fd, $0, &length) == 0
-            }
-        }
-        #expect(bound)
-        let port = UInt16(bigEndian: address.sin_port)
         let started = ContinuousClock.now
         let timedOut = await #expect(throws: WebSocketError.self) {
             _ = try await WebSocketClient.connect(port: port, path: "/", handshakeTimeout: .milliseconds(200))

@@ -115,19 +115,11 @@ private final class OneAnswerServer: Sendable {
     private let fd: Int32
 
     init(answer: @escaping @Sendable (String) -> String) throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, length) == 0 && listen(fd, 4) == 0 && getsockname(fd, $0, &length) == 0
-            }
+        guard let (fd, port) = loopbackListener() else {
+            throw WebSocketError("the test's listener could not start (errno \(errno))")
         }
-        guard fd >= 0, bound else { throw WebSocketError("the test's listener could not start (errno \(errno))") }
         self.fd = fd
-        port = UInt16(bigEndian: address.sin_port)
+        self.port = port
         Thread.detachNewThread {
             let connection = accept(fd, nil, nil)
             guard connection >= 0 else { return }
@@ -147,6 +139,27 @@ private final class OneAnswerServer: Sendable {
     }
 
     deinit { close(fd) }
+}
+
+/// A TCP socket listening on 127.0.0.1 at a port the kernel picks: its descriptor and port, or nil (the socket
+/// closed) if it could not listen.
+func loopbackListener() -> (fd: Int32, port: UInt16)? {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return nil }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(fd, $0, length) == 0 && listen(fd, 4) == 0 && getsockname(fd, $0, &length) == 0
+        }
+    }
+    guard bound else {
+        close(fd)
+        return nil
+    }
+    return (fd, UInt16(bigEndian: address.sin_port))
 }
 
 extension Array where Element == UInt8 {
