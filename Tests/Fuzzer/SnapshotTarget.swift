@@ -35,11 +35,6 @@ let snapshotTarget = FuzzTarget(
                 category: .providerAPIKeys, id: "a1", version: 1, isDeleted: false,
                 fields: ["provider": .text("example"), "api_key": .text("sk-0123")]),
         ]
-        func snapshot(_ rows: [StoreRow], secrets: Bool) -> Data {
-            var out = StoreSnapshot.header(includeSecrets: secrets)
-            for row in rows { StoreSnapshot.append(row, to: &out) }
-            return out + StoreSnapshot.end(rowCount: UInt64(rows.count))
-        }
         return [
             snapshot(rows, secrets: true), snapshot(Array(rows.dropLast()), secrets: false),
             snapshot([], secrets: false),
@@ -56,12 +51,16 @@ let snapshotTarget = FuzzTarget(
             }
         }
         if whole.outcome == .finished {
-            var encoded = StoreSnapshot.header(includeSecrets: whole.includesSecrets)
-            for row in whole.rows { StoreSnapshot.append(row, to: &encoded) }
-            encoded += StoreSnapshot.end(rowCount: UInt64(whole.rows.count))
-            expectRoundTrip(input, encoded, "StoreSnapshot.Reader")
+            expectRoundTrip(input, snapshot(whole.rows, secrets: whole.includesSecrets), "StoreSnapshot.Reader")
         }
     })
+
+/// A snapshot of `rows`, as a sibling writes it.
+private func snapshot(_ rows: [StoreRow], secrets: Bool) -> Data {
+    var out = StoreSnapshot.header(includeSecrets: secrets)
+    for row in rows { StoreSnapshot.append(row, to: &out) }
+    return out + StoreSnapshot.end(rowCount: UInt64(rows.count))
+}
 
 /// How reading a snapshot ended.
 private enum SnapshotOutcome: Equatable {
