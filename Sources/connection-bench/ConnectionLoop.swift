@@ -92,8 +92,8 @@ struct Slot {
     var subscribes = false
     /// Monotonic nanoseconds by which the handshake must be done.
     var deadline: UInt64 = 0
-    /// ws: the `Sec-WebSocket-Accept` the server must answer; emptied once checked.
-    var expectedAccept = ""
+    /// ws: the `Sec-WebSocket-Key` sent, which the server's answer must match; emptied once checked.
+    var webSocketKey = ""
     /// Bytes the socket did not take yet.
     var unsent: [UInt8] = []
     /// Bytes read but not yet a whole line, head or frame.
@@ -338,7 +338,7 @@ final class ConnectionLoop {
         switch plan.wire {
         case .ws:
             let key = Data(random.bytes(16)).base64EncodedString()
-            slots[index].expectedAccept = WebSocket.acceptKey(for: key)
+            slots[index].webSocketKey = key
             slots[index].phase = .upgrading
             let request =
                 "GET \(plan.path) HTTP/1.1\r\nHost: 127.0.0.1:\(plan.port)\r\nUpgrade: websocket\r\n"
@@ -404,7 +404,7 @@ final class ConnectionLoop {
     /// The handshake of `index` is done: it is held from now on.
     private func handshakeDone(_ index: Int) {
         slots[index].phase = .open
-        slots[index].expectedAccept = ""
+        slots[index].webSocketKey = ""
         inFlight -= 1
         connected += 1
         live += 1
@@ -495,32 +495,17 @@ final class ConnectionLoop {
         if offset < bytes.count { slots[index].received = Array(bytes[offset...]) }
     }
 
-    /// Checks the response head (without its blank line): status 101 and the right `Sec-WebSocket-Accept`. Then
+    /// Checks the response head (without its blank line) as the project's client does
+    /// (``WebSocketUpgradeResponse``: status 101, Upgrade, Connection and the right `Sec-WebSocket-Accept`). Then
     /// sends SUBSCRIBE when the slot subscribes. False when the connection ended.
     private func upgraded(_ index: Int, head: ArraySlice<UInt8>) -> Bool {
-        let lines = String(decoding: head, as: UTF8.self).components(separatedBy: "\r\n")
-        let status = lines.first ?? ""
-        let parts = status.split(separator: " ", maxSplits: 2)
-        guard parts.count >= 2, parts[0].hasPrefix("HTTP/1."), parts[1] == "101" else {
-            terminate(index, "status \(status.prefix(100))")
+        do {
+            try WebSocketUpgradeResponse(head: Array(head)).validate(key: slots[index].webSocketKey)
+        } catch {
+            terminate(index, error.reason)
             return false
         }
-        var accept: String?
-        for line in lines.dropFirst() {
-            guard let colon = line.firstIndex(of: ":") else { continue }
-            if line[..<colon].trimmingCharacters(in: .whitespaces).lowercased() == "sec-websocket-accept" {
-                accept = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-            }
-        }
-        guard let accept else {
-            terminate(index, "a 101 without Sec-WebSocket-Accept")
-            return false
-        }
-        guard accept == slots[index].expectedAccept else {
-            terminate(index, "a wrong Sec-WebSocket-Accept")
-            return false
-        }
-        slots[index].expectedAccept = ""
+        slots[index].webSocketKey = ""
         guard slots[index].subscribes else {
             handshakeDone(index)
             return true
