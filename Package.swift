@@ -49,6 +49,8 @@ let package = Package(
         ),
         // Linux's epoll(7) and eventfd(2), from the C library itself (Glibc's Swift module leaves them out).
         .systemLibrary(name: "CEpoll"),
+        // posix_spawn's closefrom and chdir actions (glibc), for CommandLineKit's ChildProcess.
+        .systemLibrary(name: "CSpawn"),
         .systemLibrary(name: "CMalloc"),
         .systemLibrary(
             name: "CMicroHTTPD",
@@ -150,8 +152,12 @@ let package = Package(
             ],
             swiftSettings: strict),
 
-        // Command-line parsing in swift-argument-parser's shape, shared by sempere, pixie and pixie-server.
-        .target(name: "CommandLineKit", swiftSettings: strict),
+        // Command-line parsing in swift-argument-parser's shape, shared by sempere, pixie and pixie-server; and
+        // ChildProcess, a child that inherits its three standard streams and nothing else.
+        .target(
+            name: "CommandLineKit",
+            dependencies: [.target(name: "CSpawn", condition: .when(platforms: [.linux]))],
+            swiftSettings: strict),
 
         .executableTarget(
             name: "bench",
@@ -224,7 +230,7 @@ let package = Package(
         // tests only.
         .target(
             name: "SiblingsTestSupport",
-            dependencies: ["CZlib", "Storage"],
+            dependencies: ["CZlib", "Storage", "CommandLineKit"],
             path: "Tests/SiblingsTestSupport",
             swiftSettings: strict
         ),
@@ -243,19 +249,19 @@ let package = Package(
         ),
         .testTarget(
             name: "SiblingsCryptoTests",
-            dependencies: ["SiblingsCrypto", "SiblingsTestSupport"],
+            dependencies: ["SiblingsCrypto", "SiblingsTestSupport", "CommandLineKit"],
             // Our own pinned vectors (Tests/Reference/pinned_vectors.py), read in place by the tests.
             exclude: ["HPKE/hpke-xwing-vectors.json", "HybridSignature/hybrid-keygen-vectors.json"],
             swiftSettings: strict
         ),
         .testTarget(
             name: "AgeTests",
-            dependencies: ["Age", "SiblingsCrypto", "SiblingsTestSupport"],
+            dependencies: ["Age", "SiblingsCrypto", "SiblingsTestSupport", "CommandLineKit"],
             swiftSettings: strict
         ),
         .testTarget(
             name: "HTTPServerTests",
-            dependencies: ["HTTPServer", "WebSockets", "SiblingsCrypto", "SiblingsTestSupport"],
+            dependencies: ["HTTPServer", "WebSockets", "SiblingsCrypto", "SiblingsTestSupport", "CommandLineKit"],
             swiftSettings: strict
         ),
         .testTarget(
@@ -291,13 +297,13 @@ let package = Package(
             // binary) without them.
             dependencies: [
                 "PixieDevice", "PixieWire", "PrivacyPass", "Transparency", "Storage", "SiblingsCrypto", "WebSockets",
-                "WebAuthn", "SiblingsTestSupport",
+                "WebAuthn", "SiblingsTestSupport", "CommandLineKit",
             ],
             swiftSettings: strict
         ),
         .testTarget(
             name: "SempereTests",
-            dependencies: ["Sempere", "Age", "SiblingsCrypto", "SiblingsTestSupport"],
+            dependencies: ["Sempere", "Age", "SiblingsCrypto", "SiblingsTestSupport", "CommandLineKit"],
             swiftSettings: strict
         ),
     ]

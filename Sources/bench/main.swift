@@ -77,13 +77,13 @@ func measure(seconds: Double, _ body: () throws -> Void) rethrows -> Double {
 
 /// `openssl speed` with `arguments`; returns the numbers of its machine-readable `+F` line.
 func opensslSpeed(_ arguments: [String]) throws -> [Double] {
-    let process = Process()
+    let process = ChildProcess()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
     process.arguments = ["openssl", "speed", "-mr"] + arguments
     let output = Pipe()
     process.standardOutput = output
     process.standardError = FileHandle.nullDevice
-    try process.runWithSignalsUnblocked()
+    try process.run()
     let data = output.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
     guard process.terminationStatus == 0 else {
@@ -325,7 +325,7 @@ func pycaAnchors(seconds: Double, names: [String]) throws -> [String: Double] {
     guard FileManager.default.isExecutableFile(atPath: python) else {
         throw BenchError("no Python venv at \(python): run scripts/setup.sh first (scripts/bench.sh does)")
     }
-    let process = Process()
+    let process = ChildProcess()
     process.executableURL = URL(fileURLWithPath: python)
     process.arguments = [
         root.appendingPathComponent("scripts/bench_anchor_pyca.py").path, "--seconds", String(seconds), "--rounds", "1",
@@ -333,7 +333,7 @@ func pycaAnchors(seconds: Double, names: [String]) throws -> [String: Double] {
     ]
     let output = Pipe()
     process.standardOutput = output
-    try process.runWithSignalsUnblocked()
+    try process.run()
     let data = output.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
     guard process.terminationStatus == 0,

@@ -285,10 +285,10 @@ struct Edit: ParsableCommand {
 
         let environment = ProcessInfo.processInfo.environment
         let editor = [environment["VISUAL"], environment["EDITOR"]].compactMap { $0 }.first { !$0.isEmpty } ?? "vi"
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", "\(editor) \"$1\"", "sh", file]
-        try process.runWithSignalsUnblocked()
+        try process.run()
         process.waitUntilExit()
         guard process.terminationStatus == 0 else {
             throw failure(
