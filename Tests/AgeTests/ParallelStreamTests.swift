@@ -1,4 +1,5 @@
 import Age
+import CommandLineKit
 import Foundation
 import SiblingsCrypto
 import Testing
@@ -54,7 +55,7 @@ import Testing
         let outURL = try StreamingTests.temporaryFile()
         let keyURL = try StreamingTests.temporaryFile(keyFile ?? Data())
         defer { for url in [inURL, outURL, keyURL] { try? FileManager.default.removeItem(at: url) } }
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/age")
         process.arguments =
             arguments.map { ["IN": inURL.path, "OUT": outURL.path, "KEY": keyURL.path][$0] ?? $0 }

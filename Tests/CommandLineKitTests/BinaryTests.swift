@@ -1,3 +1,4 @@
+import CommandLineKit
 import Foundation
 import Testing
 
@@ -11,7 +12,7 @@ struct BinaryTests {
             Issue.record("bench is not built at \(path): build with `swift build --build-tests` first")
             return (-1, "", "")
         }
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: path)
         process.arguments = arguments
         let out = Pipe()

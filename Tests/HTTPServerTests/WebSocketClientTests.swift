@@ -1,3 +1,4 @@
+import CommandLineKit
 import Foundation
 import HTTPServer
 import SiblingsTestSupport
@@ -12,8 +13,8 @@ struct WebSocketClientTests {
 
     /// Runs the script with `arguments`; its standard output is returned, its standard error is passed
     /// through. Its standard input is a pipe this process holds: the server mode exits when it closes.
-    static func launch(_ arguments: [String]) throws -> (Process, FileHandle, Pipe) {
-        let process = Process()
+    static func launch(_ arguments: [String]) throws -> (ChildProcess, FileHandle, Pipe) {
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: try ReferenceOracle.python())
         process.arguments = [script] + arguments
         let output = Pipe()

@@ -1,3 +1,4 @@
+import CommandLineKit
 import Foundation
 import PixieDevice
 import PixieWire
@@ -21,7 +22,7 @@ struct AgainstTheServerTests {
 
     /// Runs `pixie-server arguments` to completion; its standard output.
     static func run(_ arguments: [String]) throws -> String {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = binary
         process.arguments = arguments
         let out = Pipe()

@@ -1,3 +1,4 @@
+import CommandLineKit
 import Foundation
 import PixieDevice
 import PixieWire
@@ -296,7 +297,7 @@ struct MultiNodeTests {
 struct NginxFront {
     let port: Int
     let prefix: URL
-    private let process: Process
+    private let process: ChildProcess
 
     var base: URL { URL(string: "http://127.0.0.1:\(port)")! }
 
@@ -324,7 +325,7 @@ struct NginxFront {
             at: prefix.appendingPathComponent("logs"), withIntermediateDirectories: true)
         let config = prefix.appendingPathComponent("nginx.conf")
         try Data(text.utf8).write(to: config)
-        process = Process()
+        process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: binary)
         process.arguments = [
             "-p", prefix.path, "-c", config.path, "-e", prefix.appendingPathComponent("logs/error.log").path, "-g",
@@ -375,11 +376,15 @@ struct PrivateEngines {
         .deletingLastPathComponent().appendingPathComponent("scripts/engines.sh").path
 
     init() throws {
-        // Its exports through a file, not a pipe: the servers it starts outlive it, and must hold nothing open.
+        // Its exports through a file, not a pipe: the servers it starts outlive it, and hold their output open.
         let exports = FileManager.default.temporaryDirectory.appendingPathComponent("engines-\(UUID()).sh")
         defer { try? FileManager.default.removeItem(at: exports) }
-        let status = system("/bin/bash '\(Self.script)' start > '\(exports.path)' 2>/dev/null")
-        guard status == 0 else { throw Failure(description: "scripts/engines.sh start failed (status \(status))") }
+        guard FileManager.default.createFile(atPath: exports.path, contents: nil) else {
+            throw Failure(description: "cannot create \(exports.path)")
+        }
+        let file = try FileHandle(forWritingTo: exports)
+        defer { try? file.close() }
+        try Self.run(["/bin/bash", Self.script, "start"], output: file)
         let output = try String(contentsOf: exports, encoding: .utf8)
         func value(_ name: String) throws -> String {
             guard let range = output.range(of: "\(name)='") else {
@@ -404,14 +409,22 @@ struct PrivateEngines {
 
     func stop() { try? Self.run(["/bin/bash", Self.script, "stop", directory]) }
 
-    /// Runs `arguments` through the shell and waits for it alone (`system(3)`): the servers it starts outlive it,
-    /// holding whatever descriptors they inherited, and nothing here waits on those.
-    static func run(_ arguments: [String]) throws {
-        let command = arguments.map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }
-            .joined(separator: " ")
-        let status = system(command + " >/dev/null 2>&1")
-        guard status == 0 else {
-            throw Failure(description: "\(arguments.joined(separator: " ")) failed (status \(status))")
+    /// Runs `arguments` and waits for it alone: the servers it starts outlive it. A ChildProcess, not system(3),
+    /// which would hand them every descriptor open in this process at that moment, other tests' pipes among them:
+    /// a PostgreSQL server that held the write end of another test's oracle's input kept that oracle, and the
+    /// test waiting for it, alive for as long as the server ran.
+    static func run(_ arguments: [String], output: FileHandle = FileHandle.nullDevice) throws {
+        let process = ChildProcess()
+        process.executableURL = URL(fileURLWithPath: arguments[0])
+        process.arguments = Array(arguments.dropFirst())
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw Failure(
+                description: "\(arguments.joined(separator: " ")) failed (status \(process.terminationStatus))")
         }
     }
 }

@@ -1,3 +1,4 @@
+import CommandLineKit
 import Foundation
 import Synchronization
 
@@ -17,7 +18,7 @@ final class RunningServer: Sendable {
             "pixie-server")
     }
 
-    private let process: Process
+    private let process: ChildProcess
     let port: Int
     var base: URL { URL(string: "http://127.0.0.1:\(port)")! }
 
@@ -27,7 +28,7 @@ final class RunningServer: Sendable {
         guard FileManager.default.isExecutableFile(atPath: Self.binary.path) else {
             throw Failure(description: "pixie-server is not built at \(Self.binary.path): swift build --build-tests")
         }
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = Self.binary
         process.arguments = ["--data-dir", dataDirectory.path, "--port", "0", "--relay-tokens", relayTokens]
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }

@@ -1,3 +1,4 @@
+import CommandLineKit
 import Foundation
 import SiblingsCrypto
 import SiblingsTestSupport
@@ -19,7 +20,7 @@ struct BlobProcessTests {
     }
 
     private static func runCurl(_ arguments: [String], failOnHTTPError: Bool) throws -> String {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
         process.arguments = ["-sS"] + (failOnHTTPError ? ["--fail-with-body"] : []) + arguments
         let out = Pipe()

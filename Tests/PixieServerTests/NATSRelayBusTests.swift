@@ -1,3 +1,4 @@
+import CommandLineKit
 import Foundation
 import HTTPServer
 import PixieServer
@@ -15,7 +16,7 @@ import Testing
 final class PrivateNATSServer: @unchecked Sendable {
     // @unchecked: `process` is replaced only by start()/stop(), which one test calls in turn.
     let port: Int
-    private var process: Process?
+    private var process: ChildProcess?
 
     init() throws {
         port = try Loopback.freePort()
@@ -25,7 +26,7 @@ final class PrivateNATSServer: @unchecked Sendable {
     var url: String { "nats://127.0.0.1:\(port)" }
 
     func start() throws {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/sbin/nats-server")
         process.arguments = ["-a", "127.0.0.1", "-p", "\(port)"]
         process.standardOutput = FileHandle.nullDevice

@@ -1,3 +1,4 @@
+import CommandLineKit
 import Foundation
 import SiblingsTestSupport
 import Testing
@@ -28,7 +29,7 @@ struct RelayChurnTests {
                 "connection-bench is not built at \(client.path): build with `swift build --build-tests`")
         }
         let (status, output) = try await onThread { () -> (Int32, String) in
-            let process = Process()
+            let process = ChildProcess()
             process.executableURL = client
             process.arguments = ["churn", "--port", "\(port)", "--connections", "1000", "--cycles", "20"]
             let out = Pipe()

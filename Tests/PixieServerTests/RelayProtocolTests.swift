@@ -1,3 +1,4 @@
+import CommandLineKit
 import Foundation
 import HTTPServer
 import PixieServer
@@ -142,7 +143,7 @@ struct RelayProtocolTests {
         let relay = try RelayHarness()
         let first = relay.token()
         let second = relay.token()
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: try ReferenceOracle.python())
         process.arguments = [
             Vectors.packageRoot.appendingPathComponent("Tests/Reference/relay_interop.py").path, String(relay.port),

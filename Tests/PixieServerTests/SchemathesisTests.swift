@@ -1,3 +1,4 @@
+import CommandLineKit
 import Foundation
 import SiblingsTestSupport
 import Testing
@@ -101,7 +102,7 @@ struct SchemathesisTests {
     private static func runBlocking(
         _ tool: URL, _ arguments: [String], in directory: URL
     ) throws -> (status: Int32, output: String) {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = tool
         process.arguments = arguments
         process.currentDirectoryURL = directory

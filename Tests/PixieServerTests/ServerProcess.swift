@@ -1,3 +1,4 @@
+import CommandLineKit
 import Foundation
 import SiblingsTestSupport
 import Synchronization
@@ -35,7 +36,7 @@ final class ServerProcess: Sendable {
     /// Runs `pixie-server arguments` to completion (for subcommands and start-up failures).
     static func run(_ arguments: [String]) throws -> (status: Int32, out: String, err: String) {
         try requireBinary()
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = binary
         process.arguments = arguments
         let out = Pipe()
@@ -64,7 +65,7 @@ final class ServerProcess: Sendable {
     let dataDirectory: URL
     /// `http://127.0.0.1:PORT`, from the "listening" log line.
     let address: URL
-    private let process: Process
+    private let process: ChildProcess
     private let log: LogCollector
 
     /// Starts `pixie-server --data-dir DIR --port 0 extra...` and waits (up to 120 s, a hang's limit) for its
@@ -72,7 +73,7 @@ final class ServerProcess: Sendable {
     init(dataDirectory: URL, extraArguments: [String] = []) async throws {
         try Self.requireBinary()
         self.dataDirectory = dataDirectory
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = Self.binary
         process.arguments = ["--data-dir", dataDirectory.path, "--port", "0"] + extraArguments
         let err = Pipe()

@@ -1,3 +1,4 @@
+import CommandLineKit
 import Foundation
 import Testing
 
@@ -57,7 +58,7 @@ struct CLITests {
             Issue.record("sempere is not built at \(binary): build with `swift build --build-tests` first")
             return Result(status: -1, out: "", err: "")
         }
-        let process = Process()
+        let process = ChildProcess()
         if let program = wrapper.first {
             process.executableURL = URL(fileURLWithPath: program)
             process.arguments = wrapper.dropFirst() + [binary] + arguments

@@ -1,4 +1,5 @@
 import Age
+import CommandLineKit
 import Foundation
 import Sempere
 import Testing
@@ -33,7 +34,7 @@ func runTool(_ executable: String, _ arguments: [String], install package: Strin
     guard FileManager.default.isExecutableFile(atPath: executable) else {
         throw ToolMissing(description: "\(executable) is missing: run scripts/setup.sh (it installs \(package))")
     }
-    let process = Process()
+    let process = ChildProcess()
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
     let out = Pipe()

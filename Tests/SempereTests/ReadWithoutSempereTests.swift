@@ -1,3 +1,4 @@
+import CommandLineKit
 import Foundation
 import Testing
 
@@ -33,7 +34,7 @@ struct ReadWithoutSempereTests {
         let script =
             "set -eu\n" + (try Self.block("read-current")) + "\n" + (try Self.block("read-older"))
             + "\nrm -r \"$work\"\n"
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/bin/bash")
         process.arguments = ["-c", script]
         process.currentDirectoryURL = URL(fileURLWithPath: scratch.vault)

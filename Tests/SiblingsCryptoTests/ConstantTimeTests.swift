@@ -1,3 +1,4 @@
+import CommandLineKit
 import Foundation
 import SiblingsTestSupport
 import Testing
@@ -23,7 +24,7 @@ struct ConstantTimeTests {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/valgrind") else {
             throw VectorError("valgrind is not installed: run scripts/setup.sh (it installs Debian's valgrind)")
         }
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/valgrind")
         let suppressions = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("ConstantTimeCheck/public-outcomes.supp").path

@@ -1,3 +1,4 @@
+import CommandLineKit
 import Foundation
 import SiblingsTestSupport
 import Testing
@@ -96,7 +97,7 @@ struct RandomnessHooksTests {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("hooks-\(UUID().uuidString).swift")
         try source.write(to: file, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(at: file) }
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = arguments + [file.path]
         let pipe = Pipe()
@@ -115,7 +116,7 @@ struct RandomnessHooksTests {
             guard let range = line.range(of: "pkgConfig: \"") else { return nil }
             return String(line[range.upperBound...].prefix { $0 != "\"" })
         }
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["pkg-config", "--cflags-only-I"] + names
         let pipe = Pipe()

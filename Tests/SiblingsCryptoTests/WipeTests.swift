@@ -1,3 +1,4 @@
+import CommandLineKit
 import Foundation
 import SiblingsTestSupport
 import Testing
@@ -10,7 +11,7 @@ import Testing
 struct WipeTests {
     @Test("no shared secret is left in memory after ML-KEM, X-Wing and HPKE; a deliberate copy is found")
     func secretsAreWiped() throws {
-        let process = Process()
+        let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: try ConstantTimeTests.checkProgram())
         process.arguments = ["--wipe-check"]
         let pipe = Pipe()

@@ -1,3 +1,4 @@
+import CommandLineKit
 import Foundation
 
 /// A running outside reference implementation (Tests/Reference/oracle.py in the project's venv), asked
@@ -7,7 +8,7 @@ import Foundation
 /// that variable the default is `.venv/bin/python` in the package root. One oracle per test: they are
 /// cheap, and nothing is shared between tests that run in parallel.
 public final class ReferenceOracle {
-    private let process: Process
+    private let process: ChildProcess
     private let input: FileHandle
     private let output: FileHandle
     private var buffer = Data()
@@ -16,7 +17,7 @@ public final class ReferenceOracle {
     public init(script: String = "oracle.py") throws {
         let python = try Self.python()
         let script = Vectors.packageRoot.appendingPathComponent("Tests/Reference/\(script)")
-        process = Process()
+        process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: python)
         process.arguments = [script.path]
         let stdin = Pipe()
@@ -42,9 +43,14 @@ public final class ReferenceOracle {
         return python
     }
 
+    /// The oracle exits when its input closes; one that has not within 30 s is killed, so a test never waits
+    /// for ever on it.
     deinit {
         try? input.close()
-        process.waitUntilExit()
+        if !process.waitUntilExit(timeout: .seconds(30)) {
+            process.kill()
+            process.waitUntilExit()
+        }
     }
 
     /// Asks the oracle to run `op` with `args` (each `Data` sent as hex, everything else as JSON).

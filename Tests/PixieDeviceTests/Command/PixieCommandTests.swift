@@ -1,3 +1,4 @@
+import CommandLineKit
 import Foundation
 import Synchronization
 import Testing
@@ -6,7 +7,7 @@ import Testing
 final class PixieProcess: Sendable {
     static var binary: URL { RunningServer.binary.deletingLastPathComponent().appendingPathComponent("pixie") }
 
-    private let process: Process
+    private let process: ChildProcess
     private let input: Pipe
     private let output = Mutex(Data())
     /// Set once the output pipe reached its end: everything the process printed is in `output`.
@@ -16,7 +17,7 @@ final class PixieProcess: Sendable {
         guard FileManager.default.isExecutableFile(atPath: Self.binary.path) else {
             throw Failure(description: "pixie is not built at \(Self.binary.path): swift build --build-tests")
         }
-        process = Process()
+        process = ChildProcess()
         process.executableURL = Self.binary
         process.arguments = arguments
         process.currentDirectoryURL = directory

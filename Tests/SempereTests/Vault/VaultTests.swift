@@ -1,4 +1,5 @@
 import Age
+import CommandLineKit
 import Foundation
 import Sempere
 import SiblingsCrypto
@@ -296,7 +297,7 @@ struct VaultTests {
         try Data(try #require(f.vault.body.currentEpoch.wraps[f.phone.id]).utf8)
             .write(to: folder.appendingPathComponent("epoch.age"))
         func age(_ arguments: [String]) throws -> String {
-            let process = Process()
+            let process = ChildProcess()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/age")
             process.arguments = arguments
             process.currentDirectoryURL = folder
