@@ -35,6 +35,7 @@ apt_packages=(
     nginx          # the front docs/deploy/nginx.conf describes, run on loopback by MultiNodeTests
     nats-server    # the NATS server the tests start on loopback (scripts/engines.sh) and bench-relay.sh runs
     strace         # SIGKILLs `sempere` at each write in SempereTests.CLICrashTests (strace -e inject)
+    gdb            # every thread's stack of a test pass that hangs (scripts/test.sh stops it and prints them)
 )
 
 say() { printf 'setup: %s\n' "$*" >&2; }

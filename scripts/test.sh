@@ -7,6 +7,9 @@
 #   5. swift test, in release mode, with -warnings-as-errors, beside a PostgreSQL server on loopback that
 #      and a nats-server, which scripts/engines.sh starts first and stops on exit; the service suite runs a
 #      second time with every service's store on PostgreSQL and the relay's bus on NATS
+#   Each swift test pass has a time limit (SIBLINGS_TEST_PASS_LIMIT seconds, 900 by default, several times what
+#   it takes): a pass that hangs is stopped and fails with the tests that started and never ended, and every
+#   thread's stack (gdb), instead of running into CI's own limit with nothing said.
 # Exits non-zero on the first failure. `.ci/run` runs exactly this.
 set -euo pipefail
 
@@ -26,6 +29,58 @@ swift build -c release -Xswiftc -warnings-as-errors --build-tests
 echo "== fuzz smoke: every target's corpus, then 4 s of new inputs each (scripts/fuzz.sh --smoke)"
 ./scripts/fuzz.sh --smoke 4
 
+# `swift test` on the build above with the arguments given, stopped if it runs past the pass limit. Then it
+# fails, saying which tests started and never ended and where every thread of the test process was.
+pass_limit="${SIBLINGS_TEST_PASS_LIMIT:-900}"
+swift_test() {
+    local log
+    log="$(mktemp /tmp/siblings-test.XXXXXX)"
+    swift test -c release -Xswiftc -warnings-as-errors --skip-build "$@" >"$log" 2>&1 &
+    local pid=$!
+    tail -n +1 -f --pid="$pid" "$log" &
+    local tailer=$!
+    local waited=0
+    while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt "$pass_limit" ]; do
+        sleep 1
+        waited=$((waited + 1))
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        hang_report "$pid" "$log"
+    fi
+    local rc=0
+    wait "$pid" || rc=$?
+    wait "$tailer" || true
+    rm -f "$log"
+    return "$rc"
+}
+
+# What a pass that outlived the limit was doing, then the pass stopped: swift test's runner is its child.
+hang_report() {
+    local pid=$1 log=$2 runner
+    sleep 1 # the tailer prints the last lines first
+    {
+        echo
+        echo "== swift test ran past its limit of $pass_limit s (SIBLINGS_TEST_PASS_LIMIT) and is stopped."
+        echo "== the tests that started and never ended:"
+        # Swift Testing prints `◇ Test NAME started.` and `✔ Test NAME passed after ...` (or ✘ ... failed
+        # after, ➜ ... skipped); a parameterized test ends `with N test cases passed after`.
+        comm -23 \
+            <(sed -n '/^◇ Test case /d; s/^◇ Test \(.*\) started\.$/\1/p' "$log" | sort -u) \
+            <(sed -n -e 's/^[✔✘] Test \(.*\) \(passed\|failed\) after .*/\1/p' -e 's/^➜ Test \(.*\) skipped.*/\1/p' \
+                "$log" | sed 's/ with [0-9]* test cases\{0,1\}$//' | sort -u) | sed 's/^/   /'
+        runner="$(pgrep -P "$pid" | head -1 || true)"
+        if [ -n "$runner" ] && command -v gdb >/dev/null 2>&1; then
+            echo "== every thread of the test process ($runner):"
+            timeout 120 gdb -p "$runner" -batch -ex 'thread apply all bt 30' 2>&1 |
+                grep -v -e '^\[New LWP' -e '^\[Thread debugging' -e '^Using host libthread_db' |
+                swift demangle --simplified || true
+        fi
+    } >&2
+    [ -n "$runner" ] && kill -TERM "$runner" 2>/dev/null
+    sleep 5
+    kill -KILL "$pid" $runner 2>/dev/null || true
+}
+
 # The engines the storage, service and relay tests run on beside SQLite and the in-process bus, stopped however
 # this script ends.
 source scripts/engines.sh
@@ -39,9 +94,8 @@ engines_start
 # real server, a WebSocket timeout) then waits minutes for nothing. So those run on their own, afterwards.
 timed='^(PixieDeviceTests|HTTPServerTests)\.'
 echo "== swift test (release): everything but the end-to-end and timer-bound suites"
-swift test -c release -Xswiftc -warnings-as-errors --skip-build --skip "$timed"
+swift_test --skip "$timed"
 echo "== swift test (release): the service suite again, every service's store on PostgreSQL, the relay's bus on NATS"
-SIBLINGS_SERVICE_DATABASE=postgres SIBLINGS_RELAY_BUS=nats swift test -c release -Xswiftc -warnings-as-errors --skip-build \
-    --filter '^PixieServerTests\.'
+SIBLINGS_SERVICE_DATABASE=postgres SIBLINGS_RELAY_BUS=nats swift_test --filter '^PixieServerTests\.'
 echo "== swift test (release): the end-to-end and timer-bound suites ($timed)"
-swift test -c release -Xswiftc -warnings-as-errors --skip-build --filter "$timed"
+swift_test --filter "$timed"
