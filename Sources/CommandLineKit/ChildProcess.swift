@@ -26,7 +26,7 @@ import Synchronization
 /// The exit status is collected by ``waitUntilExit()`` (or ``waitUntilExit(timeout:)``), as with `Process`.
 public final class ChildProcess: @unchecked Sendable {
     // @unchecked: the settings are written before run() by the thread that starts the child and only read
-    // afterwards; the exit status, which any thread may ask for, is behind `status` and `reaping`.
+    // afterwards; the exit status, which any thread may ask for, is behind `status`.
 
     /// The program to run.
     public var executableURL: URL?
@@ -46,10 +46,9 @@ public final class ChildProcess: @unchecked Sendable {
     /// The child's process ID once ``run()`` has started it; 0 before.
     public private(set) var processIdentifier: Int32 = 0
 
-    /// The raw status waitpid(2) gave, once the child is reaped.
+    /// The raw status waitpid(2) gave, once the child is reaped. The child is reaped, and signalled, only while
+    /// this is held: a signal never reaches a process ID that was reaped and perhaps reused.
     private let status = Mutex<Int32?>(nil)
-    /// Held by the one thread that waits in waitpid(2) (a second waiter finds the status when it gets it).
-    private let reaping = NSLock()
 
     public init() {}
 
@@ -80,15 +79,28 @@ public final class ChildProcess: @unchecked Sendable {
         try check(posix_spawnattr_init(&attributes), "posix_spawnattr_init")
         defer { posix_spawnattr_destroy(&attributes) }
 
-        // The three streams, then every other descriptor closed (the dup2 actions run first, in order).
+        // The three streams, then every other descriptor closed (the dup2 actions run first, in order). A source
+        // among 0, 1 and 2 that goes elsewhere (standard error into this process's standard output) is copied
+        // above 2 first, since an earlier dup2 may have replaced it by then.
         var givenToTheChild: [FileHandle] = []
+        var copies: [Int32] = []
+        defer { for copy in copies { close(copy) } }
+        func dup2(_ source: Int32, _ target: Int32) throws {
+            var source = source
+            if source < 3, source != target {
+                source = fcntl(source, F_DUPFD_CLOEXEC, 3)
+                guard source >= 0 else { return try check(errno, "F_DUPFD_CLOEXEC") }
+                copies.append(source)
+            }
+            try check(posix_spawn_file_actions_adddup2(&actions, source, target), "adddup2")
+        }
         for (stream, target) in [(standardInput, Int32(0)), (standardOutput, 1), (standardError, 2)] {
             switch stream {
             case nil:
                 continue
             case let pipe as Pipe:
                 let end = target == 0 ? pipe.fileHandleForReading : pipe.fileHandleForWriting
-                try check(posix_spawn_file_actions_adddup2(&actions, end.fileDescriptor, target), "adddup2")
+                try dup2(end.fileDescriptor, target)
                 if !givenToTheChild.contains(where: { $0 === end }) { givenToTheChild.append(end) }
             case let handle as FileHandle where handle === FileHandle.nullDevice:
                 // Foundation's null device has no descriptor of its own.
@@ -97,7 +109,7 @@ public final class ChildProcess: @unchecked Sendable {
                         &actions, target, "/dev/null", target == 0 ? O_RDONLY : O_WRONLY, 0),
                     "addopen /dev/null")
             case let handle as FileHandle:
-                try check(posix_spawn_file_actions_adddup2(&actions, handle.fileDescriptor, target), "adddup2")
+                try dup2(handle.fileDescriptor, target)
             case let other?:
                 throw ChildProcessError(
                     "standard stream \(target) of \(name) is a \(type(of: other)); give a Pipe or a FileHandle")
@@ -142,28 +154,36 @@ public final class ChildProcess: @unchecked Sendable {
     /// Whether the child has started and not exited yet.
     public var isRunning: Bool {
         guard processIdentifier > 0, status.withLock({ $0 }) == nil else { return false }
-        var info = siginfo_t()
-        // WNOWAIT looks without reaping; si_pid stays 0 while the child has not exited (waitid(2)).
-        guard waitid(P_PID, id_t(processIdentifier), &info, WEXITED | WNOHANG | WNOWAIT) == 0 else { return false }
-        if Self.pid(of: info) == 0 { return true }
-        waitUntilExit()
-        return false
+        return !reap(blocking: false)
     }
 
     /// Blocks until the child has exited, and collects its status. Returns at once if it was never started.
     public func waitUntilExit() {
-        reaping.lock()
-        defer { reaping.unlock() }
         guard processIdentifier > 0, status.withLock({ $0 }) == nil else { return }
-        var raw: Int32 = 0
-        while waitpid(processIdentifier, &raw, 0) < 0 {
-            guard errno == EINTR else {
-                // ECHILD: something else reaped it; the status is lost, so it reads as killed by SIGKILL.
-                raw = SIGKILL
-                break
+        _ = reap(blocking: true)
+    }
+
+    /// Waits for the child to exit (or only looks, unless `blocking`), and collects its status once it has;
+    /// `true` once the status is collected. The wait leaves the child a zombie (WNOWAIT), so its process ID
+    /// stays its own; it is reaped, and its status stored, under `status`'s lock, which ``send(_:)`` also holds.
+    private func reap(blocking: Bool) -> Bool {
+        var info = siginfo_t()
+        var result: Int32
+        repeat {
+            result = waitid(P_PID, id_t(processIdentifier), &info, WEXITED | WNOWAIT | (blocking ? 0 : WNOHANG))
+        } while result != 0 && errno == EINTR
+        // si_pid stays 0 while the child runs (WNOHANG), and is its ID once it has exited (waitid(2)); a failure
+        // (ECHILD) means it is reaped already.
+        if result != 0 || blocking || Self.pid(of: info) != 0 {
+            status.withLock { status in
+                guard status == nil else { return }
+                var raw: Int32 = 0
+                // ECHILD: something other than this object reaped it, and the status is lost: it reads as
+                // killed by SIGKILL.
+                status = waitpid(processIdentifier, &raw, WNOHANG) == processIdentifier ? raw : SIGKILL
             }
         }
-        status.withLock { $0 = raw }
+        return status.withLock { $0 } != nil
     }
 
     /// Waits at most `timeout` for the child to exit; `true` (its status collected) if it did.
@@ -183,15 +203,22 @@ public final class ChildProcess: @unchecked Sendable {
     public func interrupt() { send(SIGINT) }
     /// Sends SIGKILL, which no child can catch, block or ignore.
     public func kill() { send(SIGKILL) }
+    /// Stops the child (SIGSTOP) until ``resume()``.
+    public func suspend() { send(SIGSTOP) }
+    /// Lets a stopped child go on (SIGCONT).
+    public func resume() { send(SIGCONT) }
 
     /// Sends `signal` to a child that is started and not yet reaped (whose process ID is not reused).
     private func send(_ signal: Int32) {
-        guard processIdentifier > 0, status.withLock({ $0 }) == nil else { return }
-        #if canImport(Darwin)
-            _ = Darwin.kill(processIdentifier, signal)
-        #else
-            _ = Glibc.kill(processIdentifier, signal)
-        #endif
+        guard processIdentifier > 0 else { return }
+        status.withLock { status in
+            guard status == nil else { return }
+            #if canImport(Darwin)
+                _ = Darwin.kill(processIdentifier, signal)
+            #else
+                _ = Glibc.kill(processIdentifier, signal)
+            #endif
+        }
     }
 
     /// The exit code, or the number of the signal that ended the child (``terminationReason`` says which).
@@ -214,10 +241,14 @@ public final class ChildProcess: @unchecked Sendable {
     }
 
     deinit {
-        // A child nobody waited for: reaped if it has exited, so it does not stay a zombie.
-        if processIdentifier > 0, status.withLock({ $0 }) == nil {
-            var raw: Int32 = 0
-            _ = waitpid(processIdentifier, &raw, WNOHANG)
+        // A child nobody waited for is reaped when it exits, as Foundation's Process does, so that it does not
+        // stay a zombie (which kill(pid, 0) would still find).
+        let pid = processIdentifier
+        if pid > 0, status.withLock({ $0 }) == nil {
+            Thread.detachNewThread {
+                var raw: Int32 = 0
+                while waitpid(pid, &raw, 0) < 0 && errno == EINTR {}
+            }
         }
     }
 

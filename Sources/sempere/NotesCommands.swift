@@ -289,7 +289,13 @@ struct Edit: ParsableCommand {
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", "\(editor) \"$1\"", "sh", file]
         try process.run()
+        // The editor has the terminal: Ctrl-C and Ctrl-\ are its, and do not end sempere under it (as system(3)
+        // does; the editor starts with every signal at its default action).
+        let interrupt = signal(SIGINT, SIG_IGN)
+        let quit = signal(SIGQUIT, SIG_IGN)
         process.waitUntilExit()
+        signal(SIGINT, interrupt)
+        signal(SIGQUIT, quit)
         guard process.terminationStatus == 0 else {
             throw failure(
                 "the editor (\(editor)) exited with status \(process.terminationStatus); the note is unchanged")

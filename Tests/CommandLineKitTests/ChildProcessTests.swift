@@ -138,6 +138,28 @@ struct ChildProcessTests {
         #expect(quiet.terminationStatus == 0)
     }
 
+    /// Without the reaper a dropped child stays a zombie, which kill(pid, 0) still finds (a test asking whether
+    /// its server is alive would be told yes).
+    @Test("a child dropped without a wait is reaped once it exits: no zombie stays behind")
+    func droppedChildIsReaped() throws {
+        var pid: Int32 = 0
+        do {
+            let process = ChildProcess()
+            process.executableURL = URL(fileURLWithPath: "/bin/true")
+            try process.run()
+            pid = process.processIdentifier
+        }
+        var gone = false
+        for _ in 0..<1000 {
+            if kill(pid, 0) != 0 && errno == ESRCH {
+                gone = true
+                break
+            }
+            usleep(10_000)
+        }
+        #expect(gone, "process \(pid) stayed behind for 10 s")
+    }
+
     @Test("what cannot start is refused with the reason: no program, a missing one, a stream of another type, twice")
     func refusals() throws {
         #expect(throws: ChildProcessError.self) { try ChildProcess().run() }

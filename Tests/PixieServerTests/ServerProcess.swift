@@ -107,6 +107,9 @@ final class ServerProcess: Sendable {
     /// The server's process id (for /proc/<pid>/status).
     var processIdentifier: Int32 { process.processIdentifier }
 
+    /// Whether the server is still running (not exited, whether or not anything has waited for it).
+    var isRunning: Bool { process.isRunning }
+
     /// Everything the server wrote to standard error so far.
     var logText: String { log.text }
 
