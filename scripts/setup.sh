@@ -36,6 +36,7 @@ apt_packages=(
     nats-server    # the NATS server the tests start on loopback (scripts/engines.sh) and bench-relay.sh runs
     strace         # SIGKILLs `sempere` at each write in SempereTests.CLICrashTests (strace -e inject)
     gdb            # every thread's stack of a test pass that hangs (scripts/test.sh stops it and prints them)
+    procps         # pgrep, which finds that pass's test process
 )
 
 say() { printf 'setup: %s\n' "$*" >&2; }

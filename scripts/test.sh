@@ -32,43 +32,65 @@ echo "== fuzz smoke: every target's corpus, then 4 s of new inputs each (scripts
 # `swift test` on the build above with the arguments given, stopped if it runs past the pass limit. Then it
 # fails, saying which tests started and never ended and where every thread of the test process was.
 pass_limit="${SIBLINGS_TEST_PASS_LIMIT:-900}"
+# The pass under way: swift test in a session of its own, so it and everything its tests started stop together.
+pass_group=""
 swift_test() {
     local log
     log="$(mktemp /tmp/siblings-test.XXXXXX)"
-    swift test -c release -Xswiftc -warnings-as-errors --skip-build "$@" >"$log" 2>&1 &
-    local pid=$!
-    tail -n +1 -f --pid="$pid" "$log" &
+    # setsid does not fork here (a background job leads no group), so $! is the new group's ID; --wait keeps
+    # swift test's exit status if it ever had to.
+    setsid --wait swift test -c release -Xswiftc -warnings-as-errors --skip-build "$@" >"$log" 2>&1 &
+    pass_group=$!
+    tail -n +1 -f --pid="$pass_group" "$log" &
     local tailer=$!
     local waited=0
-    while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt "$pass_limit" ]; do
+    while kill -0 "$pass_group" 2>/dev/null && [ "$waited" -lt "$pass_limit" ]; do
         sleep 1
         waited=$((waited + 1))
     done
-    if kill -0 "$pid" 2>/dev/null; then
-        hang_report "$pid" "$log"
+    if kill -0 "$pass_group" 2>/dev/null; then
+        hang_report "$log"
     fi
     local rc=0
-    wait "$pid" || rc=$?
+    wait "$pass_group" || rc=$?
+    pass_group=""
     wait "$tailer" || true
     rm -f "$log"
     return "$rc"
 }
 
-# What a pass that outlived the limit was doing, then the pass stopped: swift test's runner is its child.
+# Stops the pass under way, if any, with everything it started (on exit, and after a hang's report).
+stop_pass() {
+    [ -n "$pass_group" ] || return 0
+    kill -TERM -- "-$pass_group" 2>/dev/null || true
+    local waited=0
+    while kill -0 "$pass_group" 2>/dev/null && [ "$waited" -lt 50 ]; do
+        sleep 0.1
+        waited=$((waited + 1))
+    done
+    kill -KILL -- "-$pass_group" 2>/dev/null || true
+}
+
+# What a pass that outlived the limit was doing: the tests that started and never ended, and the stack of every
+# thread of its test process (swift test's child); then the pass is stopped.
 hang_report() {
-    local pid=$1 log=$2 runner
+    local log=$1 runner
     sleep 1 # the tailer prints the last lines first
     {
         echo
         echo "== swift test ran past its limit of $pass_limit s (SIBLINGS_TEST_PASS_LIMIT) and is stopped."
         echo "== the tests that started and never ended:"
-        # Swift Testing prints `◇ Test NAME started.` and `✔ Test NAME passed after ...` (or ✘ ... failed
-        # after, ➜ ... skipped); a parameterized test ends `with N test cases passed after`.
+        # Swift Testing prints `◇ Test NAME started.`, then `✔ Test NAME passed after ...`, `✘ ... failed after`,
+        # `━ ...` (passed with known issues) or `➜ ... skipped` / `was cancelled`; a parameterized test ends
+        # `with N test cases passed after`. Byte patterns (alternations, not brackets) hold in any locale; names
+        # are not made unique, so a twin that ended does not hide one that did not.
         comm -23 \
-            <(sed -n '/^◇ Test case /d; s/^◇ Test \(.*\) started\.$/\1/p' "$log" | sort -u) \
-            <(sed -n -e 's/^[✔✘] Test \(.*\) \(passed\|failed\) after .*/\1/p' -e 's/^➜ Test \(.*\) skipped.*/\1/p' \
-                "$log" | sed 's/ with [0-9]* test cases\{0,1\}$//' | sort -u) | sed 's/^/   /'
-        runner="$(pgrep -P "$pid" | head -1 || true)"
+            <(sed -n -e '/^◇ Test case /d' -e '/^◇ Test run started\.$/d' -e 's/^◇ Test \(.*\) started\.$/\1/p' "$log" |
+                LC_ALL=C sort) \
+            <(sed -n -e 's/^\(✔\|✘\|━\) Test \(.*\) \(passed\|failed\) after .*/\2/p' \
+                -e 's/^➜ Test \(.*\) \(skipped\|was cancelled\).*/\1/p' "$log" |
+                sed 's/ with [0-9]* test cases\{0,1\}$//' | LC_ALL=C sort) | sed 's/^/   /'
+        runner="$(pgrep -P "$pass_group" | head -1 || true)"
         if [ -n "$runner" ] && command -v gdb >/dev/null 2>&1; then
             echo "== every thread of the test process ($runner):"
             timeout 120 gdb -p "$runner" -batch -ex 'thread apply all bt 30' 2>&1 |
@@ -76,15 +98,13 @@ hang_report() {
                 swift demangle --simplified || true
         fi
     } >&2
-    [ -n "$runner" ] && kill -TERM "$runner" 2>/dev/null
-    sleep 5
-    kill -KILL "$pid" $runner 2>/dev/null || true
+    stop_pass
 }
 
 # The engines the storage, service and relay tests run on beside SQLite and the in-process bus, stopped however
 # this script ends.
 source scripts/engines.sh
-trap engines_stop EXIT
+trap 'stop_pass; engines_stop' EXIT
 engines_start
 
 # Last, so the test runner's summary is the run's closing line.
