@@ -47,7 +47,14 @@ final class PrivateNATSServer: @unchecked Sendable {
         process = nil
     }
 
-    deinit { stop() }
+    /// Stops the server where it is (SIGSTOP): its connections stay open, and it answers nothing.
+    func suspend() { process?.suspend() }
+    func resume() { process?.resume() }
+
+    deinit {
+        resume()
+        stop()
+    }
 }
 
 /// Two relay nodes, each with a NATS connection of its own (a NATSRelayBus each), on one nats-server.
@@ -112,6 +119,23 @@ struct NATSRelayBusTests {
         await sender.close()
         await east.server.shutdown()
         await west.server.shutdown()
+    }
+
+    /// The relay's OK for a SEND rests on this: libnats' own flush (a PING) can return OK with no PONG when the
+    /// PING cannot be written, so the bus falls back to a request only the server's answer ends.
+    @Test("a NATS round trip is confirmed only by the server's answer: a stopped server confirms nothing")
+    func roundTripNeedsTheServer() throws {
+        let nats = try PrivateNATSServer()
+        let connection = try NATSConnection(url: nats.url)
+        try connection.publish(Data("a frame".utf8), to: "pixie.test")
+        try connection.roundTrip(timeout: .seconds(5))
+        try connection.flush(timeout: .seconds(5))
+        nats.suspend()
+        try connection.publish(Data("another".utf8), to: "pixie.test")
+        #expect(throws: NATSError.self) { try connection.roundTrip(timeout: .milliseconds(300)) }
+        #expect(throws: NATSError.self) { try connection.flush(timeout: .milliseconds(300)) }
+        nats.resume()
+        try connection.roundTrip(timeout: .seconds(5))
     }
 
     @Test("NATS away: SEND and SUBSCRIBE get ERROR unavailable, never OK; once it is back, frames flow again")
