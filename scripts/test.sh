@@ -59,16 +59,18 @@ swift_test() {
     return "$rc"
 }
 
-# Stops the pass under way, if any, with everything it started (on exit, and after a hang's report).
+# Stops the pass under way, if any, with everything it started (on exit, and after a hang's report): every
+# process of its session, since SwiftPM puts the test process in a group of its own. (A daemon that left the
+# session, a PostgreSQL server a test started, is stopped by scripts/engines.sh's own cleanup or outlives it.)
 stop_pass() {
     [ -n "$pass_group" ] || return 0
-    kill -TERM -- "-$pass_group" 2>/dev/null || true
+    pkill -TERM -s "$pass_group" 2>/dev/null || true
     local waited=0
     while kill -0 "$pass_group" 2>/dev/null && [ "$waited" -lt 50 ]; do
         sleep 0.1
         waited=$((waited + 1))
     done
-    kill -KILL -- "-$pass_group" 2>/dev/null || true
+    pkill -KILL -s "$pass_group" 2>/dev/null || true
 }
 
 # What a pass that outlived the limit was doing: the tests that started and never ended, and the stack of every
