@@ -203,10 +203,6 @@ public final class ChildProcess: @unchecked Sendable {
     public func interrupt() { send(SIGINT) }
     /// Sends SIGKILL, which no child can catch, block or ignore.
     public func kill() { send(SIGKILL) }
-    /// Stops the child (SIGSTOP) until ``resume()``.
-    public func suspend() { send(SIGSTOP) }
-    /// Lets a stopped child go on (SIGCONT).
-    public func resume() { send(SIGCONT) }
 
     /// Sends `signal` to a child that is started and not yet reaped (whose process ID is not reused).
     private func send(_ signal: Int32) {

@@ -47,14 +47,7 @@ final class PrivateNATSServer: @unchecked Sendable {
         process = nil
     }
 
-    /// Stops the server where it is (SIGSTOP): its connections stay open, and it answers nothing.
-    func suspend() { process?.suspend() }
-    func resume() { process?.resume() }
-
-    deinit {
-        resume()
-        stop()
-    }
+    deinit { stop() }
 }
 
 /// Two relay nodes, each with a NATS connection of its own (a NATSRelayBus each), on one nats-server.
@@ -121,21 +114,56 @@ struct NATSRelayBusTests {
         await west.server.shutdown()
     }
 
-    /// The relay's OK for a SEND rests on this: libnats' own flush (a PING) can return OK with no PONG when the
-    /// PING cannot be written, so the bus falls back to a request only the server's answer ends.
-    @Test("a NATS round trip is confirmed only by the server's answer: a stopped server confirms nothing")
-    func roundTripNeedsTheServer() throws {
+    /// The relay's OK for a SEND rests on the flush. libnats' own returns OK with no PONG when it cannot write
+    /// its PING: here the connection's write side is shut, so every write fails while libnats still counts the
+    /// connection up (the server gone a moment ago, before libnats noticed).
+    @Test("a flush whose PING cannot be written is not OK, though libnats' own flush says it is")
+    func flushWithoutAWritableSocket() throws {
         let nats = try PrivateNATSServer()
         let connection = try NATSConnection(url: nats.url)
-        try connection.publish(Data("a frame".utf8), to: "pixie.test")
-        try connection.roundTrip(timeout: .seconds(5))
         try connection.flush(timeout: .seconds(5))
-        nats.suspend()
-        try connection.publish(Data("another".utf8), to: "pixie.test")
-        #expect(throws: NATSError.self) { try connection.roundTrip(timeout: .milliseconds(300)) }
-        #expect(throws: NATSError.self) { try connection.flush(timeout: .milliseconds(300)) }
-        nats.resume()
-        try connection.roundTrip(timeout: .seconds(5))
+        let reconnects = try #require(connection.reconnects)
+        let socket = try #require(Self.connectedSocket(toPort: nats.port), "no single socket to port \(nats.port)")
+        try connection.publish(Data("lost".utf8), to: "pixie.test")
+        #expect(shutdown(socket, Int32(SHUT_WR)) == 0)
+        let error = #expect(throws: NATSError.self) {
+            try connection.flush(timeout: .seconds(2), reconnectsBefore: reconnects)
+        }
+        #expect(error.map { "\($0)" }?.contains("try again") == true)
+    }
+
+    /// libnats' flush waits through a reconnect, and the new server's PONG would confirm what went down with the
+    /// old connection.
+    @Test("a flush across a reconnect is not OK: what was sent before went down with the old connection")
+    func flushAcrossAReconnect() async throws {
+        let nats = try PrivateNATSServer()
+        let connection = try NATSConnection(url: nats.url)
+        try connection.flush(timeout: .seconds(5))
+        let before = try #require(connection.reconnects)
+        try connection.publish(Data("sent before the outage".utf8), to: "pixie.test")
+        nats.stop()
+        try nats.start()
+        try await eventually("libnats did not reconnect") { connection.isConnected }
+        #expect(connection.reconnects == before + 1)
+        #expect(throws: NATSError.self) { try connection.flush(timeout: .seconds(2), reconnectsBefore: before) }
+        // What is sent from now on is confirmed.
+        try connection.flush(timeout: .seconds(2), reconnectsBefore: connection.reconnects)
+    }
+
+    /// This process's one TCP connection to 127.0.0.1:`port` (libnats' socket), or nil.
+    static func connectedSocket(toPort port: Int) -> Int32? {
+        let descriptors =
+            (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd"))?.compactMap { Int32($0) } ?? []
+        let matches = descriptors.filter { descriptor in
+            var address = sockaddr_in()
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let named = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(descriptor, $0, &length) == 0 }
+            }
+            return named && address.sin_family == sa_family_t(AF_INET)
+                && Int(UInt16(bigEndian: address.sin_port)) == port
+        }
+        return matches.count == 1 ? matches[0] : nil
     }
 
     @Test("NATS away: SEND and SUBSCRIBE get ERROR unavailable, never OK; once it is back, frames flow again")

@@ -43,10 +43,10 @@ public final class NATSRelayBus: RelayBus {
         let connection = try NATSConnection(url: url)
         self.connection = connection
         self.timeout = timeout
-        flusher = GroupFlusher {
+        flusher = GroupFlusher { reconnectsBefore in
             Result { () throws(RelayBusError) in
                 do {
-                    try connection.flush(timeout: timeout)
+                    try connection.flush(timeout: timeout, reconnectsBefore: reconnectsBefore)
                 } catch {
                     throw RelayBusError("NATS did not confirm the frames: \(error)")
                 }
@@ -79,7 +79,11 @@ public final class NATSRelayBus: RelayBus {
     }
 
     public func flush(then done: @escaping @Sendable (Result<Void, RelayBusError>) -> Void) {
-        flusher.enqueue(done)
+        // Taken after the burst's publishes: a reconnect from here on may have lost them.
+        guard let reconnects = connection.reconnects else {
+            return done(.failure(RelayBusError("libnats could not say whether it reconnected; try again")))
+        }
+        flusher.enqueue(reconnectsBefore: reconnects, done)
     }
 
     public func subscribe(
@@ -92,13 +96,14 @@ public final class NATSRelayBus: RelayBus {
             }
             guard connection.isConnected else { return .failure(unavailable("the subject cannot be held")) }
             do {
+                let reconnects = connection.reconnects
                 let frames = try connection.subscribe(Self.frameSubject(subject)) { [local] frame in
                     local.publish(frame, to: subject)
                 }
                 let presence = try connection.subscribe(Self.presenceSubject(subject), answer: Data([1])) { _ in }
                 // Once the server has both, a frame any node publishes reaches this one: only then is it OK.
                 do {
-                    try connection.flush(timeout: timeout)
+                    try connection.flush(timeout: timeout, reconnectsBefore: reconnects ?? .max)
                 } catch {
                     frames.cancel()
                     presence.cancel()
@@ -145,30 +150,36 @@ public final class NATSRelayBus: RelayBus {
 
 /// Group flush: the callers that asked since the last flush are answered by one flush, run on a thread of its own.
 /// While one flush runs, the next callers gather for the one after it, so under load a round trip answers many
-/// bursts and no caller's thread waits.
+/// bursts and no caller's thread waits. Each caller says how many reconnects the connection had made when it
+/// asked; the flush is given the earliest, and fails if the connection reconnected since.
 final class GroupFlusher: Sendable {
     typealias Done = @Sendable (Result<Void, RelayBusError>) -> Void
 
     private struct State {
         var waiting: [Done] = []
+        var reconnectsBefore: UInt64 = .max
         var stopped = false
     }
 
     private let state = Mutex(State())
     private let wake = DispatchSemaphore(value: 0)
 
-    /// Starts the flusher's thread; `flush` is one round trip, its result handed to every caller it answers.
-    init(flush: @escaping @Sendable () -> Result<Void, RelayBusError>) {
+    /// Starts the flusher's thread; `flush` is one round trip, given the batch's earliest reconnect count, and
+    /// its result is handed to every caller it answers.
+    init(flush: @escaping @Sendable (_ reconnectsBefore: UInt64) -> Result<Void, RelayBusError>) {
         // The thread holds the flusher until stop() ends it.
         let thread = Thread { [self] in
             while true {
                 wake.wait()
-                let (batch, stopped) = state.withLock { state in
-                    defer { state.waiting = [] }
-                    return (state.waiting, state.stopped)
+                let (batch, reconnectsBefore, stopped) = state.withLock { state in
+                    defer {
+                        state.waiting = []
+                        state.reconnectsBefore = .max
+                    }
+                    return (state.waiting, state.reconnectsBefore, state.stopped)
                 }
                 if !batch.isEmpty {
-                    let result = flush()
+                    let result = flush(reconnectsBefore)
                     for done in batch { done(result) }
                 }
                 if stopped { return }
@@ -179,10 +190,11 @@ final class GroupFlusher: Sendable {
     }
 
     /// Adds `done` to the next flush.
-    func enqueue(_ done: @escaping Done) {
+    func enqueue(reconnectsBefore: UInt64, _ done: @escaping Done) {
         // Only the first caller of a group wakes the thread: it takes everyone who came meanwhile.
         let first = state.withLock { state in
             state.waiting.append(done)
+            state.reconnectsBefore = Swift.min(state.reconnectsBefore, reconnectsBefore)
             return state.waiting.count == 1
         }
         if first { wake.signal() }
