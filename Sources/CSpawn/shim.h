@@ -11,14 +11,4 @@ extern int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *
 extern int posix_spawn_file_actions_addchdir_np(posix_spawn_file_actions_t *__restrict actions,
                                                 const char *__restrict path);
 
-/// Closes every descriptor from `from` up in the child, after the dup2 actions added before it.
-static inline int CSpawn_addCloseFrom(posix_spawn_file_actions_t *actions, int from) {
-    return posix_spawn_file_actions_addclosefrom_np(actions, from);
-}
-
-/// Changes the child's working directory to `path` before it executes.
-static inline int CSpawn_addChdir(posix_spawn_file_actions_t *actions, const char *path) {
-    return posix_spawn_file_actions_addchdir_np(actions, path);
-}
-
 #endif

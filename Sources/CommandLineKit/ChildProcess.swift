@@ -119,14 +119,10 @@ public final class ChildProcess: @unchecked Sendable {
         #if canImport(Darwin)
             flags |= Int32(POSIX_SPAWN_CLOEXEC_DEFAULT)
         #else
-            try check(CSpawn_addCloseFrom(&actions, 3), "addclosefrom_np")
+            try check(posix_spawn_file_actions_addclosefrom_np(&actions, 3), "addclosefrom_np")
         #endif
         if let directory = currentDirectoryURL {
-            #if canImport(Darwin)
-                try check(posix_spawn_file_actions_addchdir_np(&actions, directory.path), "addchdir_np")
-            #else
-                try check(CSpawn_addChdir(&actions, directory.path), "addchdir_np")
-            #endif
+            try check(posix_spawn_file_actions_addchdir_np(&actions, directory.path), "addchdir_np")
         }
         var noSignal = sigset_t()
         var everySignal = sigset_t()
