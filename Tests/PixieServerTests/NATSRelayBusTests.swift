@@ -16,19 +16,26 @@ import Testing
 final class PrivateNATSServer: @unchecked Sendable {
     // @unchecked: `process` is replaced only by start()/stop(), which one test calls in turn.
     let port: Int
+    /// A user and password the server requires, if any.
+    let login: (user: String, password: String)?
     private var process: ChildProcess?
 
-    init() throws {
+    init(login: (user: String, password: String)? = nil) throws {
         port = try Loopback.freePort()
+        self.login = login
         try start()
     }
 
-    var url: String { "nats://127.0.0.1:\(port)" }
+    var url: String {
+        guard let login else { return "nats://127.0.0.1:\(port)" }
+        return "nats://\(login.user):\(login.password)@127.0.0.1:\(port)"
+    }
 
     func start() throws {
         let process = ChildProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/sbin/nats-server")
-        process.arguments = ["-a", "127.0.0.1", "-p", "\(port)"]
+        process.arguments =
+            ["-a", "127.0.0.1", "-p", "\(port)"] + (login.map { ["--user", $0.user, "--pass", $0.password] } ?? [])
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
@@ -214,6 +221,54 @@ struct NATSRelayBusTests {
             }
         }
         #expect(delivered)
+        for client in [listener, sender, other] { await client.close() }
+        await east.server.shutdown()
+        await west.server.shutdown()
+    }
+    @Test("a password in relay_nats_url reaches no client and no log line while NATS is away")
+    func noSecretReachesClients() async throws {
+        let password = "pw-\(UInt64.random(in: 1...UInt64.max))"
+        let nats = try PrivateNATSServer(login: ("relay", password))
+        let lines = Mutex<[String]>([])
+        let logger = Logger(service: "relay", minimumLevel: .debug) { line in lines.withLock { $0.append(line) } }
+        let tokens = InMemoryTokenSpender()
+        let east = try RelayHarness(bus: try NATSRelayBus(url: nats.url), tokens: tokens, logger: logger)
+        let west = try RelayHarness(bus: try NATSRelayBus(url: nats.url), tokens: tokens, logger: logger)
+        let listener = try await east.connect()
+        let inbox = randomSubject()
+        try await listener.subscribe(inbox)
+        let sender = try await west.connect()
+        #expect(try await sender.send(Data("before".utf8), to: inbox, token: west.token()) == .ok(requestID: 1))
+
+        nats.stop()
+        var reasons: [String] = []
+        for _ in 0..<5 {
+            let answer = try await sender.send(Data("during".utf8), to: inbox, token: west.token())
+            if case .error(_, .unavailable, let reason) = answer { reasons.append(reason) }
+        }
+        let other = try await west.connect()
+        if case .error(_, .unavailable, let reason) = try await other.subscribe(randomSubject()) {
+            reasons.append(reason)
+        }
+        // Every SEND and the SUBSCRIBE were refused, each with a reason a device can act on and nothing more.
+        #expect(reasons.count == 6)
+        for reason in reasons {
+            #expect(!reason.contains(password), "a client was told the password: \(reason)")
+            #expect(!reason.contains("nats://"), "a client was told the bus's address: \(reason)")
+            #expect(reason.contains("try again"))
+        }
+        // The operator's log says what failed, with the URL's password masked.
+        let logged = lines.withLock { $0 }
+        #expect(logged.contains { $0.contains("relay frame refused") && $0.contains("relay:xxxxx@127.0.0.1") })
+        #expect(!logged.contains { $0.contains(password) })
+        // A bus that cannot connect at all says so with the password masked too.
+        do {
+            _ = try NATSConnection(url: nats.url)
+            Issue.record("connected to a stopped nats-server")
+        } catch {
+            #expect(!"\(error)".contains(password))
+            #expect("\(error)".contains("relay:xxxxx@"))
+        }
         for client in [listener, sender, other] { await client.close() }
         await east.server.shutdown()
         await west.server.shutdown()

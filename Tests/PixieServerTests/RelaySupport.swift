@@ -27,7 +27,7 @@ struct RelayHarness {
     init(
         maximumQueuedFrames: Int = 256, maximumSubjects: Int = 16, maximumPayloadBytes: Int = 64 << 10,
         connectionTimeout: Int = 30, bus: (any RelayBus)? = nil, tokens: InMemoryTokenSpender? = nil,
-        spender: (any TokenSpender)? = nil, database: (any SQLDatabase)? = nil
+        spender: (any TokenSpender)? = nil, database: (any SQLDatabase)? = nil, logger: Logger = .discard
     ) throws {
         self.tokens = tokens ?? InMemoryTokenSpender()
         var configuration = PixieConfiguration()
@@ -38,7 +38,7 @@ struct RelayHarness {
         application = try Application(
             configuration: configuration, keys: ServiceKeys.generate(),
             database: try database ?? SQLiteDatabase.inMemory(),
-            sms: RecordingSMSSender(), logger: .discard, metrics: metrics, tokens: spender ?? self.tokens, push: push,
+            sms: RecordingSMSSender(), logger: logger, metrics: metrics, tokens: spender ?? self.tokens, push: push,
             bus: try bus ?? Self.defaultBus())
         server = try HTTPServer(
             responder: application.router,

@@ -190,8 +190,10 @@ public final class RelayService: Sendable {
                 case (.sent(let id), .failure(let error)):
                     connection.enqueue(
                         .frame(
-                            refusal(
-                                id, .unavailable, "\(error); the frame may not have reached every device")))
+                            unavailable(
+                                id,
+                                "the relay could not confirm the frame with its other nodes, so it may not have "
+                                    + "reached every device; try again", detail: error)))
                 }
             }
             if let (frame, code, reason) = ending, !connection.isClosing {
@@ -254,7 +256,11 @@ public final class RelayService: Sendable {
             do {
                 subscription = try bus.subscribe(subject) { deliver in connection.enqueue(.frame(deliver)) }
             } catch {
-                answers.add(refusal(id, .unavailable, "\(error)"))
+                answers.add(
+                    unavailable(
+                        id,
+                        "the relay cannot reach its other nodes now, so the subject was not subscribed; try again "
+                            + "in a moment", detail: error))
                 return
             }
             connection.add(subscription)
@@ -285,7 +291,10 @@ public final class RelayService: Sendable {
                 case .tokenInvalid:
                     answers.add(refusal(id, .tokenInvalid, "the token does not verify; the frame was dropped"))
                 default:
-                    answers.add(refusal(id, .unavailable, "tokens cannot be checked: \(error.reason)"))
+                    answers.add(
+                        unavailable(
+                            id, "the relay cannot check tokens now, so the frame was dropped; try again in a moment",
+                            detail: error.reason))
                 }
                 return
             }
@@ -294,12 +303,25 @@ public final class RelayService: Sendable {
                 delivered = try bus.publish(
                     RelayServerFrame.deliver(subject: subject, wake: wake, payload: payload).encoded(), to: subject)
             } catch {
-                answers.add(refusal(id, .unavailable, "\(error)"))
+                answers.add(
+                    unavailable(
+                        id,
+                        "the relay cannot reach its other nodes now, so the frame was not sent; try again in a "
+                            + "moment", detail: error))
                 return
             }
             if wake == .sync, delivered == 0, !bus.hasSubscribers(subject) { wakeDevice(subject) }
             answers.sent(id)
         }
+    }
+
+    /// An ERROR `unavailable` answer: `reason` for the client, which says what happened and nothing of how the
+    /// node is set up; `detail` (the bus's or the token store's own error, whose URLs are redacted already) goes to
+    /// the operator's log only. No value from configuration reaches a client (docs/operations.md, "What the logs
+    /// show").
+    private func unavailable(_ id: UInt32, _ reason: String, detail: Any) -> Data {
+        logger.warning("relay frame refused: unavailable", ["reason": reason, "error": "\(detail)"])
+        return refusal(id, .unavailable, reason)
     }
 
     /// An ERROR answer, counted.

@@ -59,13 +59,15 @@ public final class PostgreSQLDatabase: SQLDatabase {
     /// - Throws: ``StorageError/Code/open`` for a URL that is not one, ``StorageError/Code/unavailable`` when the
     ///   server cannot be reached or refuses the login.
     public init(url: String, configuration: Configuration = Configuration()) throws {
-        guard var components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme)
+        guard let components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme)
         else {
             throw StorageError(
-                .open, "\(url) is not a PostgreSQL URL: give postgres://user[:password]@host[:port]/database")
+                .open,
+                "\(ConnectionURL.redacted(url)) is not a PostgreSQL URL: give "
+                    + "postgres://user[:password]@host[:port]/database")
         }
-        if components.password != nil { components.password = "***" }
-        self.location = components.string ?? "postgres://"
+        // Messages and logs show it with its password masked (the URL as given is kept only to connect).
+        self.location = ConnectionURL.redacted(url)
         self.url = url
         self.configuration = configuration
         self.permits = DispatchSemaphore(value: max(1, configuration.maximumConnections))

@@ -1,5 +1,6 @@
 internal import CNATS
 import Foundation
+import Storage
 import Synchronization
 
 /// One connection to a NATS server (libnats, the NATS C client), owning its handle: publish, flush, subscribe,
@@ -11,18 +12,20 @@ import Synchronization
 public final class NATSConnection: @unchecked Sendable {
     // @unchecked: the handle is libnats', which is thread-safe; it is destroyed once, in deinit.
     private let handle: OpaquePointer
-    /// Where it connects, for messages.
+    /// Where it connects, for messages and logs: the URL with its password or token masked
+    /// (``ConnectionURL/redacted(_:)``). The URL as given is never kept.
     public let url: String
 
     /// Connects to `url` (`nats://host:port`). With `sendImmediately`, each publish is written at once instead of
     /// with the next flush (libnats' SendAsap).
     ///
     /// - Throws: ``NATSError`` when the server cannot be reached.
-    public init(url: String, sendImmediately: Bool = false) throws(NATSError) {
+    public init(url given: String, sendImmediately: Bool = false) throws(NATSError) {
+        let url = ConnectionURL.redacted(given)
         var options: OpaquePointer?
         try Self.check(natsOptions_Create(&options), "create its options", url: url)
         defer { natsOptions_Destroy(options) }
-        try Self.check(natsOptions_SetURL(options, url), "take the URL", url: url)
+        try Self.check(natsOptions_SetURL(options, given), "take the URL", url: url)
         try Self.check(natsOptions_SetAllowReconnect(options, true), "allow reconnects", url: url)
         try Self.check(natsOptions_SetMaxReconnect(options, -1), "reconnect forever", url: url)
         try Self.check(natsOptions_SetReconnectWait(options, 100), "set the reconnect wait", url: url)
