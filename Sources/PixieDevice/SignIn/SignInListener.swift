@@ -93,7 +93,22 @@ public struct SignInListener: Sendable {
         var ladder = SignInRequestHandler(
             discoveryKey: discoveryKey,
             phoneVerifier: PhoneOwnershipCert.Verifier(pinnedKeys: [state.trustBundle.phoneVerifyKey]),
-            ownPhoneID: state.phoneID.data, freshness: freshness)
+            ownPhoneID: state.phoneID.data, freshness: freshness, answered: try home.answeredSignIns())
+        // The record of answered requests is saved after each answer, so a request replayed after a restart is
+        // still dropped as one (issue 37, 1). A record that cannot be saved is said, not hidden.
+        func remember(_ prompt: SignInRequestHandler.Prompt) {
+            let now = Date()
+            ladder.acknowledged(prompt, now: now)
+            do {
+                try home.saveAnsweredSignIns(ladder.answeredRequests(now: now))
+            } catch {
+                report(
+                    .failed(
+                        deviceModel: prompt.request.deviceModel,
+                        reason: "the request was answered, but the record of answered requests was not saved, so a "
+                            + "replay of it after a restart may prompt again: \(error)"))
+            }
+        }
         let relay = try await RelaySession.connect(to: server)
         defer { Task { await relay.close() } }
         try await relay.subscribe(discoveryInbox)
@@ -125,7 +140,7 @@ public struct SignInListener: Sendable {
             guard delivery.subject == discoveryInbox.subject else { continue }
             if SignInSettlement.requestDigest(of: delivery.payload) != nil {
                 if let (prompt, outcome) = prompts.settle(by: delivery.payload) {
-                    ladder.acknowledged(prompt, now: Date())
+                    remember(prompt)
                     report(.dismissed(deviceModel: prompt.request.deviceModel, outcome))
                 }
                 continue
@@ -141,7 +156,7 @@ public struct SignInListener: Sendable {
                 try await relay.send(
                     try prompt.acknowledgement(deviceFamily: deviceFamily), to: prompt.request.replySubject,
                     wake: .silent, token: try await wallet.take())
-                ladder.acknowledged(prompt, now: Date())
+                remember(prompt)
             } catch {
                 report(.failed(deviceModel: prompt.request.deviceModel, reason: "\(error)"))
                 continue

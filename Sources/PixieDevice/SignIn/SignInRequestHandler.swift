@@ -93,15 +93,25 @@ public struct SignInRequestHandler: Sendable {
     private var answered: [Data: Date] = [:]
 
     /// `phoneVerifier` holds the pinned phone-verify keys (from the trust bundle; none refuses every request);
-    /// `ownPhoneID` is the phone_id of this device's own verified cert.
+    /// `ownPhoneID` is the phone_id of this device's own verified cert. `answered` is the record a listener kept
+    /// before (``answeredRequests``, saved in the device's home by ``DeviceHome/answeredSignIns()``), so that a
+    /// request answered before a restart is still a replay after it.
     public init(
         discoveryKey: XWing.PrivateKey, phoneVerifier: PhoneOwnershipCert.Verifier, ownPhoneID: Data,
-        freshness: TimeInterval = 300
+        freshness: TimeInterval = 300, answered: [Data: Date] = [:]
     ) {
         self.discoveryKey = discoveryKey
         self.phoneVerifier = phoneVerifier
         self.ownPhoneID = ownPhoneID
         self.freshness = freshness
+        self.answered = answered
+    }
+
+    /// The digests of the requests answered, with when, as of `now`: what to keep across restarts. An entry lives
+    /// twice the freshness window and no longer, since by then its request is dropped as stale (rung 5) whatever
+    /// the record says; so the record holds at most the requests of the last ten minutes.
+    public func answeredRequests(now: Date) -> [Data: Date] {
+        answered.filter { now.timeIntervalSince($0.value) <= 2 * freshness }
     }
 
     /// Runs the ladder on `box`, received at `now`: the prompt, or why it was dropped.
@@ -172,8 +182,8 @@ public enum SignInError: Error, Sendable, Equatable, CustomStringConvertible {
                 + "may still have them"
         case .noAnswer(let waited):
             "no device of this account answered within \(waited.components.seconds) s, so this device did not join: "
-                + "open Pixie on a device already signed in (sign-in requests wake nobody, so it must be online), "
-                + "then try again"
+                + "open Pixie on a device already signed in and online, check that this device's clock is right (a device drops, unanswered, a request whose time is more than 5 "
+                + "minutes off its own), then try again"
         }
     }
 }

@@ -78,7 +78,7 @@ extension DeviceHome {
     public func erase() throws {
         try locked {
             do throws(PrivateFilesError) {
-                for name in ["store.sqlite-wal", "store.sqlite-shm", "store.sqlite"] {
+                for name in ["store.sqlite-wal", "store.sqlite-shm", "store.sqlite", Self.answeredSignInsFile] {
                     try PrivateFiles.remove(directory.appendingPathComponent(name))
                 }
                 try PrivateFiles.remove(file)
@@ -96,6 +96,53 @@ extension DeviceHome {
             guard var state = try load() else { return }
             change(&state)
             try save(state)
+        }
+    }
+
+    static let answeredSignInsFile = "answered-signins.json"
+
+    /// The sign-in requests this device answered lately (``SignInRequestHandler/answeredRequests(now:)``): the
+    /// SHA-256 of each request's box, with when it was acknowledged. Kept in `<home>/answered-signins.json` (mode
+    /// 0600), so that a relay which replays a request after `pixie listen` restarts raises no second prompt. Empty
+    /// when there is no record yet.
+    public func answeredSignIns() throws -> [Data: Date] {
+        let data: Data?
+        do {
+            try check()
+            data = try PrivateFiles.read(
+                directory.appendingPathComponent(Self.answeredSignInsFile), noun: "the answered sign-in requests")
+        } catch {
+            throw DeviceError.home(error.reason)
+        }
+        guard let data else { return [:] }
+        guard let record = try? JSONDecoder().decode(AnsweredSignIns.self, from: data) else {
+            throw DeviceError.home(
+                "\(directory.appendingPathComponent(Self.answeredSignInsFile).path) is damaged (not the JSON this "
+                    + "version writes); remove it, and requests answered in the last ten minutes may prompt once more")
+        }
+        var answered: [Data: Date] = [:]
+        for entry in record.answered {
+            answered[entry.digest.data] = Date(timeIntervalSince1970: TimeInterval(entry.acknowledgedAt))
+        }
+        return answered
+    }
+
+    /// Replaces the record of answered sign-in requests with `answered`, durably (written, synced and renamed).
+    public func saveAnsweredSignIns(_ answered: [Data: Date]) throws {
+        let record = AnsweredSignIns(
+            answered: answered.sorted { $0.value < $1.value }.map {
+                AnsweredSignIns.Entry(
+                    digest: Base64URLBytes($0.key), acknowledgedAt: Int64($0.value.timeIntervalSince1970.rounded(.up)))
+            })
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        do {
+            try check()
+            try PrivateFiles.write(
+                try encoder.encode(record), to: directory.appendingPathComponent(Self.answeredSignInsFile))
+            try PrivateFiles.syncDirectory(directory)
+        } catch let error as PrivateFilesError {
+            throw DeviceError.home(error.reason)
         }
     }
 
@@ -200,4 +247,19 @@ public enum DeviceError: Error, Sendable, Equatable, CustomStringConvertible {
             reason
         }
     }
+}
+
+/// `<home>/answered-signins.json`: `{"answered":[{"acknowledged_at":UNIX,"digest":BASE64URL}]}`.
+struct AnsweredSignIns: Codable {
+    struct Entry: Codable {
+        let digest: Base64URLBytes
+        let acknowledgedAt: Int64
+
+        enum CodingKeys: String, CodingKey {
+            case digest
+            case acknowledgedAt = "acknowledged_at"
+        }
+    }
+
+    let answered: [Entry]
 }

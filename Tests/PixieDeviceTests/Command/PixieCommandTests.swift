@@ -1,7 +1,11 @@
 import CommandLineKit
 import Foundation
+import PixieDevice
+import PixieWire
+import SiblingsCrypto
 import Synchronization
 import Testing
+import Transparency
 
 /// A `pixie` process (the binary beside the test bundle), its output collected as it comes and its input open.
 final class PixieProcess: Sendable {
@@ -391,5 +395,60 @@ struct PixieCommandTests {
         // Usage errors are 64.
         let usage = try PixieProcess(["signin", "--home", "x", "--server", "ftp://x"], in: directory)
         #expect(await usage.exit() == 64)
+    }
+
+    @Test("a request answered before the listener restarted is a replay after it: no second prompt, no ack")
+    func replayAfterRestart() async throws {
+        let server = try await setUp()
+        defer {
+            server.stop()
+            try? FileManager.default.removeItem(at: directory)
+        }
+        try await createAccount(server)
+        // A new device's request, made with the SDK so the test holds the very box a relay could keep.
+        let bundle = try JSONDecoder().decode(
+            TrustBundle.self, from: Data(contentsOf: directory.appendingPathComponent("bundle.json")))
+        let client = PixieClient(baseURL: server.base)
+        let started = try await client.startPhoneVerification(number)
+        let code = try #require(
+            try AgainstTheServerTests.lastCode(to: number, in: directory.appendingPathComponent("data")))
+        let phoneCert = try await client.checkPhoneVerification(id: started.verificationID, code: code).phoneCert.data
+        let bindings = LoggedBindings(verifier: try TransparencyVerifier(trustBundle: bundle), client: client)
+        let phoneID = try PhoneOwnershipCert.Verifier(pinnedKeys: [bundle.phoneVerifyKey]).verify(
+            phoneCert, now: Date()
+        )
+        .phoneID
+        let discovery = try await client.lookupOwnDiscovery(phoneCert: phoneCert)
+        let sealTo = try await bindings.verifiedDiscovery(discovery, phoneID: phoneID)
+        let wallet = TokenWallet(client: client, keyListVerifier: bindings, payer: .phoneCert(phoneCert))
+        let attempt = try SignInAttempt(
+            deviceModel: "replayed tablet", phoneCert: phoneCert, sealingKey: XWing.PrivateKey().publicKey,
+            discoveryKey: sealTo.key, now: Date())
+        let relay = try await RelaySession.connect(to: server.base)
+        let answers = Received(relay)
+        try await relay.subscribe(attempt.replySubjectKey)
+        let inbox = try RelaySubject(rawRepresentation: discovery.discoveryInbox.data)
+
+        let first = try PixieProcess(["listen", "--home", "phone", "--reject", "--once", "--json"], in: directory)
+        defer { first.stop() }
+        _ = try await first.event("listening")
+        try await relay.send(attempt.box, to: inbox, wake: .silent, token: try await wallet.take())
+        _ = try await first.event("rejected")
+        #expect(await first.exit() == 0, "\(first.text)")
+        // The ack, then the rejection.
+        #expect(try attempt.read(try await answers.frame(0).payload) == .acknowledged(deviceFamily: "Linux"))
+        _ = try await answers.frame(1)
+
+        // The listener restarts; the relay posts the same box again, inside its freshness window.
+        let second = try PixieProcess(["listen", "--home", "phone", "--reject", "--json"], in: directory)
+        defer { second.stop() }
+        _ = try await second.event("listening")
+        try await relay.send(attempt.box, to: inbox, wake: .silent, token: try await wallet.take())
+        let dropped = try await second.event("dropped")
+        #expect((dropped["detail"] as? String)?.contains("replayed") == true, "\(second.text)")
+        #expect(!second.text.contains("rejected") && !second.text.contains("\"prompt\""), "\(second.text)")
+        // The ladder dropped it before anything was sealed back: the reply subject got the first two frames only.
+        #expect(answers.count == 2)
+        await relay.close()
     }
 }
