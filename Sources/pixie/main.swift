@@ -226,6 +226,18 @@ struct SignIn: ParsableCommand {
             } else {
                 streams.out("Approve on your \(family).")
             }
+        case .clockOff(let offset):
+            let minutes = Int((abs(offset) / 60).rounded())
+            let way = offset > 0 ? "ahead of" : "behind"
+            let text =
+                "This device's clock is about \(minutes) minute\(minutes == 1 ? "" : "s") \(way) the server's. Your "
+                + "other devices ignore a sign-in request more than 5 minutes off their own clocks, without a word, so "
+                + "set this device's clock right (turn on automatic time) and sign in again if none answers."
+            if json {
+                try? printJSON(["event": "clock_off", "seconds": Int(offset.rounded()), "detail": text])
+            } else {
+                streams.err(text)
+            }
         }
     }
 }

@@ -30,6 +30,12 @@ public struct SignInApprovalRequester: Sendable {
         public var longestResendInterval: Duration = .seconds(40)
         /// How long to wait for an answer, the grant's own lifetime by default.
         public var maximumWait: Duration = .seconds(180)
+        /// How far a request's time may be from a sibling's clock before the sibling drops it (rung 5 of
+        /// ``SignInRequestHandler``, 5 minutes either way). When this device's clock is more than half of it off
+        /// the server's, the requester says so before it sends (``Event/clockOff(by:)``).
+        public var freshness: TimeInterval = 300
+        /// This device's clock: what the request's timestamp says.
+        public var clock: @Sendable () -> Date = { Date() }
 
         /// The defaults send the request 7 times in 3 minutes (at 0, 5, 15, 35, 75, 115 and 155 s): two
         /// pre-session mints of 4 tokens, so the number's hourly budget of 40 covers five whole attempts.
@@ -55,6 +61,11 @@ public struct SignInApprovalRequester: Sendable {
         case waiting(checkCode: String)
         /// A sibling has it: "Approve on your <family>".
         case acknowledged(deviceFamily: String)
+        /// Before anything is sent: this device's clock is this many seconds ahead of the server's (behind, when
+        /// negative), more than half the window siblings hold requests to. A sibling whose clock is right drops a
+        /// request whose time is off by more than the window, silently, as the seed requires; so the person hears
+        /// it here, while the request still goes out.
+        case clockOff(by: TimeInterval)
     }
 
     /// An approval whose seed the log backs.
@@ -98,9 +109,16 @@ public struct SignInApprovalRequester: Sendable {
         let discoveryKey = verified.key
         let inbox = verified.inbox
         let wallet = TokenWallet(client: client, keyListVerifier: bindings, payer: .phoneCert(phoneCert))
+        // The server's clock stands in for the siblings': a request whose time is off it by more than half the
+        // window is likely to be dropped unseen. A server that gives no date is not a reason to stop.
+        let now = configuration.clock()
+        if let serverNow = try? await client.serverDate() {
+            let offset = now.timeIntervalSince(serverNow)
+            if abs(offset) > configuration.freshness / 2 { events(.clockOff(by: offset)) }
+        }
         let attempt = try SignInAttempt(
             deviceModel: configuration.deviceModel, phoneCert: phoneCert, sealingKey: sealingKey,
-            discoveryKey: discoveryKey, now: Date())
+            discoveryKey: discoveryKey, now: now)
         try await relay.subscribe(attempt.replySubjectKey)
         let acknowledged = AcknowledgedFlag()
         let approved: SignInApproval.Approved

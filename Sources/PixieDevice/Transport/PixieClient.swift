@@ -75,6 +75,25 @@ public struct PixieClient: Sendable {
         return String(decoding: response.body, as: UTF8.self)
     }
 
+    // MARK: the server's clock
+
+    /// The server's clock, from the `Date` field of its answer to `GET /healthz` (an IMF-fixdate, RFC 9110,
+    /// 5.6.7 and 6.6.1), to one second; nil when it sends none or one that does not parse. A device compares it
+    /// with its own before it sends a sign-in request, which siblings drop when its time is off theirs.
+    public func serverDate() async throws -> Date? {
+        let response = try await exchange("GET", "/healthz", body: nil, session: nil)
+        return response.headers["date"].flatMap(Self.httpDate)
+    }
+
+    /// An IMF-fixdate, `Sun, 06 Nov 1994 08:49:37 GMT`; nil for anything else.
+    static func httpDate(_ text: String) -> Date? {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        return formatter.date(from: text)
+    }
+
     // MARK: credential-svc
 
     public func senderCert(session: String) async throws -> CredentialAPI.SenderCertResponse {

@@ -265,6 +265,47 @@ struct SignInApprovalRequesterTests {
         await world.stop()
     }
 
+    @Test("a device whose clock is 10 minutes ahead is told so before it sends; the sibling drops it, as the seed says")
+    func clockOff() async throws {
+        let world = try await SignInWorld(decide: .approve)
+        let (requester, relay) = try await world.requester {
+            $0.maximumWait = .milliseconds(1500)
+            $0.clock = { Date().addingTimeInterval(600) }
+        }
+        let events = Mutex<[SignInApprovalRequester.Event]>([])
+        let error = await #expect(throws: SignInError.self) {
+            try await requester.requestApproval { event in events.withLock { $0.append(event) } }
+        }
+        // Said first, before the request went out with its check code.
+        let said = events.withLock { $0 }
+        guard case .clockOff(let offset)? = said.first else {
+            Issue.record("no clock warning before sending: \(said)")
+            return
+        }
+        #expect((598...602).contains(offset))
+        #expect(said.count == 2)
+        // The sibling's ladder dropped it, silently: no prompt, no answer; the error names the clock.
+        #expect(error == .noAnswer(waited: .milliseconds(1500)))
+        #expect(error?.description.contains("this device's clock") == true)
+        #expect(world.prompts.value.withLock { $0 } == 0)
+        await relay.close()
+        await world.stop()
+    }
+
+    @Test("a clock within the window's half says nothing")
+    func clockRight() async throws {
+        let world = try await SignInWorld(decide: .ignore)
+        let (requester, relay) = try await world.requester {
+            $0.maximumWait = .milliseconds(500)
+            $0.clock = { Date().addingTimeInterval(-100) }
+        }
+        let events = Mutex<[SignInApprovalRequester.Event]>([])
+        _ = try? await requester.requestApproval { event in events.withLock { $0.append(event) } }
+        #expect(!events.withLock { $0 }.contains { if case .clockOff = $0 { true } else { false } })
+        await relay.close()
+        await world.stop()
+    }
+
     @Test("a hostile identity-svc substituting the discovery key fails closed: nothing is sealed or sent")
     func substitutedDiscoveryKey() async throws {
         let world = try await SignInWorld(decide: .approve)
