@@ -195,7 +195,7 @@ let package = Package(
         .executableTarget(
             name: "pixie",
             dependencies: [
-                "PixieDevice", "PixieWire", "CommandLineKit", "SiblingsCrypto",
+                "PixieDevice", "PixieWire", "CommandLineKit", "SiblingsCrypto", "PrivateFiles",
                 .target(name: "CMalloc", condition: .when(platforms: [.linux])),
             ],
             swiftSettings: strict),

@@ -79,7 +79,7 @@ listener=$!
 exec 3>approvals
 for _ in $(seq 100); do grep -q '"listening"' listen.log && break; sleep 0.1; done
 # shellcheck disable=SC2046
-"$bin/pixie" signin $(device laptop) --json >signin.log 2>&1 &
+"$bin/pixie" signin $(device laptop) --no-sync --json >signin.log 2>&1 &
 signin=$!
 code=""
 for _ in $(seq 300); do
@@ -96,7 +96,7 @@ phone_rss_before="$(awk '/VmHWM/ {print $2}' "/proc/$listener/status")"
 say "ours: pixie sync"
 start="$(now)"
 sync_start="$start"
-"$bin/pixie" sync --home laptop --json 2>&1 | while IFS= read -r line; do printf '%s %s\n' "$(now)" "$line"; done \
+"$bin/pixie" sync --home laptop --foreground --json 2>&1 | while IFS= read -r line; do printf '%s %s\n' "$(now)" "$line"; done \
     >sync.log
 end="$(now)"
 grep -q '"absorbed"' sync.log || { cat sync.log listen.log >&2; say "the sync did not absorb the store"; exit 1; }
@@ -112,7 +112,7 @@ say "the laptop's peak RSS: the same sync into a fresh home, under /usr/bin/time
 rm -rf laptop2
 cp -a laptop laptop2
 rm -f laptop2/store.sqlite*
-/usr/bin/time -f '%M' -o laptop-rss "$bin/pixie" sync --home laptop2 --json >sync2.log 2>&1 \
+/usr/bin/time -f '%M' -o laptop-rss "$bin/pixie" sync --home laptop2 --foreground --json >sync2.log 2>&1 \
     || { cat sync2.log >&2; say "the second sync failed"; exit 1; }
 laptop_rss="$(tail -1 laptop-rss)"
 say "ours took $ours s"

@@ -199,6 +199,10 @@ public final class ChildProcess: @unchecked Sendable {
     public func interrupt() { send(SIGINT) }
     /// Sends SIGKILL, which no child can catch, block or ignore.
     public func kill() { send(SIGKILL) }
+    /// Sends SIGSTOP: the child stops where it is, as a device whose app was suspended.
+    public func suspend() { send(SIGSTOP) }
+    /// Sends SIGCONT: a suspended child goes on.
+    public func resume() { send(SIGCONT) }
 
     /// Sends `signal` to a child that is started and not yet reaped (whose process ID is not reused).
     private func send(_ signal: Int32) {

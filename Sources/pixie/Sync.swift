@@ -10,10 +10,36 @@ struct Sync: ParsableCommand {
         discussion: """
             Asks every other device of the account for its store; the first that answers seals it and parks it on \
             blob-svc, and this device downloads it (resuming where it stopped), checks it and imports it. A sibling \
-            answers while it runs `pixie listen`. `pixie signin` does this once it has joined; `pixie sync retry` asks \
-            again. Rows this device has already are kept as they are.
+            answers while it runs `pixie listen`. `pixie signin` does this itself once it has joined, unless \
+            --no-sync; `pixie sync retry` asks again. Rows this device has already are kept as they are. The \
+            absorption runs in a process of its own: if no byte of the store has arrived after the grace (30 s), \
+            press Enter to continue without it while it goes on in the background; `pixie sync status` shows it.
             """,
-        subcommands: [SyncStart.self, SyncRetry.self], defaultSubcommand: SyncStart.self)
+        subcommands: [SyncStart.self, SyncRetry.self, SyncStatus.self, SyncWorker.self],
+        defaultSubcommand: SyncStart.self)
+}
+
+/// How the terminal waits for an absorption (`pixie sync`, `pixie sync retry` and `pixie signin` share these).
+struct AbsorbOptions: ParsableArguments {
+    @Option(
+        name: .long("grace"),
+        help: "Seconds without a byte of the store before you may continue without it (the seed's 30).")
+    var grace: Double = 30
+    @Flag(
+        name: .long("continue"),
+        help: "Continue by yourself once the grace is over, leaving the absorption running in the background.")
+    var continueAtGrace: Bool
+    @Flag(
+        name: .long("foreground"),
+        help: "Absorb in this process, with no background: it ends only when the store is here or nobody sent it.")
+    var foreground: Bool
+
+    func check() throws {
+        guard grace > 0, grace <= 3600 else { throw ValidationError("--grace must be more than 0, at most 3600") }
+        if foreground && continueAtGrace {
+            throw ValidationError("--foreground and --continue exclude each other: in the foreground nothing goes on")
+        }
+    }
 }
 
 struct SyncStart: ParsableCommand {
@@ -21,10 +47,15 @@ struct SyncStart: ParsableCommand {
         commandName: "start", abstract: "Ask the siblings for the store and absorb it (what `pixie sync` does).")
 
     @Option(name: .long("home"), help: "This device's directory.") var home: String
+    @OptionGroup var absorb: AbsorbOptions
     @Flag(name: .long("json"), help: "Print progress and the result as JSON lines.") var json: Bool
 
+    func validate() throws { try absorb.check() }
+
     func run() async throws {
-        try await reporting { try await absorbStore(home: try openHome(home), json: json) }
+        try await reporting {
+            try await absorbStore(home: try openHome(home), homePath: home, json: json, options: absorb, joined: false)
+        }
     }
 }
 
@@ -34,127 +65,162 @@ struct SyncRetry: ParsableCommand {
         abstract: "Ask again: after no sibling answered, or to finish a download that was cut off.")
 
     @Option(name: .long("home"), help: "This device's directory.") var home: String
+    @OptionGroup var absorb: AbsorbOptions
     @Flag(name: .long("json"), help: "Print progress and the result as JSON lines.") var json: Bool
 
+    func validate() throws { try absorb.check() }
+
     func run() async throws {
-        try await reporting { try await absorbStore(home: try openHome(home), json: json) }
+        try await reporting {
+            try await absorbStore(home: try openHome(home), homePath: home, json: json, options: absorb, joined: false)
+        }
     }
 }
 
-/// Runs SyncService.absorb, printing the phase, bytes, rate and time left; throws (exit 1) unless the store arrived
-/// or there is no sibling to ask.
-func absorbStore(home: DeviceHome, json: Bool) async throws {
-    let service = try await SyncService.connect(home: home)
-    let progress = ProgressPrinter(json: json)
+struct SyncStatus: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status", abstract: "Show the last absorption: running or how it ended, and how far it got.")
+
+    @Option(name: .long("home"), help: "This device's directory.") var home: String
+    @Flag(name: .long("json"), help: "Print the status as JSON.") var json: Bool
+
+    func run() async throws {
+        try await reporting {
+            let files = SyncRunFiles(home: try openHome(home))
+            let records = files.records()
+            guard let first = records.first, let run = first["run"] as? String else {
+                if json { try printJSON(["state": "none"]) } else { streams.out("No absorption has run here.") }
+                return
+            }
+            let mine = records.filter { $0["run"] as? String == run }
+            let running = files.isRunning
+            let last = mine.last { ($0["event"] as? String) != "dropped" } ?? first
+            let event = last["event"] as? String ?? ""
+            let final = SyncRunFiles.finalEvents.contains(event)
+            let state = final ? event : (running ? "running" : "stopped")
+            let amounts = mine.last { ["downloading", "preparing"].contains($0["event"] as? String ?? "") }
+            var status: [String: Any] = [
+                "state": state, "phase": event, "running": running,
+                "started_at": Int((first["at"] as? Double ?? 0).rounded()),
+                "updated_at": Int((last["at"] as? Double ?? 0).rounded()),
+                "continued_offered": mine.contains { $0["event"] as? String == "may_continue" },
+            ]
+            for key in ["done_bytes", "total_bytes", "estimated_bytes"] { status[key] = amounts?[key] }
+            for key in ["rows", "inserted", "present", "reason", "reasons"] { status[key] = last[key] }
+            if json {
+                try printJSON(status)
+                return
+            }
+            let started = Date(timeIntervalSince1970: first["at"] as? Double ?? 0)
+            let ago = Int(Date().timeIntervalSince(started))
+            switch state {
+            case "running":
+                var line = "Absorbing (started \(ago) s ago): "
+                switch event {
+                case "downloading":
+                    let done = UInt64(amounts?["done_bytes"] as? Int ?? 0)
+                    let total = UInt64(amounts?["total_bytes"] as? Int ?? 0)
+                    line += "downloading, \(bytes(done)) of \(bytes(total))."
+                case "preparing":
+                    line += "a sibling is preparing its store."
+                case "importing": line += "importing."
+                default: line += "asking the siblings."
+                }
+                streams.out(line)
+            case "stopped":
+                streams.out(
+                    "The last absorption stopped before it ended (it was interrupted); `pixie sync retry --home "
+                        + "\(home)` goes on from what it downloaded.")
+            case "absorbed":
+                streams.out(
+                    "The store was absorbed: \(last["rows"] as? Int ?? 0) rows, \(last["inserted"] as? Int ?? 0) new here."
+                )
+            case "no_siblings": streams.out("This is the account's only device: there was no store to absorb.")
+            case "no_answer":
+                streams.out("No sibling answered. Keep one online (`pixie listen` there), then `pixie sync retry`.")
+            default:
+                let reasons = (last["reasons"] as? [String]) ?? [last["reason"] as? String ?? "unknown"]
+                streams.out(
+                    "The store did not arrive: \(reasons.joined(separator: "; ")). `pixie sync retry` asks again.")
+            }
+        }
+    }
+}
+
+/// Absorbs the store: in a worker the terminal watches (or in this process with --foreground), printing the phases,
+/// bytes, rate and time left. Throws (exit 1) unless the store arrived, there is no sibling to ask, or the person
+/// continued without it. `joined`: run by `pixie signin` for a device that just joined, which is in the account
+/// whatever becomes of its store: then a store that did not come is said, not an error.
+func absorbStore(
+    home: DeviceHome, homePath: String, json: Bool, options: AbsorbOptions, joined: Bool
+) async throws {
+    let record: [String: Any]
+    if options.foreground {
+        record = try await absorbHere(home: home, json: json, grace: options.grace)
+    } else {
+        switch try await watchAbsorption(
+            home: home, homePath: homePath, json: json, grace: options.grace, continueAtGrace: options.continueAtGrace)
+        {
+        case .ended(let ended): record = ended
+        case .continued: return
+        }
+    }
+    let event = record["event"] as? String ?? ""
+    let retry = "`pixie sync retry --home \(homePath)`"
+    switch event {
+    case "absorbed":
+        if !json {
+            let (rows, inserted, present) =
+                (record["rows"] as? Int ?? 0, record["inserted"] as? Int ?? 0, record["present"] as? Int ?? 0)
+            streams.out(
+                "Absorbed the store: \(rows) rows, \(inserted) new here"
+                    + (present > 0 ? ", \(present) this device had already." : "."))
+        }
+        return
+    case "no_siblings":
+        if !json { streams.out("This is the account's only device: there is no store to absorb.") }
+        return
+    case "no_answer":
+        let message = "no sibling answered. Keep one online (`pixie listen` there), then run \(retry) here"
+        if joined {
+            streams.err("pixie: this device is in the account, but its store did not arrive: \(message).")
+            return
+        }
+        throw failure(message)
+    default:
+        let reasons = (record["reasons"] as? [String]) ?? [record["reason"] as? String ?? "it stopped"]
+        let message = "no sibling sent its store: " + reasons.joined(separator: "; ") + ". Run \(retry) to ask again"
+        if joined {
+            streams.err("pixie: this device is in the account, but its store did not arrive: \(message).")
+            return
+        }
+        throw failure(message)
+    }
+}
+
+/// The absorption in this process (--foreground): its records printed as they come; the final one returned.
+func absorbHere(home: DeviceHome, json: Bool, grace: Double) async throws -> [String: Any] {
+    var configuration = SyncService.Configuration()
+    configuration.grace = .milliseconds(Int64((grace * 1000).rounded()))
+    let service = try await SyncService.connect(home: home, configuration: configuration)
+    let printer = RecordPrinter(json: json)
+    let recorder = SyncRecorder()
     let outcome: SyncService.Outcome
     do {
-        outcome = try await service.absorb { progress.show($0) }
+        outcome = try await service.absorb { event in
+            var record = recorder.record(for: event)
+            if case .mayContinue = event {
+                // In the foreground nothing goes on without this process: say so instead of offering to go on.
+                record["foreground"] = true
+            }
+            printer.show(record)
+        }
     } catch {
         await service.close()
         throw error
     }
     await service.close()
-    switch outcome {
-    case .absorbed(let summary):
-        if json {
-            try printJSON(
-                ["event": "absorbed", "rows": summary.rows, "inserted": summary.inserted, "present": summary.present])
-        } else {
-            streams.out(
-                "Absorbed the store: \(summary.rows) rows, \(summary.inserted) new here"
-                    + (summary.present > 0 ? ", \(summary.present) this device had already." : "."))
-        }
-    case .noSiblings:
-        if json {
-            try printJSON(["event": "no_siblings"])
-        } else {
-            streams.out("This is the account's only device: there is no store to absorb.")
-        }
-    case .noAnswer:
-        if json { try printJSON(["event": "no_answer"]) }
-        throw failure(
-            "no sibling answered. Keep one online (`pixie listen` there), then run `pixie sync retry` here")
-    case .refused(let reasons):
-        if json { try printJSON(["event": "refused", "reasons": reasons]) }
-        throw failure(
-            "no sibling sent its store: " + reasons.joined(separator: "; ") + ". Run `pixie sync retry` to ask again")
-    }
-}
-
-/// Prints SyncService's events: every one as a JSON line, or as text at most twice a second while downloading.
-final class ProgressPrinter: Sendable {
-    let json: Bool
-    private let last = Mutex<(printed: Date, downloadStart: Date?)>((Date.distantPast, nil))
-
-    init(json: Bool) { self.json = json }
-
-    func show(_ event: SyncService.Event) {
-        switch event {
-        case .requesting(let siblings, let attempt):
-            emit(
-                ["event": "requesting", "siblings": siblings, "attempt": attempt],
-                attempt == 1 ? "Asking \(siblings) sibling\(siblings == 1 ? "" : "s") for the store…" : nil)
-        case .mayContinue:
-            emit(
-                ["event": "may_continue"],
-                "No sibling has started sending its store yet. You may continue without it (Ctrl-C) and run `pixie "
-                    + "sync retry` later; still asking.")
-        case .preparing(let estimated, let done):
-            emit(
-                ["event": "preparing", "estimated_bytes": estimated, "done_bytes": done],
-                throttled() ? "A sibling is preparing its store: \(bytes(done)) of about \(bytes(estimated))." : nil)
-        case .siblingFailed(let kind, let reason):
-            emit(
-                ["event": "sibling_failed", "kind": "\(kind)", "reason": reason],
-                "A sibling could not send it: \(reason)")
-        case .downloading(let done, let total):
-            let now = Date()
-            let start = last.withLock { state -> Date in
-                if state.downloadStart == nil { state.downloadStart = now }
-                return state.downloadStart!
-            }
-            let elapsed: Double = max(now.timeIntervalSince(start), 0.001)
-            let rate: Double = Double(done) / elapsed
-            let secondsLeft: Int = rate > 0 ? Int((Double(total - done) / rate).rounded(.up)) : 0
-            let object: [String: Any] = [
-                "event": "downloading", "done_bytes": done, "total_bytes": total, "bytes_per_second": Int(rate),
-                "seconds_left": secondsLeft,
-            ]
-            var text: String?
-            if throttled() || done == total {
-                text =
-                    "Downloading: \(bytes(done)) of \(bytes(total)), \(bytes(UInt64(rate)))/s, \(secondsLeft) s left."
-            }
-            emit(object, text)
-        case .importing:
-            emit(["event": "importing"], "Checked: its SHA-256 is the sibling's. Importing…")
-        case .dropped(let reason):
-            emit(["event": "dropped", "reason": reason], nil)
-        }
-    }
-
-    private func throttled() -> Bool {
-        last.withLock { state in
-            let now = Date()
-            guard now.timeIntervalSince(state.printed) >= 0.5 else { return false }
-            state.printed = now
-            return true
-        }
-    }
-
-    private func emit(_ object: [String: Any], _ text: String?) {
-        if json {
-            try? printJSON(object)
-        } else if let text {
-            streams.out(text)
-        }
-    }
-
-    private func bytes(_ count: UInt64) -> String {
-        let value = Double(count)
-        if count >= 1 << 30 { return String(format: "%.2f GiB", value / 1_073_741_824) }
-        if count >= 1 << 20 { return String(format: "%.1f MiB", value / 1_048_576) }
-        if count >= 1 << 10 { return String(format: "%.1f KiB", value / 1024) }
-        return "\(count) B"
-    }
+    let record = SyncRecorder.record(for: outcome)
+    printer.show(record)
+    return record
 }

@@ -154,11 +154,18 @@ struct Init: ParsableCommand {
 
 struct SignIn: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "signin", abstract: "Sign this new device in, approved on a device already in the account.",
+        commandName: "signin",
+        abstract: "Sign this new device in, approved on a device already in the account, and absorb its store.",
         discussion: "Shows a check code: type it on the other device (running `pixie listen`) to approve. Waits up "
-            + "to --wait seconds; no answer, or a rejection, and this device does not join.")
+            + "to --wait seconds; no answer, or a rejection, and this device does not join. Once it has joined, it "
+            + "absorbs the account's store from a sibling as `pixie sync` does (unless --no-sync): if no byte of it "
+            + "has arrived after the grace, press Enter to go on while it keeps coming in the background. A store "
+            + "that does not arrive leaves the device in the account, says so, and `pixie sync retry` asks again.")
 
     @OptionGroup var setup: Setup
+    @OptionGroup var absorb: AbsorbOptions
+    @Flag(name: .long("no-sync"), help: "Only join: do not absorb the store (`pixie sync` does it later).")
+    var noSync: Bool
     @Option(name: .long("wait"), help: "How long to wait for an approval, in seconds (at most 300).")
     var wait: Int = 180
     @OptionalOption(
@@ -168,6 +175,7 @@ struct SignIn: ParsableCommand {
 
     func validate() throws {
         try setup.check()
+        try absorb.check()
         // A sibling drops a request older than 5 minutes, so waiting longer would only spend the number's tokens.
         guard (1...300).contains(wait) else { throw ValidationError("--wait must be 1 to 300 seconds") }
         if let grantCode, grantCode.count != 6 || !grantCode.allSatisfy(\.isNumber) {
@@ -205,9 +213,18 @@ struct SignIn: ParsableCommand {
                 try printJSON(["event": "joined", "account_id": membership.accountID, "device_id": membership.deviceID])
             } else {
                 streams.out("Approved: this device, \(setup.name), is in the account.")
-                streams.out(
-                    "Its store is empty: run `pixie sync --home \(setup.home)` while a sibling listens to absorb it.")
             }
+            if noSync {
+                if !json {
+                    streams.out(
+                        "Its store is empty: run `pixie sync --home \(setup.home)` while a sibling listens to absorb it."
+                    )
+                }
+                return
+            }
+            // The second half of the seed's one spinner: the store.
+            try await absorbStore(
+                home: try openHome(setup.home), homePath: setup.home, json: json, options: absorb, joined: true)
         }
     }
 

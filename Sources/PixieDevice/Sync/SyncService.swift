@@ -30,8 +30,9 @@ public final class SyncService: Sendable {
         public var resendInterval: Duration = .seconds(5)
         /// The seed's re-send budget (7 sends, about 35 s).
         public var sends = 7
-        /// The onboarding screen's grace (30 s): if no sibling has begun preparing by then, ``Event/mayContinue`` tells
-        /// the person they may go on without the store (authorization has no such escape; it is done already).
+        /// The onboarding screen's grace (30 s): if the snapshot has not started arriving by then (no ciphertext
+        /// byte downloaded; a sibling saying it is preparing is not bytes), ``Event/mayContinue`` tells the person
+        /// they may go on without the store (authorization has no such escape; it is done already).
         public var grace: Duration = .seconds(30)
         /// How long the new device waits for a sibling's offer after its SyncPreparing (counted again from each
         /// SyncPreparing that comes) before it gives up on it.
@@ -61,8 +62,10 @@ public final class SyncService: Sendable {
         case downloading(doneBytes: UInt64, totalBytes: UInt64)
         /// The whole blob is here and its SHA-256 is the offer's: opening and importing.
         case importing
-        /// The grace is over and no sibling has begun: the person may continue with an empty store, and ask again
-        /// later (`pixie sync retry`). The requests go on until their budget is spent.
+        /// The grace is over and no byte of the snapshot has arrived (whether or not a sibling said it is
+        /// preparing): the person may continue with an empty store while the absorption goes on (an app keeps the
+        /// task running; `pixie sync` leaves it to its background worker). The seed: "If the snapshot has not
+        /// started arriving after a thirty-second grace period, it lets the user continue anyway."
         case mayContinue
         /// A frame on this device's inbox was dropped (another account's, or not a sync message); the reason is
         /// for this device's log.
@@ -583,7 +586,9 @@ extension SyncService {
                         .syncRequest, try request(asked[index]), to: asked[index].subject, key: asked[index].key)
                 }
             case .graceOver:
-                if chosen == nil { events(.mayContinue) }
+                // Downloading happens inside this loop's turn (``finish``), so a grace that ends here found no byte
+                // arriving: a promise of bytes (a SyncPreparing) does not withhold it.
+                events(.mayContinue)
             case .budgetSpent:
                 guard chosen == nil else { continue }
                 let failures = asked.compactMap(\.failed)

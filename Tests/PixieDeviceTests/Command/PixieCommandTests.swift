@@ -74,10 +74,19 @@ final class PixieProcess: Sendable {
         return process.terminationStatus
     }
 
-    func stop() { if process.isRunning { process.terminate() } }
+    func stop() {
+        guard process.isRunning else { return }
+        process.terminate()
+        // A suspended process takes its SIGTERM once it goes on.
+        process.resume()
+    }
 
     /// Ctrl-C.
     func interrupt() { process.interrupt() }
+
+    /// Stops it where it is (SIGSTOP), as a phone whose app the system suspended; ``resume()`` lets it go on.
+    func suspend() { process.suspend() }
+    func resume() { process.resume() }
 }
 
 /// The `pixie` command acting out the authorization half with a real pixie-server: one home per device.
@@ -141,7 +150,7 @@ struct PixieCommandTests {
         defer { listener.stop() }
         _ = try await listener.event("listening")
         let laptop = try PixieProcess(
-            ["signin"] + setup(server, home: "laptop", name: "laptop") + ["--wait", "60"], in: directory)
+            ["signin"] + setup(server, home: "laptop", name: "laptop") + ["--wait", "60", "--no-sync"], in: directory)
         defer { laptop.stop() }
         let code = try #require(try await laptop.event("waiting")["check_code"] as? String)
         #expect(try await laptop.event("acknowledged")["device_family"] as? String == "Linux")
@@ -213,7 +222,8 @@ struct PixieCommandTests {
         defer { phone.stop() }
         _ = try await phone.event("listening")
         // A second sibling, approved by the first.
-        let tabletJoining = try PixieProcess(["signin"] + setup(server, home: "tablet", name: "tablet"), in: directory)
+        let tabletJoining = try PixieProcess(
+            ["signin", "--no-sync"] + setup(server, home: "tablet", name: "tablet"), in: directory)
         defer { tabletJoining.stop() }
         let tabletCode = try #require(try await tabletJoining.event("waiting")["check_code"] as? String)
         _ = try await phone.event("prompt")
@@ -224,7 +234,8 @@ struct PixieCommandTests {
         _ = try await tablet.event("listening")
 
         // Both siblings ask; the tablet's person answers, and the phone's prompt goes away.
-        let laptop = try PixieProcess(["signin"] + setup(server, home: "laptop", name: "laptop"), in: directory)
+        let laptop = try PixieProcess(
+            ["signin", "--no-sync"] + setup(server, home: "laptop", name: "laptop"), in: directory)
         defer { laptop.stop() }
         let laptopCode = try #require(try await laptop.event("waiting")["check_code"] as? String)
         _ = try await phone.event("prompt", occurrence: 2)
@@ -236,7 +247,7 @@ struct PixieCommandTests {
         #expect((dismissed["detail"] as? String)?.contains("approved on another device") == true, "\(phone.text)")
 
         // A new device gives up (Ctrl-C): both prompts go away, and it says it did not join.
-        let desk = try PixieProcess(["signin"] + setup(server, home: "desk", name: "desk"), in: directory)
+        let desk = try PixieProcess(["signin", "--no-sync"] + setup(server, home: "desk", name: "desk"), in: directory)
         defer { desk.stop() }
         _ = try await desk.event("acknowledged")
         _ = try await phone.event("prompt", occurrence: 3)
@@ -249,7 +260,8 @@ struct PixieCommandTests {
             #expect((event["detail"] as? String)?.contains("cancelled on the new device") == true, "\(sibling.text)")
         }
         // The line typed next goes to no prompt that is gone: a later request is answered with it.
-        let again = try PixieProcess(["signin"] + setup(server, home: "desk", name: "desk"), in: directory)
+        let again = try PixieProcess(
+            ["signin", "--no-sync"] + setup(server, home: "desk", name: "desk"), in: directory)
         defer { again.stop() }
         let deskCode = try #require(try await again.event("waiting")["check_code"] as? String)
         _ = try await phone.event("prompt", occurrence: 4)
@@ -281,14 +293,19 @@ struct PixieCommandTests {
         let code = try #require(try await joining.event("waiting")["check_code"] as? String)
         _ = try await phone.event("prompt")
         phone.type(code)
+        // Signing in goes on to absorb the store: one command, as the seed's one spinner.
         #expect(await joining.exit() == 0, "\(joining.text)")
-
+        _ = try await joining.event("joined")
+        let absorbed = try await joining.event("absorbed")
+        #expect(absorbed["rows"] as? Int == 2 && absorbed["inserted"] as? Int == 2, "\(joining.text)")
+        #expect(joining.events.contains { $0["event"] as? String == "downloading" })
+        _ = try await phone.event("sync_absorbed")
         let sync = try PixieProcess(["sync", "--home", "laptop", "--json"], in: directory)
         #expect(await sync.exit() == 0, "\(sync.text)")
-        let absorbed = try await sync.event("absorbed")
-        #expect(absorbed["rows"] as? Int == 2 && absorbed["inserted"] as? Int == 2, "\(sync.text)")
-        #expect(sync.events.contains { $0["event"] as? String == "downloading" })
-        _ = try await phone.event("sync_absorbed")
+        #expect(try await sync.event("absorbed")["inserted"] as? Int == 0)
+        let status = try PixieProcess(["sync", "status", "--home", "laptop", "--json"], in: directory)
+        #expect(await status.exit() == 0, "\(status.text)")
+        #expect(status.text.contains("\"state\":\"absorbed\""), "\(status.text)")
         let keys = try PixieProcess(
             ["store", "list", "provider_api_keys", "--home", "laptop", "--json"], in: directory)
         #expect(await keys.exit() == 0)
@@ -335,7 +352,8 @@ struct PixieCommandTests {
 
         // The tablet enrolls with the code: it is in the roster before any seed reaches it.
         let tablet = try PixieProcess(
-            ["signin"] + setup(server, home: "tablet", name: "tablet") + ["--grant-code", code], in: directory)
+            ["signin", "--no-sync"] + setup(server, home: "tablet", name: "tablet") + ["--grant-code", code],
+            in: directory)
         defer { tablet.stop() }
         let tabletCode = try #require(try await tablet.event("waiting")["check_code"] as? String)
         #expect(try await phone.event("prompt")["device_model"] as? String == "tablet")
@@ -348,7 +366,7 @@ struct PixieCommandTests {
         #expect(await tablet.exit() == 0, "\(tablet.text)")
 
         // The code is spent: another device signs in the usual way.
-        let desk = try PixieProcess(["signin"] + setup(server, home: "desk", name: "desk"), in: directory)
+        let desk = try PixieProcess(["signin", "--no-sync"] + setup(server, home: "desk", name: "desk"), in: directory)
         defer { desk.stop() }
         let deskCode = try #require(try await desk.event("waiting")["check_code"] as? String)
         _ = try await phone.event("prompt", occurrence: 2)
@@ -360,7 +378,8 @@ struct PixieCommandTests {
         let tabletListens = try PixieProcess(["listen", "--home", "tablet", "--once", "--json"], in: directory)
         defer { tabletListens.stop() }
         _ = try await tabletListens.event("listening")
-        let laptop = try PixieProcess(["signin"] + setup(server, home: "laptop", name: "laptop"), in: directory)
+        let laptop = try PixieProcess(
+            ["signin", "--no-sync"] + setup(server, home: "laptop", name: "laptop"), in: directory)
         defer { laptop.stop() }
         let laptopCode = try #require(try await laptop.event("waiting")["check_code"] as? String)
         _ = try await tabletListens.event("prompt")
@@ -450,5 +469,64 @@ struct PixieCommandTests {
         // The ladder dropped it before anything was sealed back: the reply subject got the first two frames only.
         #expect(answers.count == 2)
         await relay.close()
+    }
+
+    @Test(
+        "a sibling that says it is preparing and sends no byte: continue is offered at the grace, and the store comes")
+    func graceWhilePreparing() async throws {
+        let server = try await setUp()
+        defer {
+            server.stop()
+            try? FileManager.default.removeItem(at: directory)
+        }
+        try await createAccount(server)
+        // A store big enough that the phone is still sealing and uploading when the laptop hears it is preparing.
+        let store = try DeviceStore(home: try DeviceHome(directory: directory.appendingPathComponent("phone")))
+        let body = String(repeating: "x", count: 1 << 20)
+        for index in 0..<64 {
+            try store.put(
+                .notebookNotes, id: "big-\(index)", fields: ["title": .text("\(index)"), "body": .text(body)])
+        }
+        let phone = try PixieProcess(["listen", "--home", "phone", "--json"], in: directory)
+        defer { phone.stop() }
+        _ = try await phone.event("listening")
+        let laptop = try PixieProcess(
+            ["signin"] + setup(server, home: "laptop", name: "laptop") + ["--grace", "1"], in: directory)
+        defer { laptop.stop() }
+        let code = try #require(try await laptop.event("waiting")["check_code"] as? String)
+        _ = try await phone.event("prompt")
+        phone.type(code)
+        _ = try await laptop.event("joined")
+        // The phone says it is preparing, and then its app is suspended: a promise of bytes, and no bytes.
+        _ = try await laptop.event("preparing")
+        phone.suspend()
+        _ = try await laptop.event("may_continue")
+        #expect(!laptop.events.contains { $0["event"] as? String == "downloading" }, "\(laptop.text)")
+        laptop.type("")
+        let continued = try await laptop.event("continued")
+        #expect(await laptop.exit() == 0, "\(laptop.text)")
+        // The absorption goes on in the background, and says where it is.
+        let running = try PixieProcess(["sync", "status", "--home", "laptop", "--json"], in: directory)
+        #expect(await running.exit() == 0)
+        #expect(running.text.contains("\"state\":\"running\""), "\(running.text)")
+        let pid = try #require(continued["pid"] as? Int)
+        #expect(kill(pid_t(pid), 0) == 0)
+        // The phone wakes up and finishes: the store arrives with nobody watching.
+        phone.resume()
+        var state = ""
+        for _ in 0..<600 where state != "absorbed" {
+            try await Task.sleep(for: .milliseconds(100))
+            let status = try PixieProcess(["sync", "status", "--home", "laptop", "--json"], in: directory)
+            _ = await status.exit()
+            state =
+                (try? JSONSerialization.jsonObject(with: Data(status.text.utf8)) as? [String: Any])?["state"]
+                as? String ?? ""
+            #expect(["running", "absorbed"].contains(state), "\(status.text)")
+        }
+        #expect(state == "absorbed")
+        #expect(
+            try DeviceStore(home: try DeviceHome(directory: directory.appendingPathComponent("laptop"))).rows(
+                .notebookNotes
+            ).count == 64)
     }
 }
