@@ -255,15 +255,16 @@ public struct Application: Sendable {
         self.blob = blob
     }
 
-    /// The phone-verify keys cert-checking services pin: the configured one, else the local one when
-    /// phone-verify runs in this process, else none (and those services refuse certs).
+    /// The phone-verify keys cert-checking services pin: the local one when phone-verify runs in this process,
+    /// then the configured ones (a rotation pins the old key beside the new); none, and those services refuse certs.
     public var pinnedPhoneVerifyKeys: [HybridSignature.PublicKey] { Self.pinnedPhoneVerifyKeys(configuration, keys) }
 
     static func pinnedPhoneVerifyKeys(
         _ configuration: PixieConfiguration, _ keys: ServiceKeys
     ) -> [HybridSignature.PublicKey] {
-        if let key = configuration.phoneVerifyKey { return [key] }
-        return configuration.services.contains(.phoneVerify) ? [keys.phoneVerify.publicKey] : []
+        var pinned = configuration.services.contains(.phoneVerify) ? [keys.phoneVerify.publicKey] : []
+        for key in configuration.phoneVerifyKeys where !pinned.contains(key) { pinned.append(key) }
+        return pinned
     }
 
     /// Starts listening on 127.0.0.1 and returns the running server.
@@ -347,7 +348,8 @@ public struct Application: Sendable {
     /// (identity-svc or credential-svc), its latest signed checkpoint, which devices start from.
     public func trustBundle() async -> TrustBundle {
         let checkpoint = await log?.latestCheckpoint().note
-        return keys.trustBundle(logOrigin: configuration.logOrigin, checkpoint: checkpoint)
+        return keys.trustBundle(
+            logOrigin: configuration.logOrigin, checkpoint: checkpoint, alsoPinned: configuration.phoneVerifyKeys)
     }
 
     /// What `pixie-server trust-bundle` prints: the keys in `configuration`'s data directory (made if there are

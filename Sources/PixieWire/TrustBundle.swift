@@ -8,6 +8,10 @@ import SiblingsCrypto
 ///     {"version": 2, "phone_verify_key": …, "transparency_log_key": …, "transparency_log_origin": "…",
 ///      "sender_cert_key": …, "transparency_checkpoint": "<signed note>"}
 ///
+/// with `"additional_phone_verify_keys": [ … ]` during a phone-verify key rotation: the keys pinned beside
+/// `phone_verify_key` (the one phone-verify signs with now), so that certs under the old key and the new one both
+/// verify on every device while both are pinned. Absent, or empty, when there is no rotation.
+///
 /// (1984-byte hybrid keys; the origin is the log's checkpoint origin and signed-note key name; the checkpoint
 /// is the log's signed note as `GET /v1/kt/checkpoint` returns it). Version 1, from before the checkpoint
 /// shipped, reads with no checkpoint; a device verifier refuses such a bundle (PixieDevice), since a new device
@@ -15,7 +19,12 @@ import SiblingsCrypto
 public struct TrustBundle: Codable, Sendable, Equatable {
     /// 2 with a checkpoint, 1 without.
     public var version: Int { transparencyCheckpoint == nil ? 1 : 2 }
+    /// The key phone-verify signs PhoneOwnershipCerts with now.
     public var phoneVerifyKey: HybridSignature.PublicKey
+    /// Keys pinned beside it during a rotation (the old one, or the next).
+    public var additionalPhoneVerifyKeys: [HybridSignature.PublicKey]
+    /// Every phone-verify key a device pins: ``phoneVerifyKey``, then ``additionalPhoneVerifyKeys``.
+    public var phoneVerifyKeys: [HybridSignature.PublicKey] { [phoneVerifyKey] + additionalPhoneVerifyKeys }
     public var transparencyLogKey: HybridSignature.PublicKey
     public var transparencyLogOrigin: String
     public var senderCertKey: HybridSignature.PublicKey
@@ -24,9 +33,11 @@ public struct TrustBundle: Codable, Sendable, Equatable {
 
     public init(
         phoneVerifyKey: HybridSignature.PublicKey, transparencyLogKey: HybridSignature.PublicKey,
-        transparencyLogOrigin: String, senderCertKey: HybridSignature.PublicKey, transparencyCheckpoint: String? = nil
+        transparencyLogOrigin: String, senderCertKey: HybridSignature.PublicKey, transparencyCheckpoint: String? = nil,
+        additionalPhoneVerifyKeys: [HybridSignature.PublicKey] = []
     ) {
         self.phoneVerifyKey = phoneVerifyKey
+        self.additionalPhoneVerifyKeys = additionalPhoneVerifyKeys
         self.transparencyLogKey = transparencyLogKey
         self.transparencyLogOrigin = transparencyLogOrigin
         self.senderCertKey = senderCertKey
@@ -36,6 +47,7 @@ public struct TrustBundle: Codable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey {
         case version
         case phoneVerifyKey = "phone_verify_key"
+        case additionalPhoneVerifyKeys = "additional_phone_verify_keys"
         case transparencyLogKey = "transparency_log_key"
         case transparencyLogOrigin = "transparency_log_origin"
         case senderCertKey = "sender_cert_key"
@@ -59,6 +71,16 @@ public struct TrustBundle: Codable, Sendable, Equatable {
             }
         }
         phoneVerifyKey = try key(.phoneVerifyKey)
+        let additional = try container.decodeIfPresent([Base64URLBytes].self, forKey: .additionalPhoneVerifyKeys) ?? []
+        additionalPhoneVerifyKeys = try additional.map { bytes in
+            do {
+                return try HybridSignature.PublicKey(rawRepresentation: bytes.data)
+            } catch {
+                throw DecodingError.dataCorruptedError(
+                    forKey: .additionalPhoneVerifyKeys, in: container,
+                    debugDescription: "not a list of 1984-byte hybrid public keys")
+            }
+        }
         transparencyLogKey = try key(.transparencyLogKey)
         transparencyLogOrigin = try container.decode(String.self, forKey: .transparencyLogOrigin)
         senderCertKey = try key(.senderCertKey)
@@ -70,6 +92,11 @@ public struct TrustBundle: Codable, Sendable, Equatable {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(version, forKey: .version)
         try container.encode(Base64URLBytes(phoneVerifyKey.rawRepresentation), forKey: .phoneVerifyKey)
+        if !additionalPhoneVerifyKeys.isEmpty {
+            try container.encode(
+                additionalPhoneVerifyKeys.map { Base64URLBytes($0.rawRepresentation) },
+                forKey: .additionalPhoneVerifyKeys)
+        }
         try container.encode(Base64URLBytes(transparencyLogKey.rawRepresentation), forKey: .transparencyLogKey)
         try container.encode(transparencyLogOrigin, forKey: .transparencyLogOrigin)
         try container.encode(Base64URLBytes(senderCertKey.rawRepresentation), forKey: .senderCertKey)

@@ -52,7 +52,8 @@ struct Serve: ParsableCommand {
         name: .long("database"), help: "A PostgreSQL URL for the store, postgres://user@host/db (default: SQLite).")
     var database: String?
     @OptionalOption(name: .long("port"), help: "TCP port on 127.0.0.1.") var port: String?
-    @OptionalOption(name: .long("phone-verify-key"), help: "Pinned phone-verify public key, base64url.")
+    @OptionalOption(
+        name: .long("phone-verify-key"), help: "Pinned phone-verify public keys, base64url, comma-separated.")
     var phoneVerifyKey: String?
     @OptionalOption(name: .long("sms-webhook-url"), help: "SMS gateway webhook URL.") var smsWebhookUrl: String?
     @OptionalOption(name: .long("sms-webhook-secret"), help: "Bearer secret for the SMS webhook.")

@@ -70,6 +70,8 @@ struct Setup: ParsableArguments {
     var trustBundle: String
     @Option(name: .long("phone"), help: "This device's phone number, E.164 (+14155550123).") var phone: String
     @Option(name: .long("name"), help: "This device's name, as the device list shows it.") var name: String
+    @Option(name: .long("family"), help: "This device's family, as its siblings show it (\"Approve on your …\").")
+    var family: String = "Linux"
     @OptionalOption(name: .long("code"), help: "The SMS code, when it is known already.") var code: String?
     @OptionalOption(
         name: .long("sms-outbox"), help: "Development: read the code from pixie-server's sms-outbox.jsonl.")
@@ -84,6 +86,10 @@ struct Setup: ParsableArguments {
         guard isDisplayableName(name) else {
             throw ValidationError(
                 "--name must be 1 to 64 bytes of UTF-8 without control, line-separator or bidirectional characters")
+        }
+        guard isDisplayableName(family) else {
+            throw ValidationError(
+                "--family must be 1 to 64 bytes of UTF-8 without control, line-separator or bidirectional characters")
         }
     }
 
@@ -137,7 +143,7 @@ struct Init: ParsableCommand {
         try await reporting {
             let state = try await OnboardingFlow(home: try openHome(setup.home)).createAccount(
                 server: URL(string: setup.server)!, trustBundle: try setup.bundle(), name: setup.name,
-                phoneNumber: setup.phone, code: setup.codeSource())
+                phoneNumber: setup.phone, code: setup.codeSource(), family: setup.family)
             let membership = state.membership!
             if setup.json {
                 try printJSON([
@@ -200,7 +206,7 @@ struct SignIn: ParsableCommand {
             let signingIn = Task {
                 try await flow.signIn(
                     server: URL(string: setup.server)!, trustBundle: bundle, name: setup.name,
-                    phoneNumber: setup.phone, code: setup.codeSource(), grantCode: grantCode,
+                    phoneNumber: setup.phone, code: setup.codeSource(), grantCode: grantCode, family: setup.family,
                     configuration: configuration,
                     events: { Self.show($0, json: json) })
             }
@@ -279,8 +285,10 @@ struct Listen: ParsableCommand {
             """)
 
     @Option(name: .long("home"), help: "This device's directory.") var home: String
-    @Option(name: .long("family"), help: "This device's family, as the new device shows it.") var family: String =
-        "Linux"
+    @OptionalOption(
+        name: .long("family"),
+        help: "This device's family, as the new device shows it (default: the one it enrolled with).")
+    var family: String?
     @OptionalOption(name: .long("approve-code"), help: "Approve the request showing this check code; ask nothing.")
     var approveCode: String?
     @Flag(name: .long("reject"), help: "Reject every request; ask nothing.") var reject: Bool
@@ -305,7 +313,9 @@ struct Listen: ParsableCommand {
         // usual way, from its main task, and not from a report callback on another thread while the rest run.
         let (answered, answer) = AsyncStream.makeStream(of: Void.self)
         try await reporting {
-            let listener = SignInListener(home: try openHome(home), deviceFamily: family)
+            let opened = try openHome(home)
+            let listener = SignInListener(
+                home: opened, deviceFamily: try family ?? opened.load()?.family ?? "Linux")
             let task = Task {
                 try await listener.run(
                     ready: {
@@ -430,12 +440,17 @@ struct Devices: ParsableCommand {
             if json {
                 try printJSON(
                     devices.map {
-                        ["device_id": $0.deviceID, "this_device": $0.isThisDevice] as [String: Any]
+                        [
+                            "device_id": $0.deviceID, "name": $0.name, "family": $0.family ?? NSNull(),
+                            "this_device": $0.isThisDevice,
+                        ] as [String: Any]
                     })
                 return
             }
             for device in devices {
-                streams.out("\(device.deviceID)\(device.isThisDevice ? "  (this device)" : "")")
+                let family = device.family.map { " (\($0))" } ?? ""
+                streams.out(
+                    "\(device.name)\(family)  \(device.deviceID)\(device.isThisDevice ? "  (this device)" : "")")
             }
             streams.out("\(devices.count) device\(devices.count == 1 ? "" : "s"), matching the transparency log.")
         }

@@ -58,7 +58,9 @@ let apiJSONTarget = FuzzTarget(
             IdentityAPI.DiscoveryResponse(discoveryInbox: bytes(32, 6), discoveryXWingPubkey: bytes(1216, 7)),
             IdentityAPI.GrantResponse(grant: "g", kind: .token, scope: .replaceAll, expiresAt: 9),
             IdentityAPI.SiblingsResponse(devices: [
-                .init(deviceID: "d1", pubkey: bytes(32, 1), inbox: bytes(32, 2), sealingKey: nil)
+                .init(
+                    deviceID: "d1", pubkey: bytes(32, 1), inbox: bytes(32, 2), sealingKey: nil, name: "phone",
+                    family: "iPhone")
             ]),
             PhoneVerifyAPI.StartResponse(verificationID: "v1", expiresAt: 9, codeLength: 6, attemptsAllowed: 5),
             PhoneVerifyAPI.CheckResponse(phoneCert: bytes(64, 4), phoneID: bytes(32, 14), expiresAt: 9),

@@ -66,7 +66,7 @@ struct Fixture {
             fatalError("a fixture with phone-verify always pins its own key")
         }
         if pinned, !services.contains(.phoneVerify) {
-            configuration.phoneVerifyKey = keys.phoneVerify.publicKey
+            configuration.phoneVerifyKeys = [keys.phoneVerify.publicKey]
         }
         // `store` (with the `keys` it was made under) is an existing server's store, restarted, or a PostgreSQL
         // one (TestDatabase.postgres).

@@ -888,7 +888,7 @@ struct IdentityServiceTests {
         let other = HybridSignature.PrivateKey().publicKey
         for (pinned, wrongKey) in [(false, false), (false, true), (true, false)] {
             let fixture = try Fixture(services: [.identity], pinned: pinned) { configuration in
-                if wrongKey { configuration.phoneVerifyKey = other }
+                if wrongKey { configuration.phoneVerifyKeys = [other] }
             }
             let cert = try PhoneOwnershipCert(
                 phoneID: Data(count: 32), issuedAt: fixture.clock.now, expiresAt: fixture.clock.now + 60,
@@ -929,6 +929,58 @@ struct IdentityServiceTests {
             registerBody["phone_cert"] = nil
             #expect(await fixture.post("/v1/auth/devices/register", object: registerBody).status == .badRequest)
         }
+    }
+
+    @Test("a phone-verify key rotation: certs under the old key and the new both verify while both are pinned")
+    func phoneVerifyKeyRotation() async throws {
+        let old = HybridSignature.PrivateKey()
+        let new = HybridSignature.PrivateKey()
+        // identity-svc alone (the config key is a comma-separated list), with one pinned key, then both, then the new.
+        let cases: [([HybridSignature.PublicKey], oldVerifies: Bool, newVerifies: Bool)] = [
+            ([old.publicKey], true, false), ([old.publicKey, new.publicKey], true, true),
+            ([new.publicKey], false, true),
+        ]
+        for (pinned, oldVerifies, newVerifies) in cases {
+            var parsed = PixieConfiguration()
+            try parsed.set(
+                "phone_verify_key", pinned.map { $0.rawRepresentation.base64URLEncodedString() }.joined(separator: ","),
+                source: "a test")
+            #expect(parsed.phoneVerifyKeys == pinned)
+            let fixture = try Fixture(services: [.identity], pinned: false) {
+                $0.phoneVerifyKeys = parsed.phoneVerifyKeys
+            }
+            for (signer, verifies) in [(old, oldVerifies), (new, newVerifies)] {
+                let cert = try PhoneOwnershipCert(
+                    phoneID: SecureRandom.bytes(count: 32), issuedAt: fixture.clock.now,
+                    expiresAt: fixture.clock.now + 60, signedBy: signer
+                ).rawRepresentation.base64URLEncodedString()
+                var phone = TestDevice(name: "phone")
+                let passkey = try await fixture.passkey(for: &phone)
+                let created = await fixture.post(
+                    "/v1/accounts",
+                    object: fixture.accountBody(phone, account: AccountKeys(), passkey: passkey, cert: cert))
+                if verifies {
+                    #expect(created.status == .created, "\(created.bodyText)")
+                } else {
+                    #expect(created.status == .unauthorized, "\(created.bodyText)")
+                    #expect(created.errorCode == "phone_cert_invalid")
+                }
+            }
+        }
+        // Devices pin both through the trust bundle, whose extra keys survive its JSON.
+        let keys = ServiceKeys.generate()
+        let bundle = keys.trustBundle(logOrigin: "pixie.example/log", alsoPinned: [old.publicKey])
+        let read = try JSONDecoder().decode(TrustBundle.self, from: try JSONEncoder().encode(bundle))
+        #expect(read.phoneVerifyKeys == [keys.phoneVerify.publicKey, old.publicKey])
+        let verifier = PhoneOwnershipCert.Verifier(pinnedKeys: read.phoneVerifyKeys)
+        for signer in [keys.phoneVerify, old] {
+            let cert = try PhoneOwnershipCert(
+                phoneID: Data(count: 32), issuedAt: Date(), expiresAt: Date() + 60, signedBy: signer)
+            #expect(throws: Never.self) { try verifier.verify(cert.rawRepresentation, now: Date()) }
+        }
+        let stranger = try PhoneOwnershipCert(
+            phoneID: Data(count: 32), issuedAt: Date(), expiresAt: Date() + 60, signedBy: new)
+        #expect(throws: PixieWireError.self) { try verifier.verify(stranger.rawRepresentation, now: Date()) }
     }
 
     @Test func aSixDigitCodeWorksOnceAndItsSessionIsReal() async throws {

@@ -30,8 +30,11 @@ public struct OnboardingFlow: Sendable {
 
     /// The first device of a new account (`pixie init`): verifies the number, makes the account signing seed, the
     /// discovery key and inbox, enrolls this device and its passkey, and checks all three bindings in the log.
+    ///
+    /// `family` ("iPhone", "Linux") is enrolled beside the name, for siblings to show.
     public func createAccount(
-        server: URL, trustBundle: TrustBundle, name: String, phoneNumber: String, code: CodeSource
+        server: URL, trustBundle: TrustBundle, name: String, phoneNumber: String, code: CodeSource,
+        family: String? = nil
     ) async throws -> DeviceState {
         try refuseIfMember()
         let client = self.client(server)
@@ -43,6 +46,7 @@ public struct OnboardingFlow: Sendable {
         var state = try await fresh(
             server: server, trustBundle: trustBundle, name: name, phoneNumber: phoneNumber, client: client, code: code,
             keeping: pending)
+        state.family = family
         let accountSeed = pending?.membership?.accountSeed.data ?? HybridSignature.PrivateKey().seedRepresentation
         let discoverySeed = pending?.membership?.discoverySeed.data ?? SecureRandom.bytes(count: 32)
         let accountKey = try HybridSignature.PrivateKey(seedRepresentation: accountSeed)
@@ -96,7 +100,7 @@ public struct OnboardingFlow: Sendable {
     /// A device cut off between the two steps asks again for the seeds when run again.
     public func signIn(
         server: URL, trustBundle: TrustBundle, name: String, phoneNumber: String, code: CodeSource,
-        grantCode: String? = nil, configuration: SignInApprovalRequester.Configuration,
+        grantCode: String? = nil, family: String? = nil, configuration: SignInApprovalRequester.Configuration,
         events: @escaping @Sendable (SignInApprovalRequester.Event) -> Void = { _ in }
     ) async throws -> DeviceState {
         let pending = try home.load().flatMap { $0.membership?.isEnrolledWithoutSeeds == true ? $0 : nil }
@@ -109,6 +113,7 @@ public struct OnboardingFlow: Sendable {
             state = try await fresh(
                 server: server, trustBundle: trustBundle, name: name, phoneNumber: phoneNumber, client: client,
                 code: code)
+            state.family = family
             try home.save(state)
         }
         if let grantCode, pending == nil {
@@ -195,6 +200,9 @@ public struct OnboardingFlow: Sendable {
     public struct Sibling: Sendable, Equatable {
         public let deviceID: String
         public let pubkey: Data
+        /// The name and family it enrolled with, as the server lists them (not in the log: labels for people).
+        public let name: String
+        public let family: String?
         public let isThisDevice: Bool
     }
 
@@ -211,7 +219,9 @@ public struct OnboardingFlow: Sendable {
         let pin = Base64URLBytes(await bindings.state)
         try home.update { $0.transparency = pin }
         return zip(listed.devices, roster).map {
-            Sibling(deviceID: $0.0.deviceID, pubkey: $0.1.pubkey, isThisDevice: $0.1.pubkey == own)
+            Sibling(
+                deviceID: $0.0.deviceID, pubkey: $0.1.pubkey, name: $0.0.name, family: $0.0.family,
+                isThisDevice: $0.1.pubkey == own)
         }
     }
 
@@ -279,7 +289,7 @@ public struct OnboardingFlow: Sendable {
         let started = try await client.startPhoneVerification(phoneNumber)
         let typed = try await code(phoneNumber, started.codeLength)
         let checked = try await client.checkPhoneVerification(id: started.verificationID, code: typed)
-        let cert = try PhoneOwnershipCert.Verifier(pinnedKeys: [trustBundle.phoneVerifyKey]).verify(
+        let cert = try PhoneOwnershipCert.Verifier(pinnedKeys: trustBundle.phoneVerifyKeys).verify(
             checked.phoneCert.data, now: Date())
         if var previous {
             previous.phoneCert = checked.phoneCert

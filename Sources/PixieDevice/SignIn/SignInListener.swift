@@ -92,7 +92,7 @@ public struct SignInListener: Sendable {
         let discoveryInbox = try RelaySubjectKey(discoverySeed: membership.discoverySeed.data)
         var ladder = SignInRequestHandler(
             discoveryKey: discoveryKey,
-            phoneVerifier: PhoneOwnershipCert.Verifier(pinnedKeys: [state.trustBundle.phoneVerifyKey]),
+            phoneVerifier: PhoneOwnershipCert.Verifier(pinnedKeys: state.trustBundle.phoneVerifyKeys),
             ownPhoneID: state.phoneID.data, freshness: freshness, answered: try home.answeredSignIns())
         // The record of answered requests is saved after each answer, so a request replayed after a restart is
         // still dropped as one (issue 37, 1). A record that cannot be saved is said, not hidden.

@@ -185,6 +185,8 @@ public struct DeviceState: Codable, Sendable {
     public var server: String
     public var trustBundle: TrustBundle
     public var name: String
+    /// Its family ("iPhone", "Linux"), enrolled beside the name; nil for a device set up before it had one.
+    public var family: String?
     public var phoneNumber: String
     /// The latest verified PhoneOwnershipCert (24 hours).
     public var phoneCert: Base64URLBytes
@@ -222,7 +224,7 @@ public struct DeviceState: Codable, Sendable {
             IdentityAPI.DeviceFields(
                 pubkey: Base64URLBytes(try identity.publicKey.rawRepresentation), name: name,
                 inbox: Base64URLBytes(try inbox.subject.rawRepresentation),
-                sealingKey: Base64URLBytes(try sealing.publicKey.rawRepresentation))
+                sealingKey: Base64URLBytes(try sealing.publicKey.rawRepresentation), family: family)
         }
     }
 }

@@ -111,6 +111,9 @@ public struct IdentityService: Sendable {
         // Issue 16: the discovery binding (version 2) names the account's KT handle, so a new device takes an
         // approval only for the account the log binds its number to; every account is logged again.
         Migration(version: 4, sql: "UPDATE accounts SET kt_dirty = kt_dirty + 1;"),
+        // Issue 37: a device may enroll with its family ("iPhone"), which the siblings list carries beside its
+        // name. Neither is logged: they label devices for people.
+        Migration(version: 5, sql: "ALTER TABLE devices ADD COLUMN family TEXT;"),
     ]
 
     let database: any SQLDatabase
@@ -672,13 +675,14 @@ public struct IdentityService: Sendable {
         try await requireLogged((session.accountID, dirty))
         let devices = try store(logger) {
             try database.query(
-                "SELECT device_id, pubkey, inbox, sealing_key FROM devices WHERE account_id = ? AND removed_at IS NULL "
-                    + "ORDER BY created_at, device_id", [.text(session.accountID)]
+                "SELECT device_id, pubkey, inbox, sealing_key, name, family FROM devices WHERE account_id = ? "
+                    + "AND removed_at IS NULL ORDER BY created_at, device_id", [.text(session.accountID)]
             ).map { row in
                 IdentityAPI.SiblingsResponse.Device(
                     deviceID: try row.string("device_id"), pubkey: Base64URLBytes(try row.data("pubkey")),
                     inbox: try row.optionalData("inbox").map(Base64URLBytes.init),
-                    sealingKey: try row.optionalData("sealing_key").map(Base64URLBytes.init))
+                    sealingKey: try row.optionalData("sealing_key").map(Base64URLBytes.init),
+                    name: try row.string("name"), family: try row.optionalString("family"))
             }
         }
         return try .json(IdentityAPI.SiblingsResponse(devices: devices))
@@ -725,6 +729,12 @@ public struct IdentityService: Sendable {
                 "device.name must be 1 to 64 bytes of UTF-8 without control, line-separator or bidirectional "
                     + "formatting characters")
         }
+        if let family = device.family, !isDisplayableName(family) {
+            throw HTTPError(
+                .badRequest, .invalidField,
+                "device.family must be 1 to 64 bytes of UTF-8 without control, line-separator or bidirectional "
+                    + "formatting characters")
+        }
         guard device.inbox.data.count == RelaySubject.byteCount else {
             throw HTTPError(
                 .badRequest, .invalidField, "device.inbox must be the 32-byte relay subject this device listens on")
@@ -743,11 +753,12 @@ public struct IdentityService: Sendable {
         let now = clock.now().unixSeconds
         try insertUnique(
             transaction,
-            "INSERT INTO devices (device_id, account_id, pubkey, name, inbox, sealing_key, created_at) "
-                + "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO devices (device_id, account_id, pubkey, name, family, inbox, sealing_key, created_at) "
+                + "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 .text(deviceID), .text(accountID), .blob(device.pubkey.data), .text(device.name),
-                .blob(device.inbox.data), .blob(device.sealingKey.data), .integer(now),
+                device.family.map(SQLValue.text) ?? .null, .blob(device.inbox.data), .blob(device.sealingKey.data),
+                .integer(now),
             ],
             conflict: "this device pubkey is already enrolled; a device joins once")
         try insertUnique(

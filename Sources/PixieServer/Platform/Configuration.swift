@@ -35,9 +35,11 @@ public struct PixieConfiguration: Sendable, Equatable {
     /// The TCP port on 127.0.0.1 (put a TLS-terminating proxy in front for anything else).
     public var port: UInt16 = 8080
     public var services: [Service] = Service.allCases
-    /// The phone-verify public key (base64url, 1984 bytes) that certs are checked against. When nil and
-    /// phone-verify runs in the same process, its own key is pinned; otherwise cert endpoints refuse.
-    public var phoneVerifyKey: HybridSignature.PublicKey?
+    /// The phone-verify public keys (base64url, 1984 bytes each, comma-separated in `phone_verify_key`) that certs
+    /// are checked against, beside phone-verify's own key when it runs in the same process. Several allow a key
+    /// rotation: pin the new key beside the old, switch phone-verify to the new one, drop the old once the last
+    /// cert under it expired. With none, and no phone-verify here, cert endpoints refuse.
+    public var phoneVerifyKeys: [HybridSignature.PublicKey] = []
     /// An SMS gateway webhook; when nil, codes go to the development outbox `<data_dir>/sms-outbox.jsonl`.
     public var smsWebhookURL: URL?
     public var smsWebhookSecret: String?
@@ -133,7 +135,10 @@ public struct PixieConfiguration: Sendable, Equatable {
         ("relay_nats_url", "NATS server the relay nodes share, nats://host:4222 (default: none, one relay node)"),
         ("port", "TCP port on 127.0.0.1 (default 8080; 0 picks a free one)"),
         ("services", "comma-separated services to run: phone-verify,identity,credential,blob,relay (default all)"),
-        ("phone_verify_key", "pinned phone-verify public key, base64url (default: the local one, if it runs here)"),
+        (
+            "phone_verify_key",
+            "pinned phone-verify public keys, base64url, comma-separated (always with the local one, if it runs here)"
+        ),
         ("sms_webhook_url", "SMS gateway webhook URL (default: the development outbox file)"),
         ("sms_webhook_secret", "bearer secret sent to the SMS webhook"),
         ("rp_id", "WebAuthn relying party id (default localhost)"),
@@ -234,10 +239,19 @@ public struct PixieConfiguration: Sendable, Equatable {
             guard !chosen.isEmpty else { throw fail("at least one service") }
             services = chosen.sorted()
         case "phone_verify_key":
-            guard let bytes = Data(base64URLEncoded: value),
-                let key = try? HybridSignature.PublicKey(rawRepresentation: bytes)
-            else { throw fail("a base64url hybrid public key (pixie-server trust-bundle prints it)") }
-            phoneVerifyKey = key
+            var keys: [HybridSignature.PublicKey] = []
+            for part in value.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) {
+                guard let bytes = Data(base64URLEncoded: part),
+                    let key = try? HybridSignature.PublicKey(rawRepresentation: bytes)
+                else {
+                    throw fail(
+                        "base64url hybrid public keys, comma-separated (pixie-server trust-bundle prints the "
+                            + "phone_verify_key)")
+                }
+                if !keys.contains(key) { keys.append(key) }
+            }
+            guard !keys.isEmpty else { throw fail("at least one base64url hybrid public key") }
+            phoneVerifyKeys = keys
         case "sms_webhook_url":
             guard let url = URL(string: value), ["http", "https"].contains(url.scheme ?? ""), url.host != nil else {
                 throw fail("an http or https URL")

@@ -116,9 +116,13 @@ public struct ServiceKeys: Sendable {
 
     /// The public keys a device pins, with the origin the transparency log signs under.
     /// The keys devices pin, and with `checkpoint` (a signed note of this log) the checkpoint they start from.
-    public func trustBundle(logOrigin: String, checkpoint: String? = nil) -> TrustBundle {
+    /// `alsoPinned`: other phone-verify keys pinned during a rotation (``TrustBundle/additionalPhoneVerifyKeys``).
+    public func trustBundle(
+        logOrigin: String, checkpoint: String? = nil, alsoPinned: [HybridSignature.PublicKey] = []
+    ) -> TrustBundle {
         TrustBundle(
             phoneVerifyKey: phoneVerify.publicKey, transparencyLogKey: transparencyLog.publicKey,
-            transparencyLogOrigin: logOrigin, senderCertKey: senderCert.publicKey, transparencyCheckpoint: checkpoint)
+            transparencyLogOrigin: logOrigin, senderCertKey: senderCert.publicKey, transparencyCheckpoint: checkpoint,
+            additionalPhoneVerifyKeys: alsoPinned.filter { $0 != phoneVerify.publicKey })
     }
 }

@@ -56,16 +56,23 @@ extension IdentityAPI {
         public var inbox: Base64URLBytes
         /// The X-Wing public key its siblings seal to (1216 bytes).
         public var sealingKey: Base64URLBytes
+        /// Its family for people ("iPhone", "Linux"), as a sibling shows it ("Approve on your iPhone"); the same
+        /// rules as the name. Optional: devices enrolled before it have none.
+        public var family: String?
 
-        public init(pubkey: Base64URLBytes, name: String, inbox: Base64URLBytes, sealingKey: Base64URLBytes) {
+        public init(
+            pubkey: Base64URLBytes, name: String, inbox: Base64URLBytes, sealingKey: Base64URLBytes,
+            family: String? = nil
+        ) {
             self.pubkey = pubkey
             self.name = name
             self.inbox = inbox
             self.sealingKey = sealingKey
+            self.family = family
         }
 
         enum CodingKeys: String, CodingKey {
-            case pubkey, name, inbox
+            case pubkey, name, inbox, family
             case sealingKey = "sealing_key"
         }
     }
@@ -284,27 +291,39 @@ extension IdentityAPI {
             public var inbox: Base64URLBytes?
             /// Null for a device enrolled before devices registered one.
             public var sealingKey: Base64URLBytes?
+            /// The name it enrolled with, for people. Not in the log: a server could show another, so it labels
+            /// a device and never picks one.
+            public var name: String
+            /// Its family ("iPhone", "Linux"); null for a device that enrolled without one. Not in the log either.
+            public var family: String?
 
-            public init(deviceID: String, pubkey: Base64URLBytes, inbox: Base64URLBytes?, sealingKey: Base64URLBytes?) {
+            public init(
+                deviceID: String, pubkey: Base64URLBytes, inbox: Base64URLBytes?, sealingKey: Base64URLBytes?,
+                name: String, family: String? = nil
+            ) {
                 self.deviceID = deviceID
                 self.pubkey = pubkey
                 self.inbox = inbox
                 self.sealingKey = sealingKey
+                self.name = name
+                self.family = family
             }
 
             enum CodingKeys: String, CodingKey {
                 case deviceID = "device_id"
-                case pubkey, inbox
+                case pubkey, inbox, name, family
                 case sealingKey = "sealing_key"
             }
 
-            /// Null fields are written as null, not left out, so every device has the same four keys.
+            /// Null fields are written as null, not left out, so every device has the same six keys.
             public func encode(to encoder: any Encoder) throws {
                 var container = encoder.container(keyedBy: CodingKeys.self)
                 try container.encode(deviceID, forKey: .deviceID)
                 try container.encode(pubkey, forKey: .pubkey)
                 try container.encode(inbox, forKey: .inbox)
                 try container.encode(sealingKey, forKey: .sealingKey)
+                try container.encode(name, forKey: .name)
+                try container.encode(family, forKey: .family)
             }
         }
 

@@ -173,6 +173,9 @@ struct PixieCommandTests {
             list.contains {
                 $0["device_id"] as? String == joined["device_id"] as? String && $0["this_device"] as? Bool == true
             })
+        // Each with the name and family it enrolled with.
+        #expect(Set(list.compactMap { $0["name"] as? String }) == ["phone", "laptop"])
+        #expect(list.allSatisfy { $0["family"] as? String == "Linux" })
 
         // The store, standing in for the app: rows written, changed, deleted and listed.
         let added = try PixieProcess(

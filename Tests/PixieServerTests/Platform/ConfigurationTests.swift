@@ -40,7 +40,7 @@ struct ConfigurationTests {
         #expect(configuration.blobTTL == 86_400)
         #expect(configuration.relayTokens == .credential)
         #expect(configuration.shutdownGrace == 30)
-        #expect(configuration.phoneVerifyKey == nil)
+        #expect(configuration.phoneVerifyKeys.isEmpty)
         #expect(configuration.smsWebhookURL == nil)
         #expect(configuration.webhookTimeout == 10)
         #expect(!configuration.blobAllowAnonymousUploads)
@@ -77,7 +77,7 @@ struct ConfigurationTests {
         let key = HybridSignature.PrivateKey().publicKey
         var configuration = PixieConfiguration()
         try configuration.set("phone_verify_key", key.rawRepresentation.base64URLEncodedString(), source: "test")
-        #expect(configuration.phoneVerifyKey == key)
+        #expect(configuration.phoneVerifyKeys == [key])
         try configuration.set("services", "identity, phone-verify, identity", source: "test")
         #expect(configuration.services == [.phoneVerify, .identity])
     }

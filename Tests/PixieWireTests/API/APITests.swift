@@ -140,19 +140,20 @@ struct APITests {
         #expect(IdentityAPI.PasskeyPurpose.allCases.map(\.rawValue) == ["register", "login", "replace_all"])
     }
 
-    @Test("siblings: a device without addressing is written with nulls, and its roster commits to zeros")
+    @Test("siblings: names and families are carried; a device without addressing or family is written with nulls")
     func siblings() throws {
         let inbox = RelaySubjectKey().subject
         let devices = IdentityAPI.SiblingsResponse(devices: [
             .init(
                 deviceID: "d1", pubkey: Self.bytes, inbox: Base64URLBytes(inbox.rawRepresentation),
-                sealingKey: Self.bytes),
-            .init(deviceID: "d0", pubkey: Base64URLBytes(Data([7])), inbox: nil, sealingKey: nil),
+                sealingKey: Self.bytes, name: "Ana's phone", family: "iPhone"),
+            .init(deviceID: "d0", pubkey: Base64URLBytes(Data([7])), inbox: nil, sealingKey: nil, name: "old"),
         ])
         try roundTrip(
-            #"{"devices":[{"device_id":"d1","inbox":"\#(inbox.rawRepresentation.base64URLEncodedString())","#
-                + #""pubkey":"AAEC","sealing_key":"AAEC"},"#
-                + #"{"device_id":"d0","inbox":null,"pubkey":"Bw","sealing_key":null}]}"#, devices)
+            #"{"devices":[{"device_id":"d1","family":"iPhone","inbox":"\#(inbox.rawRepresentation.base64URLEncodedString())","#
+                + #""name":"Ana's phone","pubkey":"AAEC","sealing_key":"AAEC"},"#
+                + #"{"device_id":"d0","family":null,"inbox":null,"name":"old","pubkey":"Bw","sealing_key":null}]}"#,
+            devices)
         #expect(
             try devices.roster() == [
                 RosterDevice(pubkey: Data([0, 1, 2]), inbox: inbox, sealingKey: Data([0, 1, 2])),
