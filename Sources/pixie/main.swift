@@ -297,10 +297,18 @@ struct Listen: ParsableCommand {
         name: .long("grant-code"),
         help: "Show a six-digit code a new device can join with (`pixie signin --grant-code`), valid 3 minutes.")
     var grantCode: Bool
+    @OptionalOption(
+        name: .long("push-token"),
+        help: "The app's push token (APNs or FCM, as text): a sign-in or a new device's request wakes this device "
+            + "through it while it is not listening.")
+    var pushToken: String?
     @Flag(name: .long("json"), help: "Print events as JSON lines.") var json: Bool
 
     func validate() throws {
         if approveCode != nil && reject { throw ValidationError("--approve-code and --reject exclude each other") }
+        if let pushToken, pushToken.isEmpty || pushToken.utf8.count > 512 {
+            throw ValidationError("--push-token must be 1 to 512 bytes")
+        }
     }
 
     func run() async throws {
@@ -314,8 +322,9 @@ struct Listen: ParsableCommand {
         let (answered, answer) = AsyncStream.makeStream(of: Void.self)
         try await reporting {
             let opened = try openHome(home)
-            let listener = SignInListener(
+            var listener = SignInListener(
                 home: opened, deviceFamily: try family ?? opened.load()?.family ?? "Linux")
+            listener.pushToken = pushToken.map { Data($0.utf8) }
             let task = Task {
                 try await listener.run(
                     ready: {

@@ -124,6 +124,20 @@ struct NATSRelayBusTests {
     /// The relay's OK for a SEND rests on the flush. libnats' own returns OK with no PONG when it cannot write
     /// its PING: here the connection's write side is shut, so every write fails while libnats still counts the
     /// connection up (the server gone a moment ago, before libnats noticed).
+    @Test(
+        "every sibling registered for a subject is pushed once per episode, across nodes (shared push state)",
+        arguments: TestDatabase.allCases)
+    func pushesEverySiblingAcrossNodes(backend: TestDatabase) async throws {
+        let url = try RelayHarness.natsURL()
+        let tokens = InMemoryTokenSpender()
+        let database = try backend.make()
+        let east = try RelayHarness(bus: try NATSRelayBus(url: url), tokens: tokens, database: database)
+        let west = try RelayHarness(bus: try NATSRelayBus(url: url), tokens: tokens, database: database)
+        try await pushesEverySiblingOnce([east, west])
+        await east.server.shutdown()
+        await west.server.shutdown()
+    }
+
     @Test("a flush whose PING cannot be written is not OK, though libnats' own flush says it is")
     func flushWithoutAWritableSocket() throws {
         let nats = try PrivateNATSServer()

@@ -416,6 +416,13 @@ struct RelayTests {
         await relay.server.shutdown()
     }
 
+    @Test("a subject several siblings registered for wakes each of them once per episode")
+    func pushesEverySibling() async throws {
+        let relay = try RelayHarness()
+        try await pushesEverySiblingOnce([relay])
+        await relay.server.shutdown()
+    }
+
     @Test("a client vanishing mid-frame disturbs no one")
     func vanishingMidFrame() async throws {
         let relay = try RelayHarness()
@@ -615,4 +622,38 @@ final class HeldFlushBus: RelayBus {
     }
     func hasSubscribers(_ subject: RelaySubject) -> Bool { inner.hasSubscribers(subject) }
     var spansNodes: Bool { false }
+}
+
+/// Several devices registered for one subject (the account's discovery inbox, one per sibling) are each pushed once
+/// per wake episode, whichever of `nodes` the devices and frames go through.
+func pushesEverySiblingOnce(_ nodes: [RelayHarness]) async throws {
+    let inbox = randomSubject()
+    let tokens = [Data("phone-token".utf8), Data("tablet-token".utf8)]
+    for (index, token) in tokens.enumerated() {
+        let node = nodes[index % nodes.count]
+        let device = try await node.connect()
+        #expect(try await device.subscribe(inbox, pushToken: token) == .ok(requestID: 1))
+        await device.close()
+        try await node.waitForNoConnections()
+    }
+    func wakes() -> [Data] { nodes.flatMap { $0.push.wakes.map(\.pushToken) } }
+    for index in 0..<3 {
+        let node = nodes[index % nodes.count]
+        let sender = try await node.connect()
+        _ = try await sender.send(Data("sign-in \(index)".utf8), to: inbox, wake: .sync, token: node.token())
+        await sender.close()
+    }
+    try await eventually("not every sibling was pushed") { wakes().count >= 2 }
+    try await Task.sleep(for: .milliseconds(100))
+    // Each sibling once, though three frames came.
+    #expect(wakes().sorted { $0.lexicographicallyPrecedes($1) } == tokens.sorted { $0.lexicographicallyPrecedes($1) })
+    // One of them wakes and holds the inbox again, then sleeps: the next frame starts a new episode for both.
+    let back = try await nodes[0].connect()
+    _ = try await back.subscribe(inbox)
+    await back.close()
+    try await nodes[0].waitForNoConnections()
+    let sender = try await nodes[nodes.count - 1].connect()
+    _ = try await sender.send(Data("again".utf8), to: inbox, wake: .sync, token: nodes[nodes.count - 1].token())
+    await sender.close()
+    try await eventually("the next episode did not push both") { wakes().count == 4 }
 }

@@ -5,8 +5,8 @@ import Synchronization
 
 /// A sibling online for sign-ins (`pixie listen`): it listens on the account's discovery inbox, runs every request
 /// through handleSignInRequest's ladder (``SignInRequestHandler``), acknowledges the ones that pass with its device
-/// family, asks its person, and seals the answer. Sign-in frames are Silent and wake no one, so a device answers
-/// only while it listens (the seed: "If no sibling is online, nothing answers").
+/// family, asks its person, and seals the answer. A device answers only while it listens (the seed: "If no sibling
+/// is online, nothing answers"); with a ``pushToken`` a sign-in request wakes it to listen again.
 public struct SignInListener: Sendable {
     /// The person's answer to one prompt.
     public enum Decision: Sendable, Equatable {
@@ -48,9 +48,10 @@ public struct SignInListener: Sendable {
     public var promptLifetime: TimeInterval = 180
     /// How this device answers a new device's request for the store.
     public var syncConfiguration = SyncService.Configuration()
-    /// The app's push token (APNs, FCM), registered with the relay for this device's own inbox each time it
-    /// listens: while it does not, a new device's SyncRequest (wake class Sync) wakes it with one alert push
-    /// per wake episode (docs/pixie-protocol.md, "Relay"). Nil registers none; sign-in frames never push.
+    /// The app's push token (APNs, FCM), registered with the relay for this device's own inbox and for the
+    /// account's discovery inbox each time it listens: while it does not, a new device's SignInRequest or
+    /// SyncRequest (wake class Sync) wakes it with one alert push per wake episode, and it listens again within
+    /// the new device's re-sends (docs/pixie-protocol.md, "Relay"). Nil registers none.
     public var pushToken: Data?
 
     public init(home: DeviceHome, deviceFamily: String) {
@@ -111,7 +112,7 @@ public struct SignInListener: Sendable {
         }
         let relay = try await RelaySession.connect(to: server)
         defer { Task { await relay.close() } }
-        try await relay.subscribe(discoveryInbox)
+        try await relay.subscribe(discoveryInbox, pushToken: pushToken ?? Data())
         let ownInbox = try state.inbox
         try await relay.subscribe(ownInbox, pushToken: pushToken ?? Data())
         // A new device of the account asks for the store on this device's own inbox.

@@ -27,10 +27,11 @@ public enum PayloadType: UInt8, Sendable, Hashable, CaseIterable, CustomStringCo
     /// The new device no longer wants a sibling's snapshot: ``SyncCancel`` (beyond the seed).
     case syncCancel = 0x16
 
-    /// SyncRequest is the only Sync type: the one frame worth waking a sleeping sibling for, since a new device
-    /// waits on it. Everything else, sign-in frames included, reaches live connections only (the seed: "If no
-    /// sibling is online, nothing answers").
-    public var wakeClass: WakeClass { self == .syncRequest ? .sync : .silent }
+    /// The frames worth waking a sleeping sibling for, since a new device waits on each: the SyncRequest (the
+    /// seed's only one) and, beyond the seed, the SignInRequest on the account's discovery inbox, because sign-in
+    /// needs "one awake enough to receive a push and a human to tap Approve" (docs/pixie-protocol.md,
+    /// "Differences from the seed"). Everything else reaches live connections only.
+    public var wakeClass: WakeClass { self == .syncRequest || self == .signInRequest ? .sync : .silent }
 
     public var description: String {
         switch self {

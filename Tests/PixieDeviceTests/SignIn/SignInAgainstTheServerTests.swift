@@ -125,7 +125,8 @@ struct SignInAgainstTheServerTests {
         // The sibling: the ladder passes it; ack at once, then the person approves with the code the laptop shows.
         let request = try await phoneFrames.frame(0)
         #expect(request.subject == discoveryInbox.subject)
-        #expect(request.wake == .silent)
+        // The request wakes a sleeping sibling (beyond the seed); the relay learns only that class.
+        #expect(request.wake == .sync)
         let prompt = try ladder.handle(request.payload, now: Date()).get()
         #expect(prompt.request.deviceModel == "Linux laptop")
         let reply = prompt.request.replySubject

@@ -589,6 +589,70 @@ struct SyncAgainstTheServerTests {
         }
     }
 
+    @Test("a sleeping sibling is woken by a sign-in through its push, listens again within the re-sends, and prompts")
+    func signInWakesASleepingSibling() async throws {
+        let wake = Shared<(@Sendable () -> Void)?>(nil)
+        let receiver = try PushReceiver { _, _ in
+            wake.get()?()
+            return 202
+        }
+        defer { receiver.stop() }
+        let devices = try await TwoDevices.make(
+            sync: Self.fast(), serverEnvironment: ["PIXIE_RELAY_PUSH_WEBHOOK_URL": receiver.url])
+        defer { devices.stop() }
+        devices.listener.cancel()
+        _ = await devices.listener.result
+
+        // The phone registers its push token as it listens, then sleeps: no connection holds the discovery inbox.
+        let pushToken = SecureRandom.bytes(count: 32)
+        var registered = SignInListener(home: devices.phone, deviceFamily: "Phone")
+        registered.pushToken = pushToken
+        let listener = registered
+        let (ready, readyContinuation) = AsyncStream.makeStream(of: Void.self)
+        let registering = Task { [listener] in
+            try await listener.run(ready: { readyContinuation.yield() }, decide: { _ in .ignore })
+        }
+        for await _ in ready { break }
+        registering.cancel()
+        _ = await registering.result
+        try await Task.sleep(for: .milliseconds(300))  // the relay sees the connection go
+
+        // Woken, it listens again and approves with the code the new device shows.
+        let prompted = Shared(0)
+        let awake = Shared<Task<Void, any Error>?>(nil)
+        let checkCode = devices.checkCode
+        wake.change {
+            $0 = {
+                awake.change { running in
+                    guard running == nil else { return }
+                    running = Task { [listener] in
+                        try await listener.run(decide: { _ in
+                            prompted.change { $0 += 1 }
+                            for _ in 0..<6000 {
+                                if let code = checkCode.get() { return .approve(checkCode: code) }
+                                try? await Task.sleep(for: .milliseconds(10))
+                            }
+                            return .ignore
+                        })
+                    }
+                }
+            }
+        }
+        defer { awake.get()?.cancel() }
+
+        let tablet = try await devices.signIn("tablet")
+        #expect(try tablet.state().membership?.accountSeed.data.isEmpty == false)
+        #expect(prompted.get() == 1)
+        // One push for the episode, to the discovery inbox, though the request was sent again until answered.
+        let discovery = try RelaySubjectKey(
+            discoverySeed: try #require(try devices.phone.state().membership).discoverySeed.data
+        ).subject.rawRepresentation.base64URLEncodedString()
+        let wakes = receiver.wakes
+        #expect(wakes.count == 1, "\(wakes)")
+        #expect(wakes.first?["subject"] == discovery && wakes.first?["wake"] == "sync", "\(wakes)")
+        #expect(wakes.first?["push_token"] == pushToken.base64URLEncodedString())
+    }
+
     /// A phone whose store holds `megabytes` notes of 1 MiB each.
     static func bigStore(_ devices: TwoDevices, megabytes: Int) throws -> DeviceStore {
         let store = try DeviceStore(home: devices.phone)

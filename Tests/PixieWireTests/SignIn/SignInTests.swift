@@ -180,10 +180,10 @@ struct SignInTests {
         #expect(throws: PixieWireError.self) { try tooLong.encoded }
     }
 
-    @Test("SyncRequest is the only payload type that wakes a device")
+    @Test("SyncRequest and SignInRequest are the only payload types that wake a device")
     func wakeClasses() {
-        #expect(PayloadType.allCases.filter { $0.wakeClass == .sync } == [.syncRequest])
-        #expect(PayloadType.signInRequest.wakeClass == .silent)
+        #expect(PayloadType.allCases.filter { $0.wakeClass == .sync } == [.signInRequest, .syncRequest])
         #expect(PayloadType.signInApproval.wakeClass == .silent)
+        #expect(PayloadType.signInSettled.wakeClass == .silent)
     }
 }
