@@ -114,12 +114,20 @@ public struct Application: Sendable {
             router.add(middleware: ForwardedForMiddleware(trusted: configuration.trustedProxies))
         }
         router.add(middleware: ObservabilityMiddleware(logger: logger.named("http"), metrics: metrics))
+        // Ready when the store answers and, for a relay node, when its bus reaches the other nodes: a balancer
+        // stops sending devices to a relay node cut off from the rest (whose subscribers it has closed).
+        let relayBus: (any RelayBus)? = configuration.services.contains(.relay) ? bus : nil
         router.get("/healthz") { [database, logger] _, _ in
             do {
                 _ = try database.query("SELECT 1 AS ok", [])
             } catch {
                 logger.error("health check: the store does not answer", ["error": "\(error)"])
                 throw HTTPError(.serviceUnavailable, .storage, "the store does not answer")
+            }
+            if let relayBus, !relayBus.isLinked {
+                throw HTTPError(
+                    .serviceUnavailable, .relayBusUnavailable,
+                    "this relay node has lost its link to the other nodes (its bus); send devices to another node")
             }
             return try .json(HealthResponse(status: "ok"))
         }

@@ -33,6 +33,9 @@ public struct WebSocketCloseCode: Hashable, Sendable, CustomStringConvertible {
     public static let messageTooBig = WebSocketCloseCode(1009)
     /// The handler failed.
     public static let internalError = WebSocketCloseCode(1011)
+    /// The server cannot serve this connection now; connect again later (IANA's WebSocket close code registry,
+    /// "Try Again Later").
+    public static let tryAgainLater = WebSocketCloseCode(1013)
 
     /// Whether a close frame may carry this code: 1000-1003, 1007-1014, and 3000-4999 (RFC 6455, 7.4).
     public var isAllowedOnTheWire: Bool {

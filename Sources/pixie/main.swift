@@ -422,6 +422,14 @@ struct Listen: ParsableCommand {
         case .sync(.failed(let reason)): (event, text) = ("sync_failed", "Could not send the store: \(reason)")
         case .sync(.cancelled):
             (event, text) = ("sync_cancelled", "The new device no longer needs this device's store.")
+        case .reconnecting(let reason, let delay):
+            let seconds = String(
+                format: "%.1f", Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18)
+            (event, text) = (
+                "reconnecting", "The relay connection ended (\(reason)); connecting again in \(seconds) s."
+            )
+        case .reconnected:
+            (event, text) = ("reconnected", "Connected to the relay again; listening.")
         }
         if json { try? printJSON(["event": event, "detail": text]) } else { streams.out(text) }
     }

@@ -19,8 +19,10 @@ struct TwoNodes {
     let database: String
 
     /// With `relay`, the relay nodes share the test command's nats-server, and blob-svc a blob directory.
+    /// `natsURLs`: each node's own NATS URL (a proxy the test can cut, for one), instead of the test command's.
     static func start(
-        relay: Bool = false, relayTokens: String = "credential", environment extra: [String: String] = [:]
+        relay: Bool = false, relayTokens: String = "credential", environment extra: [String: String] = [:],
+        natsURLs: [String]? = nil
     ) async throws -> TwoNodes {
         let database = try TestDatabase.scratchPostgresURL()
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("pixie-nodes-\(UUID())")
@@ -38,12 +40,16 @@ struct TwoNodes {
             environment["PIXIE_RELAY_NATS_URL"] = nats
             environment["PIXIE_BLOB_DIR"] = root.appendingPathComponent("shared-blobs").path
         }
+        func settings(of node: Int) -> [String: String] {
+            guard let natsURLs else { return environment }
+            return environment.merging(["PIXIE_RELAY_NATS_URL": natsURLs[node]]) { $1 }
+        }
         let first = try await RunningServer(
-            dataDirectory: directories[0], relayTokens: relayTokens, environment: environment)
+            dataDirectory: directories[0], relayTokens: relayTokens, environment: settings(of: 0))
         try FileManager.default.copyItem(
             at: directories[0].appendingPathComponent("keys"), to: directories[1].appendingPathComponent("keys"))
         let second = try await RunningServer(
-            dataDirectory: directories[1], relayTokens: relayTokens, environment: environment)
+            dataDirectory: directories[1], relayTokens: relayTokens, environment: settings(of: 1))
         return TwoNodes(directories: directories, nodes: [first, second], database: database)
     }
 
@@ -147,6 +153,74 @@ struct MultiNodeTests {
         #expect(await Self.next(listener)?.payload == Data("after".utf8))
         await listener.close()
         await sender.close()
+    }
+
+    @Test("a listener whose relay node loses NATS is told (1013), reconnects with backoff, and answers a sign-in")
+    func listenerReconnects() async throws {
+        guard let nats = ProcessInfo.processInfo.environment["SIBLINGS_NATS_URL"],
+            let natsPort = URLComponents(string: nats)?.port
+        else { throw Failure(description: "SIBLINGS_NATS_URL is not set: run the test command (scripts/test.sh)") }
+        let proxy = try CuttableProxy(to: natsPort)
+        defer { proxy.stop() }
+        let deployment = try await TwoNodes.start(relay: true, natsURLs: ["nats://127.0.0.1:\(proxy.port)", nats])
+        defer { deployment.stop() }
+        let bundle = try deployment.trustBundle()
+        let root = deployment.directories[0].deletingLastPathComponent()
+        // The phone's account and listener are on node 0, whose link to NATS goes through the proxy.
+        let phone = try DeviceHome(directory: root.appendingPathComponent("phone"))
+        _ = try await OnboardingFlow(home: phone).createAccount(
+            server: deployment.nodes[0].base, trustBundle: bundle, name: "phone", phoneNumber: TwoDevices.number,
+            code: { number, _ in
+                try #require(try AgainstTheServerTests.lastCode(to: number, in: deployment.directories[0]))
+            })
+        let checkCode = Shared<String?>(nil)
+        let reports = Shared<[SignInListener.Outcome]>([])
+        var listener = SignInListener(home: phone, deviceFamily: "Phone")
+        listener.reconnectDelay = .milliseconds(100)
+        listener.longestReconnectDelay = .milliseconds(400)
+        let (ready, readyContinuation) = AsyncStream.makeStream(of: Void.self)
+        let listening = Task { [listener] in
+            try await listener.run(
+                ready: { readyContinuation.yield() },
+                decide: { _ in
+                    for _ in 0..<6000 {
+                        if let code = checkCode.get() { return .approve(checkCode: code) }
+                        try? await Task.sleep(for: .milliseconds(10))
+                    }
+                    return .ignore
+                },
+                report: { outcome in reports.change { $0.append(outcome) } })
+        }
+        defer { listening.cancel() }
+        for await _ in ready { break }
+
+        // Node 0 loses NATS: it closes the listener's connection saying why, and refuses it until the link is back.
+        proxy.cut()
+        func reconnecting() -> [String] {
+            reports.get().compactMap { if case .reconnecting(let reason, _) = $0 { reason } else { nil } }
+        }
+        try await waitFor("the listener was not told", seconds: 30) { reconnecting().count >= 2 }
+        #expect(reconnecting().first?.contains("lost its link to the other relay nodes") == true, "\(reports.get())")
+        #expect(!reports.get().contains(.reconnected))
+        proxy.mend()
+        try await waitFor("the listener did not reconnect", seconds: 60) { reports.get().contains(.reconnected) }
+
+        // A new device on the other node signs in: the request crosses NATS to the listener's new connection.
+        let laptop = try DeviceHome(directory: root.appendingPathComponent("laptop"))
+        try await TwoDevices.signIn(
+            laptop, name: "laptop", server: deployment.nodes[1], directory: deployment.directories[1], bundle: bundle,
+            checkCode: checkCode)
+        #expect(try await OnboardingFlow(home: laptop).devices().count == 2)
+        #expect(reports.get().contains(.approved(deviceModel: "Laptop")), "\(reports.get())")
+    }
+
+    /// Polls `condition` every 20 ms for up to `seconds` (a hang's limit, not a timing check).
+    func waitFor(_ what: String, seconds: Int, _ condition: () -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while !condition() {
+            guard ContinuousClock.now < deadline else { throw Failure(description: what) }
+            try await Task.sleep(for: .milliseconds(20))
+        }
     }
 
     /// The next delivery, or nil once the session ended.

@@ -216,10 +216,17 @@ struct NATSRelayBusTests {
             return
         }
 
+        // The east node closed its subscriber as NATS went (1013): it reconnects and subscribes again once NATS is
+        // back (until then, its SUBSCRIBE is refused).
+        await #expect(throws: (any Error).self) { _ = try await listener.next() }
+        #expect(listener.socket.closeCode == .tryAgainLater)
         try nats.start()
-        // libnats reconnects by itself (every 100 ms) and subscribes again: once the west node sees the east
-        // node's presence, both are back, and a frame answered OK is delivered (NATS keeps nothing for a node
-        // that is not subscribed, so the test waits for that rather than for an OK alone).
+        let back = try await east.connect()
+        try await eventually("the east node did not take subscriptions again") {
+            try await back.subscribe(inbox).isOK
+        }
+        // Once the west node sees the east node's presence, a frame answered OK is delivered (NATS keeps nothing
+        // for a node that is not subscribed, so the test waits for that rather than for an OK alone).
         try await eventually("the nodes did not take their NATS subscriptions back") { westBus.hasSubscribers(inbox) }
         var delivered = false
         for attempt in 0..<100 where !delivered {
@@ -229,13 +236,13 @@ struct NATSRelayBusTests {
                 // it again, and a duplicate is the protocol's to drop).
                 let expected = RelayServerFrame.deliver(
                     subject: inbox, wake: .silent, payload: Data("after \(attempt)".utf8))
-                for _ in 0..<10 where !delivered { delivered = try await listener.next() == expected }
+                for _ in 0..<10 where !delivered { delivered = try await back.next() == expected }
             } else {
                 try await Task.sleep(for: .milliseconds(50))
             }
         }
         #expect(delivered)
-        for client in [listener, sender, other] { await client.close() }
+        for client in [back, sender, other] { await client.close() }
         await east.server.shutdown()
         await west.server.shutdown()
     }
@@ -284,6 +291,128 @@ struct NATSRelayBusTests {
             #expect("\(error)".contains("relay:xxxxx@"))
         }
         for client in [listener, sender, other] { await client.close() }
+        await east.server.shutdown()
+        await west.server.shutdown()
+    }
+    /// Sends numbered frames from `sender` to `inbox` every 5 ms, doing `midway` after the first `before`; the
+    /// numbers answered OK.
+    func numberedFrames(
+        from sender: RelayTestClient, node: RelayHarness, to inbox: RelaySubject, count: Int, before: Int,
+        midway: () throws -> Void
+    ) async throws -> [Int] {
+        var answeredOK: [Int] = []
+        for number in 0..<count {
+            if number == before { try midway() }
+            if case .ok = try await sender.send(Data("\(number)".utf8), to: inbox, token: node.token()) {
+                answeredOK.append(number)
+            }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        return answeredOK
+    }
+
+    /// Reads a subscribed client's deliveries until its connection ends: what came, and whether it ended.
+    final class Listening: Sendable {
+        let received = Mutex<[Int]>([])
+        private let endedFlag = Atomic(false)
+        var ended: Bool { endedFlag.load(ordering: .acquiring) }
+
+        init(_ client: RelayTestClient) {
+            Task { [self] in
+                while let frame = try? await client.next() {
+                    if case .deliver(_, _, let payload) = frame,
+                        let number = Int(String(decoding: payload, as: UTF8.self))
+                    {
+                        received.withLock { $0.append(number) }
+                    }
+                }
+                endedFlag.store(true, ordering: .releasing)
+            }
+        }
+
+        /// Whether every frame in `answeredOK` came, or else the connection was closed: no frame was answered OK
+        /// and lost while its subscriber still held an open connection.
+        func nothingLostSilently(_ answeredOK: [Int]) -> Bool {
+            ended || Set(answeredOK).isSubset(of: Set(received.withLock { $0 }))
+        }
+    }
+
+    @Test("a node cut off from NATS closes its subscribers (1013) and is not ready; no frame is answered OK and lost")
+    func linkCut() async throws {
+        let url = try RelayHarness.natsURL()
+        let proxy = try CuttableProxy(to: try #require(URLComponents(string: url)?.port))
+        defer { proxy.stop() }
+        let tokens = InMemoryTokenSpender()
+        let east = try RelayHarness(bus: try NATSRelayBus(url: "nats://127.0.0.1:\(proxy.port)"), tokens: tokens)
+        let west = try RelayHarness(bus: try NATSRelayBus(url: url), tokens: tokens)
+        #expect(await east.application.router.test(.get, "/healthz").status == .ok)
+        let listener = try await east.connect()
+        let inbox = randomSubject()
+        #expect(try await listener.subscribe(inbox) == .ok(requestID: 1))
+        let listening = Listening(listener)
+        let sender = try await west.connect()
+
+        // The link of the listener's node is cut while frames flow from the other node.
+        let answeredOK = try await numberedFrames(from: sender, node: west, to: inbox, count: 60, before: 20) {
+            proxy.cut()
+        }
+        #expect(answeredOK.count == 60)  // the sender's node still reaches NATS: OK means the bus took it
+        // The subscriber was told, with a code it understands: it does not stay subscribed to nothing.
+        let deadline = ContinuousClock.now + .seconds(15)
+        while !listening.ended, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(listening.ended, "the subscriber's connection stayed open")
+        #expect(listener.socket.closeCode == .tryAgainLater)
+        #expect(listening.nothingLostSilently(answeredOK))
+        #expect(Set(0..<20).isSubset(of: Set(listening.received.withLock { $0 })))
+        // Not ready, so a balancer sends devices elsewhere; a SUBSCRIBE there is refused, not silently held.
+        let health = await east.application.router.test(.get, "/healthz")
+        #expect(health.status == .serviceUnavailable)
+        #expect(health.bodyText.contains("relay_bus_unavailable"))
+        let refused = try await east.connect()
+        if case .error(_, .unavailable, _) = try await refused.subscribe(randomSubject()) {
+        } else {
+            Issue.record("a SUBSCRIBE on a node without its bus was not refused")
+        }
+
+        // Mended: ready again, and a subscriber there hears the other node.
+        proxy.mend()
+        try await eventually("the node did not get its link back") {
+            await east.application.router.test(.get, "/healthz").status == .ok
+        }
+        let again = try await east.connect()
+        #expect(try await again.subscribe(inbox) == .ok(requestID: 1))
+        #expect(try await sender.send(Data("back".utf8), to: inbox, token: west.token()) == .ok(requestID: 61))
+        #expect(try await again.next() == .deliver(subject: inbox, wake: .silent, payload: Data("back".utf8)))
+        for client in [sender, refused, again] { await client.close() }
+        await east.server.shutdown()
+        await west.server.shutdown()
+    }
+
+    @Test("NATS restarted: every subscriber is closed (1013), and no frame is answered OK and lost to an open one")
+    func natsRestarted() async throws {
+        let nats = try PrivateNATSServer()
+        let tokens = InMemoryTokenSpender()
+        let east = try RelayHarness(bus: try NATSRelayBus(url: nats.url), tokens: tokens)
+        let west = try RelayHarness(bus: try NATSRelayBus(url: nats.url), tokens: tokens)
+        let listener = try await east.connect()
+        let inbox = randomSubject()
+        #expect(try await listener.subscribe(inbox) == .ok(requestID: 1))
+        let listening = Listening(listener)
+        let sender = try await west.connect()
+        let answeredOK = try await numberedFrames(from: sender, node: west, to: inbox, count: 80, before: 20) {
+            nats.stop()
+            try nats.start()
+        }
+        let deadline = ContinuousClock.now + .seconds(15)
+        while !listening.ended, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(listening.ended)
+        #expect(listener.socket.closeCode == .tryAgainLater)
+        #expect(listening.nothingLostSilently(answeredOK))
+        await sender.close()
         await east.server.shutdown()
         await west.server.shutdown()
     }

@@ -37,6 +37,11 @@ public struct SignInListener: Sendable {
         /// What became of a frame on this device's own inbox: a new device of the account asking for the store
         /// (``SyncService``), or its ack.
         case sync(SyncService.SiblingOutcome)
+        /// The relay ended the connection (or could not be reached again); the listener connects again after
+        /// this wait.
+        case reconnecting(reason: String, after: Duration)
+        /// Connected and subscribed again: requests reach this device once more.
+        case reconnected
     }
 
     public let home: DeviceHome
@@ -48,6 +53,10 @@ public struct SignInListener: Sendable {
     public var promptLifetime: TimeInterval = 180
     /// How this device answers a new device's request for the store.
     public var syncConfiguration = SyncService.Configuration()
+    /// The first wait before connecting to the relay again after it ended the connection; each failure doubles
+    /// it up to ``longestReconnectDelay``, and each wait is jittered down by up to half.
+    public var reconnectDelay: Duration = .milliseconds(250)
+    public var longestReconnectDelay: Duration = .seconds(30)
     /// The app's push token (APNs, FCM), registered with the relay for this device's own inbox and for the
     /// account's discovery inbox each time it listens: while it does not, a new device's SignInRequest or
     /// SyncRequest (wake class Sync) wakes it with one alert push per wake episode, and it listens again within
@@ -59,8 +68,9 @@ public struct SignInListener: Sendable {
         self.deviceFamily = deviceFamily
     }
 
-    /// Listens until the task is cancelled or the relay closes the connection (which throws). `ready` is called
-    /// once the discovery inbox is subscribed; `decide` for every request that passed the ladder, one at a time,
+    /// Listens until the task is cancelled; throws if the relay cannot be reached, or refuses, at the start. A
+    /// connection the relay ends later is made again, with backoff and jitter (``Outcome/reconnecting(reason:after:)``).
+    /// `ready` is called once the discovery inbox is subscribed; `decide` for every request that passed the ladder, one at a time,
     /// in a task that is cancelled if the request is settled elsewhere (the prompt is then dismissed, and `decide`
     /// should return promptly); `report` for what became of every frame.
     ///
@@ -110,81 +120,140 @@ public struct SignInListener: Sendable {
                             + "replay of it after a restart may prompt again: \(error)"))
             }
         }
-        let relay = try await RelaySession.connect(to: server)
-        defer { Task { await relay.close() } }
-        try await relay.subscribe(discoveryInbox, pushToken: pushToken ?? Data())
         let ownInbox = try state.inbox
-        try await relay.subscribe(ownInbox, pushToken: pushToken ?? Data())
-        // A new device of the account asks for the store on this device's own inbox.
-        let sync = try SyncService(
-            home: home, store: try DeviceStore(home: home), client: client, relay: relay, wallet: wallet,
-            credentials: credentials, bindings: bindings, configuration: syncConfiguration)
-        if let offerCode {
-            let minted = try await client.mintGrant(
-                IdentityAPI.GrantRequest(kind: .code), session: try await credentials.session())
-            offerCode(
-                GrantCode(code: minted.grant, expiresAt: Date(timeIntervalSince1970: TimeInterval(minted.expiresAt))))
-        }
-        ready()
         // Prompts are asked one at a time, in the order their requests came; the loop below keeps reading the
         // inbox meanwhile, so that a settlement (another sibling answered, or the new device gave up) dismisses a
-        // prompt that is showing or waiting its turn.
+        // prompt that is showing or waiting its turn. They outlive a reconnection: an answer goes out on the
+        // connection that is current when the person gives it.
         let prompts = PendingPrompts()
         defer { prompts.cancelAll() }
+        let current = CurrentRelay()
+        defer { current.set(nil) }
         var previous: Task<Void, Never>?
-        for await delivery in relay.deliveries {
-            try Task.checkCancellation()
-            if delivery.subject == ownInbox.subject {
-                Task { await sync.respond(to: delivery.payload) { report(.sync($0)) } }
-                continue
-            }
-            guard delivery.subject == discoveryInbox.subject else { continue }
-            if SignInSettlement.requestDigest(of: delivery.payload) != nil {
-                if let (prompt, outcome) = prompts.settle(by: delivery.payload) {
-                    remember(prompt)
-                    report(.dismissed(deviceModel: prompt.request.deviceModel, outcome))
-                }
-                continue
-            }
-            let prompt: SignInRequestHandler.Prompt
-            switch ladder.handle(delivery.payload, now: Date()) {
-            case .success(let passed): prompt = passed
-            case .failure(let drop):
-                report(.dropped(drop))
-                continue
-            }
+        var started = false
+        var failures = 0
+        // One connection at a time: when the relay ends it (the node lost its bus link and said so, or the
+        // connection dropped), connect again with backoff and jitter, through whatever balancer is in front, and
+        // subscribe again. Only the first connection's failure ends `run`.
+        while true {
+            let relay: RelaySession
+            let sync: SyncService
             do {
-                try await relay.send(
-                    try prompt.acknowledgement(deviceFamily: deviceFamily), to: prompt.request.replySubject,
-                    wake: .silent, token: try await wallet.take())
-                remember(prompt)
-            } catch {
-                report(.failed(deviceModel: prompt.request.deviceModel, reason: "\(error)"))
+                relay = try await RelaySession.connect(to: server)
+                do {
+                    try await relay.subscribe(discoveryInbox, pushToken: pushToken ?? Data())
+                    try await relay.subscribe(ownInbox, pushToken: pushToken ?? Data())
+                    // A new device of the account asks for the store on this device's own inbox.
+                    sync = try SyncService(
+                        home: home, store: try DeviceStore(home: home), client: client, relay: relay, wallet: wallet,
+                        credentials: credentials, bindings: bindings, configuration: syncConfiguration)
+                } catch {
+                    await relay.close()
+                    throw error
+                }
+            } catch  where started && Self.isTransient(error) && !Task.isCancelled {
+                failures += 1
+                let delay = reconnectDelay(after: failures)
+                report(.reconnecting(reason: "\(error)", after: delay))
+                try await Task.sleep(for: delay)
                 continue
             }
-            let turn = previous
-            // Registered before its task can run, so that the task's own removal always finds it.
-            prompts.add(prompt)
-            let answering = Task { [self] in
-                await turn?.value
-                guard !Task.isCancelled else { return }
-                await answer(
-                    prompt, decide: decide, report: report, relay: relay, wallet: wallet, client: client,
-                    membership: membership, credentials: credentials, discoveryInbox: discoveryInbox.subject,
-                    bindings: bindings, prompts: prompts)
+            current.set(relay)
+            if !started {
+                started = true
+                if let offerCode {
+                    let minted = try await client.mintGrant(
+                        IdentityAPI.GrantRequest(kind: .code), session: try await credentials.session())
+                    offerCode(
+                        GrantCode(
+                            code: minted.grant, expiresAt: Date(timeIntervalSince1970: TimeInterval(minted.expiresAt))))
+                }
+                ready()
+            } else {
+                report(.reconnected)
             }
-            prompts.attach(answering, to: prompt)
-            previous = answering
+            failures = 0
+            for await delivery in relay.deliveries {
+                if Task.isCancelled { break }
+                if delivery.subject == ownInbox.subject {
+                    Task { await sync.respond(to: delivery.payload) { report(.sync($0)) } }
+                    continue
+                }
+                guard delivery.subject == discoveryInbox.subject else { continue }
+                if SignInSettlement.requestDigest(of: delivery.payload) != nil {
+                    if let (prompt, outcome) = prompts.settle(by: delivery.payload) {
+                        remember(prompt)
+                        report(.dismissed(deviceModel: prompt.request.deviceModel, outcome))
+                    }
+                    continue
+                }
+                let prompt: SignInRequestHandler.Prompt
+                switch ladder.handle(delivery.payload, now: Date()) {
+                case .success(let passed): prompt = passed
+                case .failure(let drop):
+                    report(.dropped(drop))
+                    continue
+                }
+                do {
+                    try await relay.send(
+                        try prompt.acknowledgement(deviceFamily: deviceFamily), to: prompt.request.replySubject,
+                        wake: .silent, token: try await wallet.take())
+                    remember(prompt)
+                } catch {
+                    report(.failed(deviceModel: prompt.request.deviceModel, reason: "\(error)"))
+                    continue
+                }
+                let turn = previous
+                // Registered before its task can run, so that the task's own removal always finds it.
+                prompts.add(prompt)
+                let answering = Task { [self] in
+                    await turn?.value
+                    guard !Task.isCancelled else { return }
+                    await answer(
+                        prompt, decide: decide, report: report, relay: current, wallet: wallet, client: client,
+                        membership: membership, credentials: credentials, discoveryInbox: discoveryInbox.subject,
+                        bindings: bindings, prompts: prompts)
+                }
+                prompts.attach(answering, to: prompt)
+                previous = answering
+            }
+            current.set(nil)
+            await relay.close()
+            try Task.checkCancellation()
+            failures += 1
+            let delay = reconnectDelay(after: failures)
+            report(
+                .reconnecting(
+                    reason: relay.ended?.description ?? "the relay closed the connection", after: delay))
+            try await Task.sleep(for: delay)
         }
-        try Task.checkCancellation()
-        throw RelaySessionError.closed("the relay closed the connection; listen again")
+    }
+
+    /// Whether `error` is one a later connection may not meet: the relay unreachable, its node without its bus,
+    /// a connection that dropped. A refusal that says this device is wrong (not proven, too many subjects) is not.
+    static func isTransient(_ error: any Error) -> Bool {
+        switch error {
+        case RelaySessionError.closed, RelaySessionError.unavailable: true
+        case RelaySessionError.refused(let code, _): code == .unavailable
+        default: false
+        }
+    }
+
+    /// The wait before the `failures`th attempt to connect again: ``reconnectDelay`` doubled each time up to
+    /// ``longestReconnectDelay``, then a random half of it taken off (jitter), so that the devices a node closed
+    /// at once do not all come back at once.
+    func reconnectDelay(after failures: Int) -> Duration {
+        var delay = reconnectDelay
+        for _ in 1..<max(1, failures) where delay < longestReconnectDelay { delay *= 2 }
+        delay = min(delay, longestReconnectDelay)
+        return delay * Double.random(in: 0.5...1)
     }
 
     /// Asks the person about one prompt and sends what they decided. Cancelled when the request is settled
     /// elsewhere: then nothing is sent.
     private func answer(
         _ prompt: SignInRequestHandler.Prompt, decide: @Sendable (SignInRequestHandler.Prompt) async -> Decision,
-        report: @Sendable (Outcome) -> Void, relay: RelaySession, wallet: TokenWallet, client: PixieClient,
+        report: @Sendable (Outcome) -> Void, relay current: CurrentRelay, wallet: TokenWallet, client: PixieClient,
         membership: DeviceState.Membership, credentials: DeviceCredentials, discoveryInbox: RelaySubject,
         bindings: LoggedBindings, prompts: PendingPrompts
     ) async {
@@ -208,7 +277,8 @@ public struct SignInListener: Sendable {
                 report(.ignored(deviceModel: model))
                 return
             case .reject:
-                try await relay.send(try prompt.rejection(), to: reply, wake: .silent, token: try await wallet.take())
+                try await current.session().send(
+                    try prompt.rejection(), to: reply, wake: .silent, token: try await wallet.take())
             case .approve(let code):
                 guard prompt.matches(checkCode: code) else {
                     report(.wrongCheckCode(deviceModel: model))
@@ -226,11 +296,11 @@ public struct SignInListener: Sendable {
                     .init(
                         grant: grant, accountSeed: membership.accountSeed.data, ktHandle: membership.ktHandle,
                         discoverySeed: membership.discoverySeed.data), checkCode: code)
-                try await relay.send(approval, to: reply, wake: .silent, token: try await wallet.take())
+                try await current.session().send(approval, to: reply, wake: .silent, token: try await wallet.take())
                 // The checkpoint the log checks advanced to, kept for the next run.
                 let pin = Base64URLBytes(await bindings.state)
                 try? home.update { $0.transparency = pin }
-                await settle(prompt, .approved, relay: relay, wallet: wallet, discoveryInbox: discoveryInbox)
+                await settle(prompt, .approved, relay: current, wallet: wallet, discoveryInbox: discoveryInbox)
                 report(enrolled ? .approvedByCode(deviceModel: model) : .approved(deviceModel: model))
                 return
             }
@@ -238,19 +308,40 @@ public struct SignInListener: Sendable {
             report(.failed(deviceModel: model, reason: "\(error)"))
             return
         }
-        await settle(prompt, .rejected, relay: relay, wallet: wallet, discoveryInbox: discoveryInbox)
+        await settle(prompt, .rejected, relay: current, wallet: wallet, discoveryInbox: discoveryInbox)
         report(.rejected(deviceModel: model))
     }
 
     /// The other siblings take their prompts for this request away. Best effort: one that misses it can no
     /// longer use the request (the new device has its answer and reads that channel no more).
     private func settle(
-        _ prompt: SignInRequestHandler.Prompt, _ outcome: SignInSettlement.Outcome, relay: RelaySession,
+        _ prompt: SignInRequestHandler.Prompt, _ outcome: SignInSettlement.Outcome, relay current: CurrentRelay,
         wallet: TokenWallet, discoveryInbox: RelaySubject
     ) async {
         guard let frame = try? prompt.settlement(outcome) else { return }
-        try? await relay.send(
+        try? await current.session().send(
             frame, to: discoveryInbox, wake: PayloadType.signInSettled.wakeClass, token: try await wallet.take())
+    }
+}
+
+/// The listener's connection to the relay now, replaced as it reconnects: an answer the person gives goes out on
+/// whichever connection is current, waiting a while for one while the listener reconnects.
+final class CurrentRelay: Sendable {
+    private let relay = Mutex<RelaySession?>(nil)
+
+    func set(_ session: RelaySession?) { relay.withLock { $0 = session } }
+
+    /// The current connection, waiting up to `patience` for one.
+    func session(patience: Duration = .seconds(30)) async throws -> RelaySession {
+        let deadline = ContinuousClock.now + patience
+        while true {
+            if let session = relay.withLock({ $0 }) { return session }
+            guard ContinuousClock.now < deadline else {
+                throw RelaySessionError.closed(
+                    "the relay has been unreachable for \(patience.components.seconds) s, so the answer was not sent")
+            }
+            try await Task.sleep(for: .milliseconds(50))
+        }
     }
 }
 

@@ -8,7 +8,9 @@ import WebSockets
 ///
 /// The relay forwards to live connections only (nothing is stored), so a device that must be reachable keeps a
 /// session open. Each request waits for the relay's OK or ERROR; a relay that closes the connection fails every
-/// request in flight and ends ``deliveries``.
+/// request in flight and ends ``deliveries``, and ``ended`` says why (``RelaySessionError/unavailable(_:)`` when
+/// the node lost its link to the other nodes). A session does not reconnect by itself: ``SignInListener`` does,
+/// with backoff and jitter, and subscribes again.
 public final class RelaySession: Sendable {
     /// A frame the relay delivered on a subject this session subscribed.
     public struct Delivery: Sendable, Equatable {
@@ -85,6 +87,9 @@ public final class RelaySession: Sendable {
         await socket.close()
     }
 
+    /// Why the session ended, once it has (``deliveries`` finished); nil while it is open.
+    public var ended: RelaySessionError? { state.withLock { $0.ended } }
+
     private func nextID() -> UInt32 {
         state.withLock { state in
             defer { state.nextRequestID &+= 1 }
@@ -154,12 +159,19 @@ public final class RelaySession: Sendable {
         } catch {
             reason = "the relay connection ended"
         }
+        // 1013: the node lost its link to the other relay nodes, and closed its subscribers so they know.
+        let ending: RelaySessionError =
+            socket.closeCode == .tryAgainLater
+            ? .unavailable(
+                "the relay node lost its link to the other relay nodes and closed this connection (1013, try again "
+                    + "later): connect again, and subscribe again")
+            : .closed(reason)
         let waiting = state.withLock { state in
-            state.ended = .closed(reason)
+            state.ended = ending
             defer { state.waiting = [:] }
             return state.waiting
         }
-        for continuation in waiting.values { continuation.resume(throwing: RelaySessionError.closed(reason)) }
+        for continuation in waiting.values { continuation.resume(throwing: ending) }
         deliveriesContinuation.finish()
         await socket.close()
     }
@@ -170,13 +182,16 @@ public enum RelaySessionError: Error, Sendable, Equatable, CustomStringConvertib
     case refused(RelayErrorCode, String)
     /// The connection is gone (or never came up).
     case closed(String)
+    /// The relay node closed the connection because it cannot serve it now (it lost its link to the other
+    /// nodes): connect again, through whatever balancer is in front, and subscribe again.
+    case unavailable(String)
     /// Something this build cannot do.
     case unsupported(String)
 
     public var description: String {
         switch self {
         case .refused(let code, let reason): "the relay refused (\(code)): \(reason)"
-        case .closed(let reason), .unsupported(let reason): reason
+        case .closed(let reason), .unsupported(let reason), .unavailable(let reason): reason
         }
     }
 }

@@ -28,6 +28,8 @@ extension HTTPError.Code {
     static let verificationNotFound = HTTPError.Code("verification_not_found")
     static let smsFailed = HTTPError.Code("sms_failed")
     static let storage = HTTPError.Code("storage")
+    /// A relay node whose bus does not reach the other nodes (`/healthz`).
+    static let relayBusUnavailable = HTTPError.Code("relay_bus_unavailable")
 }
 
 /// Runs a store operation; a storage failure becomes a 503 that tells the client to retry (the details go to

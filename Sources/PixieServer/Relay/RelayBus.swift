@@ -35,6 +35,19 @@ public protocol RelayBus: Sendable {
 
     /// Whether other relay nodes share this bus: the push rule's state must then be shared too.
     var spansNodes: Bool { get }
+
+    /// Whether this node reaches the other nodes now (always, for a bus within one process).
+    var isLinked: Bool { get }
+
+    /// Calls `handler` (on a bus thread) each time this node's link to the other nodes goes down (false) or
+    /// comes back (true). The relay closes its subscribers' connections when it goes down: a subscriber that the
+    /// other nodes can no longer reach must not look subscribed.
+    func watchLink(_ handler: @escaping @Sendable (Bool) -> Void)
+}
+
+extension RelayBus {
+    public var isLinked: Bool { true }
+    public func watchLink(_ handler: @escaping @Sendable (Bool) -> Void) {}
 }
 
 /// The bus cannot carry frames now (NATS is down or reconnecting): what was not answered OK may not have reached

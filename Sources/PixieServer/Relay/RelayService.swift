@@ -44,6 +44,16 @@ public final class RelayService: Sendable {
 
     let configuration: Configuration
     let bus: any RelayBus
+    /// Every open connection, so that a lost bus link can close the subscribed ones.
+    let live = Mutex<[ObjectIdentifier: RelayConnection]>([:])
+    /// The close reason (code 1013, try again later) when this node lost its link to the other nodes: the
+    /// device reconnects, through whatever balancer is in front, and subscribes again (docs/pixie-protocol.md,
+    /// "Relay").
+    public static let busLostReason =
+        "relay_bus_unavailable: this relay node lost its link to the other nodes; reconnect"
+
+    /// Whether this node can serve relay connections now: its bus reaches the other nodes (`/healthz`).
+    public var isReady: Bool { bus.isLinked }
     let tokens: any TokenSpender
     let push: any PushGateway
     let logger: Logger
@@ -66,6 +76,7 @@ public final class RelayService: Sendable {
         self.waker =
             try sharedPushState.map { try SQLPushWaker(database: $0, logger: logger) }
             ?? MemoryPushWaker(limit: configuration.maximumPushRegistrations)
+
         metrics.describe("pixie_relay_connections", type: "gauge", help: "Open relay WebSocket connections.")
         metrics.describe(
             "pixie_relay_frames_forwarded_total", type: "counter",
@@ -78,6 +89,24 @@ public final class RelayService: Sendable {
         metrics.describe(
             "pixie_relay_slow_consumers_total", type: "counter",
             help: "Connections closed because their queue of frames overflowed.")
+        metrics.describe(
+            "pixie_relay_bus_link_lost_total", type: "counter",
+            help: "Times this node lost its link to the other relay nodes (its subscribers were closed).")
+        // A node cut off from the other nodes tells its subscribers at once, instead of leaving them subscribed
+        // to frames the other nodes can no longer bring.
+        bus.watchLink { [weak self] up in self?.linkChanged(up) }
+    }
+
+    /// The bus link went down (`up` false) or came back.
+    private func linkChanged(_ up: Bool) {
+        guard !up else {
+            logger.info("relay bus link is back")
+            return
+        }
+        let cut = live.withLock { Array($0.values) }.filter { $0.count > 0 }
+        logger.warning("relay bus link lost: closing the connections that hold subjects", ["connections": cut.count])
+        metrics.increment("pixie_relay_bus_link_lost_total")
+        for connection in cut { connection.close(.tryAgainLater, Self.busLostReason) }
     }
 
     /// Adds `GET /v1/relay`.
@@ -552,6 +581,7 @@ final class RelaySession: WebSocketConsumer {
                 "relay closed a slow consumer", ["queued_limit": configuration.maximumQueuedFrames, "reason": reason])
         }
         metrics.increment("pixie_relay_connections")
+        service.live.withLock { $0[ObjectIdentifier(connection)] = connection }
         logger.debug("relay connection opened")
         // The first frame: the nonce each SUBSCRIBE signs.
         connection.enqueue(.frame(RelayServerFrame.challenge(nonce: connection.challenge).encoded()))
@@ -567,6 +597,7 @@ final class RelaySession: WebSocketConsumer {
         // The peer left, vanished (mid-frame or not) or broke the WebSocket framing: only this connection ends.
         for subscription in connection.removeAll() { subscription.cancel() }
         connection.finish()
+        _ = service.live.withLock { $0.removeValue(forKey: ObjectIdentifier(connection)) }
         service.metrics.increment("pixie_relay_connections", by: -1)
         service.logger.debug(
             "relay connection closed",

@@ -12,6 +12,8 @@ import Synchronization
 public final class NATSConnection: @unchecked Sendable {
     // @unchecked: the handle is libnats', which is thread-safe; it is destroyed once, in deinit.
     private let handle: OpaquePointer
+    /// What hears the link go down and come back; libnats holds it as its callbacks' closure until deinit.
+    private let link: Unmanaged<LinkWatch>
     /// Where it connects, for messages and logs: the URL with its password or token masked
     /// (``ConnectionURL/redacted(_:)``). The URL as given is never kept.
     public let url: String
@@ -20,8 +22,16 @@ public final class NATSConnection: @unchecked Sendable {
     /// with the next flush (libnats' SendAsap).
     ///
     /// - Throws: ``NATSError`` when the server cannot be reached.
-    public init(url given: String, sendImmediately: Bool = false) throws(NATSError) {
+    ///
+    /// `onLink` is called on a libnats thread each time the connection goes down (false: the server went away,
+    /// or stopped answering its PINGs, every ``pingInterval``, two unanswered at most) and comes back (true).
+    public init(
+        url given: String, sendImmediately: Bool = false, onLink: @escaping @Sendable (Bool) -> Void = { _ in }
+    ) throws(NATSError) {
         let url = ConnectionURL.redacted(given)
+        let link = Unmanaged.passRetained(LinkWatch(onLink))
+        var connected = false
+        defer { if !connected { link.release() } }
         var options: OpaquePointer?
         try Self.check(natsOptions_Create(&options), "create its options", url: url)
         defer { natsOptions_Destroy(options) }
@@ -33,16 +43,42 @@ public final class NATSConnection: @unchecked Sendable {
         // A node delivers to its own subscribers itself; NATS carries frames to the other nodes only.
         try Self.check(natsOptions_SetNoEcho(options, true), "set no-echo", url: url)
         try Self.check(natsOptions_SetSendAsap(options, sendImmediately), "set SendAsap", url: url)
+        // A link that goes silent (no close, no answer) is down after two unanswered PINGs.
+        try Self.check(
+            natsOptions_SetPingInterval(options, Self.milliseconds(Self.pingInterval)), "set the PING interval",
+            url: url)
+        try Self.check(natsOptions_SetMaxPingsOut(options, 2), "set the PINGs outstanding", url: url)
+        let watch = link.toOpaque()
+        try Self.check(
+            natsOptions_SetDisconnectedCB(
+                options,
+                { _, closure in
+                    if let closure { Unmanaged<LinkWatch>.fromOpaque(closure).takeUnretainedValue().changed(false) }
+                }, watch), "watch for disconnects", url: url)
+        try Self.check(
+            natsOptions_SetReconnectedCB(
+                options,
+                { _, closure in
+                    if let closure { Unmanaged<LinkWatch>.fromOpaque(closure).takeUnretainedValue().changed(true) }
+                }, watch), "watch for reconnects", url: url)
         var connection: OpaquePointer?
         try Self.check(natsConnection_Connect(&connection, options), "connect", url: url)
         guard let connection else { throw NATSError("libnats gave no connection to \(url)") }
         self.handle = connection
         self.url = url
+        self.link = link
+        connected = true
     }
 
+    /// How often libnats PINGs the server; two unanswered, and the link counts as down.
+    public static let pingInterval: Duration = .seconds(2)
+
     deinit {
+        // The callbacks stop with the connection; only then is their closure let go.
+        link.takeUnretainedValue().stop()
         natsConnection_Close(handle)
         natsConnection_Destroy(handle)
+        link.release()
     }
 
     /// Whether the connection is up now (not reconnecting, not closed).
@@ -187,4 +223,20 @@ public final class NATSSubscription: @unchecked Sendable {
 public struct NATSError: Error, Sendable, CustomStringConvertible {
     public let description: String
     public init(_ description: String) { self.description = description }
+}
+
+/// The closure of a connection's disconnect and reconnect callbacks.
+final class LinkWatch: Sendable {
+    private let handler: @Sendable (Bool) -> Void
+    private let stopped = Atomic(false)
+
+    init(_ handler: @escaping @Sendable (Bool) -> Void) { self.handler = handler }
+
+    func changed(_ up: Bool) {
+        guard !stopped.load(ordering: .acquiring) else { return }
+        handler(up)
+    }
+
+    /// The connection is being closed by its owner: that is no lost link.
+    func stop() { stopped.store(true, ordering: .releasing) }
 }

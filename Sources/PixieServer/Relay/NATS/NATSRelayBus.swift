@@ -38,9 +38,14 @@ public final class NATSRelayBus: RelayBus {
         let presence: NATSSubscription
     }
 
+    /// Who hears the link go down and come back (``watchLink(_:)``).
+    private let linkHandlers: LinkHandlers
+
     /// Connects to NATS at `url` (`nats://host:4222`).
     public init(url: String, timeout: Duration = .seconds(2)) throws(NATSError) {
-        let connection = try NATSConnection(url: url)
+        let handlers = LinkHandlers()
+        linkHandlers = handlers
+        let connection = try NATSConnection(url: url) { up in handlers.call(up) }
         self.connection = connection
         self.timeout = timeout
         flusher = GroupFlusher { reconnectsBefore in
@@ -55,6 +60,10 @@ public final class NATSRelayBus: RelayBus {
     }
 
     deinit { flusher.stop() }
+
+    public var isLinked: Bool { connection.isConnected }
+
+    public func watchLink(_ handler: @escaping @Sendable (Bool) -> Void) { linkHandlers.add(handler) }
 
     static func frameSubject(_ subject: RelaySubject) -> String {
         "pixie.relay.f." + subject.rawRepresentation.hexString
@@ -204,5 +213,16 @@ final class GroupFlusher: Sendable {
     func stop() {
         state.withLock { $0.stopped = true }
         wake.signal()
+    }
+}
+
+/// The handlers of ``NATSRelayBus/watchLink(_:)``.
+final class LinkHandlers: Sendable {
+    private let handlers = Mutex<[@Sendable (Bool) -> Void]>([])
+
+    func add(_ handler: @escaping @Sendable (Bool) -> Void) { handlers.withLock { $0.append(handler) } }
+
+    func call(_ up: Bool) {
+        for handler in handlers.withLock({ $0 }) { handler(up) }
     }
 }
