@@ -12,7 +12,8 @@ import Synchronization
 public final class NATSConnection: @unchecked Sendable {
     // @unchecked: the handle is libnats', which is thread-safe; it is destroyed once, in deinit.
     private let handle: OpaquePointer
-    /// What hears the link go down and come back; libnats holds it as its callbacks' closure until deinit.
+    /// What hears the link go down and come back; libnats holds it as its callbacks' closure until its closed
+    /// callback.
     private let link: Unmanaged<LinkWatch>
     /// Where it connects, for messages and logs: the URL with its password or token masked
     /// (``ConnectionURL/redacted(_:)``). The URL as given is never kept.
@@ -61,6 +62,14 @@ public final class NATSConnection: @unchecked Sendable {
                 { _, closure in
                     if let closure { Unmanaged<LinkWatch>.fromOpaque(closure).takeUnretainedValue().changed(true) }
                 }, watch), "watch for reconnects", url: url)
+        // libnats runs its callbacks on a thread of its own, possibly after natsConnection_Destroy returned; the
+        // closed callback is the last it runs, so it lets the closure go.
+        try Self.check(
+            natsOptions_SetClosedCB(
+                options,
+                { _, closure in
+                    if let closure { Unmanaged<LinkWatch>.fromOpaque(closure).release() }
+                }, watch), "watch for the close", url: url)
         var connection: OpaquePointer?
         try Self.check(natsConnection_Connect(&connection, options), "connect", url: url)
         guard let connection else { throw NATSError("libnats gave no connection to \(url)") }
@@ -74,11 +83,10 @@ public final class NATSConnection: @unchecked Sendable {
     public static let pingInterval: Duration = .seconds(2)
 
     deinit {
-        // The callbacks stop with the connection; only then is their closure let go.
+        // Closing is no lost link; the closure itself is let go by the closed callback, libnats' last.
         link.takeUnretainedValue().stop()
         natsConnection_Close(handle)
         natsConnection_Destroy(handle)
-        link.release()
     }
 
     /// Whether the connection is up now (not reconnecting, not closed).
