@@ -1,6 +1,7 @@
 import Foundation
 import HTTPServer
 import PixieWire
+import PrivacyPass
 import SiblingsCrypto
 import Storage
 import Synchronization
@@ -197,6 +198,17 @@ public struct Application: Sendable {
         } else {
             spender = try CredentialTokenSpender(keys: keys, database: database, clock: clock, logger: logger)
         }
+        // blob-svc alone also takes upload-class tokens (relay frames cannot be paid with them).
+        let uploadKeyID = TokenIssuer(privateKey: keys.tokenUploadOPRF).tokenKeyID
+        let uploadSpender: any TokenSpender
+        if let tokens {
+            uploadSpender = tokens
+        } else if let credential {
+            uploadSpender = credential.uploadSpender
+        } else {
+            uploadSpender = try CredentialTokenSpender(
+                keys: keys, tokenClass: .upload, database: database, clock: clock, logger: logger)
+        }
         var blob: BlobService?
         if services.contains(.blob) {
             var settings = BlobService.Configuration(
@@ -210,6 +222,7 @@ public struct Application: Sendable {
             settings.uploadsPerAccountPerHour = configuration.blobUploadsPerHour
             settings.bytesPerAccountPerHour = configuration.blobBytesPerHour
             settings.bytesPerToken = configuration.blobBytesPerToken
+            settings.bytesPerUploadToken = configuration.blobBytesPerUploadToken
             settings.allowAnonymousUploads = configuration.blobAllowAnonymousUploads
             if settings.allowAnonymousUploads {
                 logger.warning("blob uploads need no credential (blob_allow_anonymous_uploads): benchmarks only")
@@ -226,7 +239,8 @@ public struct Application: Sendable {
                 authenticate = { request in try sessions.authenticate(request) }
             }
             let service = try BlobService(
-                database: database, tokens: spender, authenticateSession: authenticate,
+                database: database, tokens: spender, uploadTokens: (uploadSpender, uploadKeyID),
+                authenticateSession: authenticate,
                 configuration: settings, clock: clock, random: random, logger: logger.named("blob"), metrics: metrics)
             service.addRoutes(to: &router)
             blob = service

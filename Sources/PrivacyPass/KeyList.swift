@@ -22,6 +22,8 @@ import Foundation
 public struct KeyList: Sendable, Hashable {
     /// The transparency-log label whose value is ``encoded``.
     public static let logLabel = "oprf-keys"
+    /// The transparency-log label of the upload-class key list (tokens that pay blob uploads only).
+    public static let uploadLogLabel = "oprf-keys/upload"
     public static let version: UInt8 = 1
     public static let maximumEntryCount = 1024
 

@@ -94,6 +94,9 @@ struct Serve: ParsableCommand {
     var blobBytesPerHour: String?
     @OptionalOption(name: .long("blob-bytes-per-token"), help: "Bytes each token buys on an upload.")
     var blobBytesPerToken: String?
+    @OptionalOption(
+        name: .long("blob-bytes-per-upload-token"), help: "Bytes each upload-class token buys on an upload.")
+    var blobBytesPerUploadToken: String?
     @OptionalOption(name: .long("blob-allow-anonymous-uploads"), help: "true for benchmarks only.")
     var blobAllowAnonymousUploads: String?
     @OptionalOption(name: .long("relay-max-subjects"), help: "Subjects per relay connection.")
@@ -150,7 +153,7 @@ struct Serve: ParsableCommand {
                 ("sync_max_blob_bytes", syncMaxBlobBytes), ("blob_ttl", blobTtl),
                 ("blob_sweep_interval", blobSweepInterval), ("blob_uploads_per_hour", blobUploadsPerHour),
                 ("blob_bytes_per_hour", blobBytesPerHour),
-                ("blob_bytes_per_token", blobBytesPerToken),
+                ("blob_bytes_per_token", blobBytesPerToken), ("blob_bytes_per_upload_token", blobBytesPerUploadToken),
                 ("blob_allow_anonymous_uploads", blobAllowAnonymousUploads),
                 ("relay_max_subjects", relayMaxSubjects),
                 ("relay_max_payload_bytes", relayMaxPayloadBytes), ("relay_max_queued_frames", relayMaxQueuedFrames),

@@ -261,4 +261,69 @@ struct TokenSpendingTests {
         #expect(second.status == .conflict)
         #expect(second.errorCode == "token_spent")
     }
+
+    @Test("a sibling pays a whole-store upload with upload tokens, unlinked from its account; a number's tokens cannot")
+    func uploadTokensPayUnlinkably() async throws {
+        // Small prices, so small bodies show the budgets: a send token buys 100 bytes, an upload token 1,000.
+        let fixture = try Fixture {
+            $0.blobBytesPerToken = 100
+            $0.blobBytesPerUploadToken = 1000
+        }
+        var phone = TestDevice(name: "phone")
+        _ = try await fixture.createAccount(&phone)
+        _ = try await fixture.application.reconcileTransparency()
+        // The upload class's key list is logged under a label of its own, and checked there.
+        let served = await fixture.get("/v1/tokens/keys?class=upload")
+        let list = try #require((served.json["key_list"] as? String).flatMap(Data.init(base64URLEncoded:)))
+        let keyID = try #require((served.json["token_key_id"] as? String).flatMap(Data.init(base64URLEncoded:)))
+        #expect(
+            keyID
+                != (await fixture.get("/v1/tokens/keys").json["token_key_id"] as? String).flatMap {
+                    Data(base64URLEncoded: $0)
+                })
+        await #expect(throws: PrivacyPassError.self) {
+            _ = try await TokenClient(
+                tokenKeyID: keyID, servedKeyList: list, verifier: fixture.keyListVerifier(), now: fixture.clock.now)
+        }
+        let client = try await TokenClient(
+            tokenKeyID: keyID, servedKeyList: list,
+            verifier: UploadKeyListVerifier(bindings: fixture.keyListVerifier()),
+            now: fixture.clock.now)
+        func mintUploadTokens(_ count: Int, session: String?) async throws -> (HTTPResponse, [Token]) {
+            let (request, pending) = try client.begin(count: count)
+            let response = await fixture.post(
+                "/v1/tokens", object: ["token_request": request.base64URLEncodedString(), "class": "upload"],
+                token: session)
+            guard response.status == .ok else { return (response, []) }
+            let bytes = try #require(
+                (response.json["token_response"] as? String).flatMap(Data.init(base64URLEncoded:)))
+            return (response, try client.finish(bytes, pending: pending))
+        }
+        // Only a session mints them.
+        #expect(try await mintUploadTokens(2, session: nil).0.status == .unauthorized)
+        let (minted, uploadTokens) = try await mintUploadTokens(3, session: phone.session)
+        #expect(minted.status == .ok, "\(minted.bodyText)")
+        func upload(_ tokens: [Token], bytes: Int) async -> HTTPResponse {
+            let header = tokens.map { "token=\($0.rawRepresentation.base64URLEncodedString())" }
+                .joined(separator: ", ")
+            return await fixture.router.test(
+                .post, "/v1/blobs",
+                headers: ["Content-Type": "application/x-pixie-sync", "Authorization": "PrivateToken \(header)"],
+                body: Data(repeating: 7, count: bytes))
+        }
+        // A stranger with the number's tokens (the pre-session mint gives send tokens only) cannot buy the bytes.
+        let (_, numberTokens) = try await fixture.approvalTokens(
+            try await fixture.tokenClient(), cert: try await fixture.phoneCert())
+        let stranger = await upload(numberTokens, bytes: 1500)
+        #expect(stranger.status == .tooManyRequests, "\(stranger.bodyText)")
+        // Two upload tokens buy it, with no session: nothing in the store ties the blob to the account.
+        let paid = await upload(Array(uploadTokens.prefix(2)), bytes: 1500)
+        #expect(paid.status == .created, "\(paid.bodyText)")
+        #expect(try fixture.database.query("SELECT account_id FROM blob_budgets", []).isEmpty)
+        // An upload token pays blob-svc only: the relay's spender does not know its key.
+        let relaySpender = try CredentialTokenSpender(
+            keys: fixture.keys, database: fixture.database, clock: fixture.clock.clock, logger: .discard)
+        let refused = relaySpender.spend([try #require(uploadTokens.last).rawRepresentation])
+        #expect(throws: HTTPError.self) { try refused[0].get() }
+    }
 }

@@ -199,6 +199,7 @@ struct KeyTransparencyTests {
         // the log, migrations 3 and 4 not recorded.
         try store.execute("ALTER TABLE devices DROP COLUMN inbox", [])
         try store.execute("ALTER TABLE devices DROP COLUMN sealing_key", [])
+        try store.execute("ALTER TABLE devices DROP COLUMN family", [])
         try store.execute("UPDATE accounts SET kt_dirty = 0", [])
         try store.execute("DELETE FROM schema_migrations WHERE component = 'identity' AND version >= 3", [])
         var verifier = TransparencyVerifier(logKey: before.logKey)

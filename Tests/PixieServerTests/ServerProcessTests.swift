@@ -117,7 +117,8 @@ struct ServerProcessTests {
         #expect(audit.status == 0, "\(audit.err)")
         let result = try #require(try JSONSerialization.jsonObject(with: Data(audit.out.utf8)) as? [String: Any])
         #expect(result["ok"] as? Bool == true)
-        #expect(result["entries"] as? Int == 4)  // the OPRF key list (logged at start) and the account's three
+        // The two OPRF key lists (send and upload, logged at start) and the account's three bindings.
+        #expect(result["entries"] as? Int == 5)
 
         // Another server's bundle: the checkpoints do not verify, and the audit says so.
         let otherDirectory = try ServerProcess.temporaryDirectory()

@@ -353,11 +353,16 @@ extension SyncService {
         // capacity waiting in between, while SyncPreparing reports say how far it is.
         let pipe = PipedBody()
         let stop = StopFlag()
-        let uploading = Task { [client, credentials] in
-            // However the upload ends (or never starts: no session), a sealer waiting on a full pipe is let go.
+        let uploading = Task { [client, wallet, bindings] in
+            // However the upload ends (or never starts: no tokens), a sealer waiting on a full pipe is let go.
             defer { pipe.readerStopped() }
-            return try await client.uploadBlob(
-                pipe, mime: "application/x-pixie-sync", session: try await credentials.session())
+            // Paid with upload-class tokens, not the session, so blob-svc cannot tell whose snapshot it holds
+            // (docs/pixie-protocol.md, "Blobs"): enough for half again the estimate, which is the store file's
+            // size, bigger than its snapshot but for a store made of a few rows.
+            let needed = Int((Double(estimate) * 1.5 / Double(BlobAPI.bytesPerUploadToken)).rounded(.up)) + 1
+            let tokens = try await wallet.uploadTokens(
+                count: min(needed, TokenWallet.uploadBatchLimit), verifier: UploadKeyListVerifier(bindings: bindings))
+            return try await client.uploadBlob(pipe, mime: "application/x-pixie-sync", tokens: tokens)
         }
         let reporting = Task {
             var reported: UInt64 = 0

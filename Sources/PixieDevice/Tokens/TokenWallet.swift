@@ -21,6 +21,8 @@ public actor TokenWallet {
 
     public static let approvalBatchSize = 4
     public static let sessionBatchSize = 16
+    /// The most upload-class tokens one upload carries, and one mint gives.
+    public static let uploadBatchLimit = 64
 
     private let client: PixieClient
     private let keyListVerifier: any KeyListVerifier
@@ -75,6 +77,25 @@ public actor TokenWallet {
         let (request, pending) = try mint.begin(count: Self.sessionBatchSize)
         let answer = try await client.sessionTokens(tokenRequest: request, session: session)
         tokens += try mint.finish(answer.tokenResponse.data, pending: pending)
+    }
+
+    /// `count` (1 to 64) upload-class tokens, minted with the session for one blob upload: their key list is
+    /// checked against its own log label (`oprf-keys/upload`) first. They are spent at once, so none is kept.
+    public func uploadTokens(count: Int, verifier: any KeyListVerifier) async throws -> [Data] {
+        let session: String
+        switch payer {
+        case .phoneCert:
+            throw PrivacyPassError(
+                .invalidInput, "upload tokens are minted to a session only; this device has none yet")
+        case .session(let token): session = token
+        case .credentials(let credentials): session = try await credentials.session()
+        }
+        let served = try await client.tokenKeys(.upload)
+        let mint = try await TokenClient(
+            tokenKeyID: served.tokenKeyID.data, servedKeyList: served.keyList.data, verifier: verifier)
+        let (request, pending) = try mint.begin(count: max(1, min(count, Self.uploadBatchLimit)))
+        let answer = try await client.sessionTokens(tokenRequest: request, session: session, tokenClass: .upload)
+        return try mint.finish(answer.tokenResponse.data, pending: pending).map(\.rawRepresentation)
     }
 
     private func currentClient() async throws -> TokenClient {

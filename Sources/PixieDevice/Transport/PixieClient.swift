@@ -101,7 +101,10 @@ public struct PixieClient: Sendable {
         return try Self.decode(response, 200, "/v1/credentials/sender-cert")
     }
 
-    public func tokenKeys() async throws -> CredentialAPI.KeysResponse { try await get("/v1/tokens/keys") }
+    /// The key list of `tokenClass` and the key issuance uses now.
+    public func tokenKeys(_ tokenClass: CredentialAPI.TokenClass = .send) async throws -> CredentialAPI.KeysResponse {
+        try await get(tokenClass == .send ? "/v1/tokens/keys" : "/v1/tokens/keys?class=\(tokenClass.rawValue)")
+    }
 
     /// The pre-session mint, budgeted per number.
     public func approvalTokens(phoneCert: Data, tokenRequest: Data) async throws -> CredentialAPI.TokenResponse {
@@ -111,10 +114,14 @@ public struct PixieClient: Sendable {
                 phoneCert: Base64URLBytes(phoneCert), tokenRequest: Base64URLBytes(tokenRequest)))
     }
 
-    /// An enrolled device's refill, budgeted per account.
-    public func sessionTokens(tokenRequest: Data, session: String) async throws -> CredentialAPI.TokenResponse {
+    /// An enrolled device's refill, budgeted per account (upload-class tokens from a budget of their own).
+    public func sessionTokens(
+        tokenRequest: Data, session: String, tokenClass: CredentialAPI.TokenClass = .send
+    ) async throws -> CredentialAPI.TokenResponse {
         try await post(
-            "/v1/tokens", CredentialAPI.SessionTokenRequest(tokenRequest: Base64URLBytes(tokenRequest)),
+            "/v1/tokens",
+            CredentialAPI.SessionTokenRequest(
+                tokenRequest: Base64URLBytes(tokenRequest), tokenClass: tokenClass == .send ? nil : tokenClass),
             session: session)
     }
 
@@ -123,10 +130,23 @@ public struct PixieClient: Sendable {
     /// `POST /v1/blobs` with `body` as the body, sent as it is written (chunked, since its length is not known
     /// before it is complete), under `mime`, paid with `session`.
     public func uploadBlob(_ body: PipedBody, mime: String, session: String) async throws -> BlobAPI.UploadResponse {
+        try await uploadBlob(body, mime: mime, authorization: "Bearer \(session)")
+    }
+
+    /// The same, paid with rate-limit `tokens` (RFC 9577's `PrivateToken` scheme, one `token=` each) instead of a
+    /// session, so blob-svc cannot tell whose upload it is.
+    public func uploadBlob(_ body: PipedBody, mime: String, tokens: [Data]) async throws -> BlobAPI.UploadResponse {
+        let parameters = tokens.map { "token=\($0.base64URLEncodedString())" }.joined(separator: ", ")
+        return try await uploadBlob(body, mime: mime, authorization: "PrivateToken \(parameters)")
+    }
+
+    private func uploadBlob(
+        _ body: PipedBody, mime: String, authorization: String
+    ) async throws -> BlobAPI.UploadResponse {
         let response = try await transport.send(
             TransportRequest(
-                method: "POST", target: "/v1/blobs",
-                headers: ["Content-Type": mime, "Authorization": "Bearer \(session)"], bodyPipe: body))
+                method: "POST", target: "/v1/blobs", headers: ["Content-Type": mime, "Authorization": authorization],
+                bodyPipe: body))
         return try Self.decode(response, 201, "/v1/blobs")
     }
 

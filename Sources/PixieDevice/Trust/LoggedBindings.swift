@@ -107,7 +107,12 @@ public actor LoggedBindings: KeyListVerifier {
     }
 
     public func loggedKeyList(matching served: Data) async throws -> KeyList {
-        guard let logged = try await loggedValue(KeyList.logLabel) else {
+        try await loggedKeyList(matching: served, label: KeyList.logLabel)
+    }
+
+    /// The same for the key list of another token class, logged under `label` (`oprf-keys/upload`).
+    public func loggedKeyList(matching served: Data, label: String) async throws -> KeyList {
+        guard let logged = try await loggedValue(label) else {
             throw PrivacyPassError(
                 .keyNotInList,
                 "the transparency log proves it holds no OPRF key list, so the served one cannot be checked; "
@@ -139,5 +144,16 @@ public enum LoggedBindingsError: Error, Sendable, Equatable, CustomStringConvert
             "the server served \(what) differently from what the transparency log holds: it may be substituting "
                 + "keys, so nothing was sealed or sent; report the server"
         }
+    }
+}
+
+/// Checks a served key list of the upload class against its own log label (`oprf-keys/upload`).
+public struct UploadKeyListVerifier: KeyListVerifier {
+    public let bindings: LoggedBindings
+
+    public init(bindings: LoggedBindings) { self.bindings = bindings }
+
+    public func loggedKeyList(matching served: Data) async throws -> KeyList {
+        try await bindings.loggedKeyList(matching: served, label: KeyList.uploadLogLabel)
     }
 }

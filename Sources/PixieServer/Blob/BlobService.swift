@@ -1,6 +1,7 @@
 import Foundation
 import HTTPServer
 import PixieWire
+import PrivacyPass
 import SiblingsCrypto
 import Storage
 import Synchronization
@@ -47,6 +48,10 @@ public struct BlobService: Sendable {
         /// tokens may be as large as the tokens it spends buy, and no larger. At most
         /// ``maximumTokensPerUpload`` tokens go into one upload.
         public var bytesPerToken: Int64 = 1 << 20
+        /// Bytes each upload-class token buys (`CredentialAPI.TokenClass.upload`, minted to sessions only, 256 an
+        /// hour per account): 64 MiB, so the 64 tokens one upload carries buy the 4 GiB sync cap, and a sibling
+        /// pays a whole-store snapshot without a session, unlinked from its account.
+        public var bytesPerUploadToken: Int64 = BlobAPI.bytesPerUploadToken
         /// Take uploads that carry no `Authorization` at all (`blob_allow_anonymous_uploads`): for benchmarks
         /// and development only. An upload that carries `Authorization` is still checked (session or token).
         public var allowAnonymousUploads = false
@@ -86,6 +91,9 @@ public struct BlobService: Sendable {
     public let configuration: Configuration
     let database: any SQLDatabase
     let tokens: any TokenSpender
+    /// The upload-class tokens' spender, and their token_key_id (what tells an upload token from a send token,
+    /// in clear in every token).
+    let uploadTokens: (spender: any TokenSpender, keyID: Data)?
     let authenticateSession: (@Sendable (HTTPRequest) throws -> Session)?
     let clock: PixieClock
     let random: any SecureRandomSource
@@ -95,13 +103,16 @@ public struct BlobService: Sendable {
 
     /// `authenticateSession` checks `Authorization: Bearer` sessions (identity-svc's); without one, only
     /// rate-limit tokens are accepted.
+    /// `uploadTokens` spends upload-class tokens (those whose token_key_id is its `keyID`); without it, only
+    /// send-class tokens pay.
     public init(
         database: any SQLDatabase, tokens: any TokenSpender,
+        uploadTokens: (spender: any TokenSpender, keyID: Data)? = nil,
         authenticateSession: (@Sendable (HTTPRequest) throws -> Session)?, configuration: Configuration,
         clock: PixieClock = .system, logger: Logger, metrics: Metrics
     ) throws(ServerError) {
         try self.init(
-            database: database, tokens: tokens, authenticateSession: authenticateSession,
+            database: database, tokens: tokens, uploadTokens: uploadTokens, authenticateSession: authenticateSession,
             configuration: configuration, clock: clock, random: SystemRandom(), logger: logger, metrics: metrics)
     }
 
@@ -109,6 +120,7 @@ public struct BlobService: Sendable {
     @_spi(Testing)
     public init(
         database: any SQLDatabase, tokens: any TokenSpender,
+        uploadTokens: (spender: any TokenSpender, keyID: Data)? = nil,
         authenticateSession: (@Sendable (HTTPRequest) throws -> Session)?, configuration: Configuration,
         clock: PixieClock = .system, random: any SecureRandomSource, logger: Logger,
         metrics: Metrics
@@ -120,6 +132,7 @@ public struct BlobService: Sendable {
         }
         self.database = database
         self.tokens = tokens
+        self.uploadTokens = uploadTokens
         self.authenticateSession = authenticateSession
         self.configuration = configuration
         self.clock = clock
@@ -156,9 +169,10 @@ public struct BlobService: Sendable {
         case privateTokens([Data])
     }
 
-    /// The most tokens one upload's `Authorization` may carry. With the default 1 MiB a token, a token-paid
-    /// upload is at most 64 MiB, while tokens come at 40 an hour per number and 600 an hour per account: a
-    /// whole-store snapshot of gigabytes needs the session budget (``Configuration/bytesPerAccountPerHour``).
+    /// The most tokens one upload's `Authorization` may carry. With the default 1 MiB a send-class token, such an
+    /// upload is at most 64 MiB, while those tokens come at 40 an hour per number and 600 an hour per account; a
+    /// whole-store snapshot of gigabytes is paid with upload-class tokens (64 MiB each, minted to sessions only,
+    /// 256 an hour per account) or a session (``Configuration/bytesPerAccountPerHour``).
     public static let maximumTokensPerUpload = 64
 
     func upload(_ request: HTTPRequest) async throws -> HTTPResponse {
@@ -189,8 +203,18 @@ public struct BlobService: Sendable {
             account = session.accountID
             budget = try reserveUpload(account: session.accountID, declared: declared)
         case .privateTokens(let presented):
-            let (bought, overflow) = Int64(presented.count).multipliedReportingOverflow(by: configuration.bytesPerToken)
-            budget = overflow ? .max : bought
+            // Upload-class tokens (their token_key_id says so, in clear) buy more than send-class ones; which class
+            // a token is of is all blob-svc learns from it.
+            let isUpload = presented.map { raw in
+                guard let uploadTokens, let token = try? Token(rawRepresentation: raw) else { return false }
+                return token.tokenKeyID == uploadTokens.keyID
+            }
+            let uploads = Int64(isUpload.count { $0 })
+            let sends = Int64(presented.count) - uploads
+            let (forUploads, overflowA) = uploads.multipliedReportingOverflow(by: configuration.bytesPerUploadToken)
+            let (forSends, overflowB) = sends.multipliedReportingOverflow(by: configuration.bytesPerToken)
+            let (bought, overflowC) = forUploads.addingReportingOverflow(forSends)
+            budget = overflowA || overflowB || overflowC ? .max : bought
             beyond = Self.beyondTokens(presented.count, budget: budget, declared: nil)
             if let declared, declared > budget {
                 // Refused before anything is spent: the client can send more tokens.
@@ -198,7 +222,11 @@ public struct BlobService: Sendable {
                 throw Self.beyondTokens(presented.count, budget: budget, declared: declared)
             }
             // Every token must verify and be unspent; those that did are spent even if another did not.
-            for result in tokens.spend(presented) { try result.get() }
+            let sendTokens = presented.indices.filter { !isUpload[$0] }.map { presented[$0] }
+            let uploadClass = presented.indices.filter { isUpload[$0] }.map { presented[$0] }
+            var results = tokens.spend(sendTokens)
+            if let spender = uploadTokens?.spender { results += spender.spend(uploadClass) }
+            for result in results { try result.get() }
         }
         guard let stream = request.bodyStream else {
             throw HTTPError(.internalServerError, .internalError, "the upload route did not stream its body")

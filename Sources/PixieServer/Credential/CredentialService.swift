@@ -33,8 +33,10 @@ public struct CredentialService: Sendable {
     let logger: Logger
     let metrics: Metrics
     let tokens: TokenIssuance
-    /// Spends the tokens this service issues; the relay and blob-svc take it.
+    /// Spends the send-class tokens this service issues; the relay and blob-svc take it.
     public let spender: CredentialTokenSpender
+    /// Spends the upload-class tokens; blob-svc alone takes it.
+    public let uploadSpender: CredentialTokenSpender
 
     /// `pinnedPhoneVerifyKeys` check the cert of the pre-session mint; with none, that endpoint refuses.
     public init(
@@ -68,12 +70,16 @@ public struct CredentialService: Sendable {
         self.sessions = Sessions(database: database, clock: clock, random: random, lifetime: 0, logger: logger)
         let issuer = TokenIssuer(
             privateKey: keys.tokenOPRF, maximumBatchSize: TokenIssuance.Configuration.sessionBatchLimit)
+        let uploadIssuer = TokenIssuer(
+            privateKey: keys.tokenUploadOPRF, maximumBatchSize: TokenIssuance.Configuration.uploadBatchLimit)
         var tokenSettings = TokenIssuance.Configuration()
         tokenSettings.approvalTokensPerHour = configuration.approvalTokensPerHour
         tokenSettings.accountTokensPerHour = configuration.accountTokensPerHour
         do {
             self.tokens = TokenIssuance(
-                issuer: issuer, keyList: try TokenIssuance.keyList(for: issuer.publicKey), database: database,
+                issuer: issuer, keyList: try TokenIssuance.keyList(for: issuer.publicKey),
+                uploadIssuer: uploadIssuer, uploadKeyList: try TokenIssuance.keyList(for: uploadIssuer.publicKey),
+                database: database,
                 certificates: pinnedPhoneVerifyKeys.isEmpty
                     ? nil : PhoneOwnershipCert.Verifier(pinnedKeys: pinnedPhoneVerifyKeys),
                 sessions: sessions, configuration: tokenSettings, clock: clock, logger: logger, metrics: metrics)
@@ -81,6 +87,8 @@ public struct CredentialService: Sendable {
             throw ServerError(.configuration, "the OPRF key list could not be built: \(error)")
         }
         self.spender = CredentialTokenSpender(issuers: [issuer], database: database, clock: clock, logger: logger)
+        self.uploadSpender = CredentialTokenSpender(
+            issuers: [uploadIssuer], database: database, clock: clock, logger: logger)
         if pinnedPhoneVerifyKeys.isEmpty {
             logger.warning("no phone-verify key is pinned: the pre-session token mint will refuse")
         }

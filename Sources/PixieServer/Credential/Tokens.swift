@@ -26,8 +26,12 @@ struct TokenIssuance: Sendable {
         var approvalTokensPerHour = 40
         /// Tokens one account's sessions may mint per hour.
         var accountTokensPerHour = 600
+        /// Upload-class tokens one account's sessions may mint per hour: 256 of 64 MiB is the 16 GiB an account
+        /// could upload with its session in an hour.
+        var accountUploadTokensPerHour = 256
         static let approvalBatchSize = 4
         static let sessionBatchLimit = 16
+        static let uploadBatchLimit = 64
     }
 
     static let migrations = [
@@ -49,6 +53,9 @@ struct TokenIssuance: Sendable {
 
     let issuer: TokenIssuer
     let keyList: KeyList
+    /// The upload class's issuer and key list (label `oprf-keys/upload`).
+    let uploadIssuer: TokenIssuer
+    let uploadKeyList: KeyList
     let database: any SQLDatabase
     let certificates: PhoneOwnershipCert.Verifier?
     let sessions: Sessions
@@ -65,24 +72,42 @@ struct TokenIssuance: Sendable {
     }
 
     func addRoutes(to router: inout Router) {
-        router.get("/v1/tokens/keys") { _, _ in try keys() }
+        router.get("/v1/tokens/keys") { request, _ in try keys(request) }
         router.post("/v1/approval-tokens/challenge") { request, _ in try challenge(request) }
         router.post("/v1/tokens") { request, _ in try sessionTokens(request) }
     }
 
-    /// Logs the served key list under `oprf-keys` unless the log already holds exactly it.
+    /// Logs the served key lists under `oprf-keys` and `oprf-keys/upload` unless the log already holds exactly
+    /// them.
     func publishKeyList(to log: Sequencer) async throws {
-        let label = try Label(KeyList.logLabel)
-        let (_, proof) = try await log.lookup(label)
-        guard proof.entry?.value != keyList.encoded else { return }
-        _ = try await log.append(label: label, value: keyList.encoded)
-        logger.info("published the OPRF key list", ["token_key_id": issuer.tokenKeyID.base64URLEncodedString()])
+        for (name, list, issuer) in [
+            (KeyList.logLabel, keyList, self.issuer), (KeyList.uploadLogLabel, uploadKeyList, uploadIssuer),
+        ] {
+            let label = try Label(name)
+            let (_, proof) = try await log.lookup(label)
+            guard proof.entry?.value != list.encoded else { continue }
+            _ = try await log.append(label: label, value: list.encoded)
+            logger.info(
+                "published the OPRF key list",
+                ["label": name, "token_key_id": issuer.tokenKeyID.base64URLEncodedString()])
+        }
     }
 
-    func keys() throws -> HTTPResponse {
-        try .json(
+    /// GET /v1/tokens/keys[?class=upload]: the class's key list and the key issuance uses now.
+    func keys(_ request: HTTPRequest) throws -> HTTPResponse {
+        let upload = try Self.tokenClass(request.query("class")) == .upload
+        let (list, issuer) = upload ? (uploadKeyList, uploadIssuer) : (keyList, self.issuer)
+        return try .json(
             CredentialAPI.KeysResponse(
-                keyList: Base64URLBytes(keyList.encoded), tokenKeyID: Base64URLBytes(issuer.tokenKeyID)))
+                keyList: Base64URLBytes(list.encoded), tokenKeyID: Base64URLBytes(issuer.tokenKeyID)))
+    }
+
+    static func tokenClass(_ text: String?) throws(HTTPError) -> CredentialAPI.TokenClass {
+        guard let text else { return .send }
+        guard let known = CredentialAPI.TokenClass(rawValue: text) else {
+            throw HTTPError(.badRequest, .invalidField, "class must be send or upload, not \(text)")
+        }
+        return known
     }
 
     /// POST /v1/approval-tokens/challenge: the pre-session mint. Without the pinned phone-verify key it cannot
@@ -114,11 +139,25 @@ struct TokenIssuance: Sendable {
         return try respond(body.tokenRequest.data, kind: "approval")
     }
 
-    /// POST /v1/tokens: an enrolled device's refill, budgeted per account.
+    /// POST /v1/tokens: an enrolled device's refill, budgeted per account: send-class tokens (1 to 16), or with
+    /// `"class": "upload"` upload-class ones (1 to 64) from a bucket of their own. Only a session mints upload
+    /// tokens: a number's tokens (the pre-session mint) can never pay a whole-store upload.
     func sessionTokens(_ request: HTTPRequest) throws -> HTTPResponse {
         let session = try sessions.authenticate(request)
         let body = try request.decode(as: CredentialAPI.SessionTokenRequest.self)
         let count = try Self.batchSize(body.tokenRequest.data)
+        if body.tokenClass == .upload {
+            guard (1...Configuration.uploadBatchLimit).contains(count) else {
+                throw HTTPError(
+                    .badRequest, .invalidField,
+                    "token_request asks for \(count) upload tokens; ask for 1 to \(Configuration.uploadBatchLimit) at a "
+                        + "time")
+            }
+            let bucket = Data(
+                SHA256.hash(data: Data("pixie/token-bucket/account-upload/v1\0\(session.accountID)".utf8)))
+            try spend(count, from: bucket, perHour: configuration.accountUploadTokensPerHour, what: "this account")
+            return try respond(body.tokenRequest.data, issuer: uploadIssuer, kind: "upload")
+        }
         guard (1...Configuration.sessionBatchLimit).contains(count) else {
             throw HTTPError(
                 .badRequest, .invalidField, "token_request asks for \(count) tokens; ask for 1 to 16 at a time")
@@ -137,9 +176,9 @@ struct TokenIssuance: Sendable {
         return Int(bytes[34]) << 8 | Int(bytes[35])
     }
 
-    private func respond(_ request: Data, kind: String) throws -> HTTPResponse {
+    private func respond(_ request: Data, issuer: TokenIssuer? = nil, kind: String) throws -> HTTPResponse {
         do {
-            let response = try issuer.respond(to: request)
+            let response = try (issuer ?? self.issuer).respond(to: request)
             metrics.increment(
                 "pixie_credential_tokens_minted_total", by: Double(try Self.batchSize(request)), labels: ["kind": kind])
             return try .json(CredentialAPI.TokenResponse(tokenResponse: Base64URLBytes(response)))
@@ -197,15 +236,18 @@ public struct CredentialTokenSpender: TokenSpender {
     }
 
     /// The spender of a process that does not run credential-svc itself (the relay or blob-svc alone): the
-    /// same OPRF key from the shared key directory, the same spent set in the shared store.
-    public init(keys: ServiceKeys, database: any SQLDatabase, clock: PixieClock, logger: Logger) throws(ServerError) {
+    /// same OPRF key of `tokenClass` from the shared key directory, the same spent set in the shared store.
+    public init(
+        keys: ServiceKeys, tokenClass: CredentialAPI.TokenClass = .send, database: any SQLDatabase,
+        clock: PixieClock, logger: Logger
+    ) throws(ServerError) {
         do {
             try database.migrate(component: "credential", migrations: TokenIssuance.migrations)
         } catch {
             throw ServerError(.storage, "credential's tables could not be migrated: \(error)")
         }
-        self.init(
-            issuers: [TokenIssuer(privateKey: keys.tokenOPRF)], database: database, clock: clock, logger: logger)
+        let key = tokenClass == .upload ? keys.tokenUploadOPRF : keys.tokenOPRF
+        self.init(issuers: [TokenIssuer(privateKey: key)], database: database, clock: clock, logger: logger)
     }
 
     /// The cores verification is spread over, read once (`activeProcessorCount` reads the cgroup's quota from

@@ -85,6 +85,8 @@ public struct PixieConfiguration: Sendable, Equatable {
     /// blob-svc: bytes one account may upload per hour with a session.
     public var blobBytesPerHour: Int64 = 16 << 30
     public var blobBytesPerToken: Int64 = 1 << 20
+    /// Bytes each upload-class token buys (`blob_bytes_per_upload_token`, 64 MiB).
+    public var blobBytesPerUploadToken: Int64 = 64 << 20
     /// blob-svc: take uploads with no credential at all. For benchmarks and local development only, until
     /// credential-svc issues rate-limit tokens; the server logs a warning when it is on.
     public var blobAllowAnonymousUploads = false
@@ -169,6 +171,10 @@ public struct PixieConfiguration: Sendable, Equatable {
         ("blob_uploads_per_hour", "blob uploads per account per hour with a session (default 60)"),
         ("blob_bytes_per_hour", "blob bytes per account per hour with a session (default 17179869184)"),
         ("blob_bytes_per_token", "blob bytes each rate-limit token spent on an upload buys (default 1048576)"),
+        (
+            "blob_bytes_per_upload_token",
+            "blob bytes each upload-class token buys (default 67108864; devices plan with 64 MiB)"
+        ),
         (
             "blob_allow_anonymous_uploads",
             "true to take blob uploads with no credential: benchmarks only (default false)"
@@ -320,6 +326,11 @@ public struct PixieConfiguration: Sendable, Equatable {
                 throw fail("a number of bytes above 0 (and below 2^57)")
             }
             blobBytesPerToken = number
+        case "blob_bytes_per_upload_token":
+            guard let number = Int64(value), number > 0, number <= Int64.max / 64 else {
+                throw fail("a number of bytes above 0 (and below 2^57)")
+            }
+            blobBytesPerUploadToken = number
         case "blob_allow_anonymous_uploads":
             guard let flag = Bool(value.lowercased()) else { throw fail("true or false") }
             blobAllowAnonymousUploads = flag

@@ -20,22 +20,32 @@ public struct ServiceKeys: Sendable {
     public let transparencyLog: HybridSignature.PrivateKey
     public let senderCert: HybridSignature.PrivateKey
     public let tokenOPRF: VOPRF.PrivateKey
+    /// The upload-class token key: tokens under it pay blob-svc uploads only, each for
+    /// ``BlobService/Configuration/bytesPerUploadToken``, and are minted to sessions only. Derived from the same
+    /// seed (`token-oprf.seed`) under another DeriveKeyPair info, so no new key file is needed.
+    public let tokenUploadOPRF: VOPRF.PrivateKey
 
     public init(
         phoneVerify: HybridSignature.PrivateKey, phoneIDKey: SymmetricKey,
         transparencyLog: HybridSignature.PrivateKey, senderCert: HybridSignature.PrivateKey,
-        tokenOPRF: VOPRF.PrivateKey
+        tokenOPRF: VOPRF.PrivateKey, tokenUploadOPRF: VOPRF.PrivateKey
     ) {
         self.phoneVerify = phoneVerify
         self.phoneIDKey = phoneIDKey
         self.transparencyLog = transparencyLog
         self.senderCert = senderCert
         self.tokenOPRF = tokenOPRF
+        self.tokenUploadOPRF = tokenUploadOPRF
     }
 
-    /// The VOPRF key from its 32-byte seed.
+    /// The VOPRF key from its 32-byte seed (RFC 9497, DeriveKeyPair).
     static func tokenKey(seed: Data) throws -> VOPRF.PrivateKey {
         try VOPRF.PrivateKey(seed: seed, info: Data("pixie rate-limit tokens v1".utf8), mode: .voprf)
+    }
+
+    /// The upload-class VOPRF key from the same seed, under its own info.
+    static func uploadTokenKey(seed: Data) throws -> VOPRF.PrivateKey {
+        try VOPRF.PrivateKey(seed: seed, info: Data("pixie upload tokens v1".utf8), mode: .voprf)
     }
 
     /// Fresh random keys (what a first start writes to disk).
@@ -45,12 +55,15 @@ public struct ServiceKeys: Sendable {
     @_spi(Testing)
     public static func generate(random: some SecureRandomSource) -> ServiceKeys {
         func seed() -> Data { random.bytes(count: 32) }
+        // Drawn in the order the key files are listed, the token seed last.
+        let phoneVerify = try! HybridSignature.PrivateKey(seedRepresentation: seed())
+        let phoneIDKey = SymmetricKey(data: seed())
+        let transparencyLog = try! HybridSignature.PrivateKey(seedRepresentation: seed())
+        let senderCert = try! HybridSignature.PrivateKey(seedRepresentation: seed())
+        let tokenSeed = seed()
         return ServiceKeys(
-            phoneVerify: try! HybridSignature.PrivateKey(seedRepresentation: seed()),
-            phoneIDKey: SymmetricKey(data: seed()),
-            transparencyLog: try! HybridSignature.PrivateKey(seedRepresentation: seed()),
-            senderCert: try! HybridSignature.PrivateKey(seedRepresentation: seed()),
-            tokenOPRF: try! tokenKey(seed: seed()))
+            phoneVerify: phoneVerify, phoneIDKey: phoneIDKey, transparencyLog: transparencyLog, senderCert: senderCert,
+            tokenOPRF: try! tokenKey(seed: tokenSeed), tokenUploadOPRF: try! uploadTokenKey(seed: tokenSeed))
     }
 
     /// Loads the keys under `directory`, generating each one that does not exist yet.
@@ -106,7 +119,8 @@ public struct ServiceKeys: Sendable {
                 transparencyLog: try HybridSignature.PrivateKey(
                     seedRepresentation: try secret("transparency-log.seed")),
                 senderCert: try HybridSignature.PrivateKey(seedRepresentation: try secret("sender-cert.seed")),
-                tokenOPRF: try tokenKey(seed: try secret("token-oprf.seed")))
+                tokenOPRF: try tokenKey(seed: try secret("token-oprf.seed")),
+                tokenUploadOPRF: try uploadTokenKey(seed: try secret("token-oprf.seed")))
         } catch let error as ServerError {
             throw error
         } catch {

@@ -2,7 +2,12 @@ import Foundation
 
 /// The JSON bodies of blob-svc (docs/pixie-protocol.md, "blob-svc"). Uploads and downloads themselves are
 /// raw `application/octet-stream` bodies.
-public enum BlobAPI {}
+public enum BlobAPI {
+    /// What one upload-class token buys (`CredentialAPI.TokenClass.upload`), 64 MiB: one upload carries at
+    /// most 64 tokens, so up to the 4 GiB sync cap. pixie-server's `BlobService.Configuration.bytesPerUploadToken`
+    /// defaults to it.
+    public static let bytesPerUploadToken: Int64 = 64 << 20
+}
 
 extension BlobAPI {
     /// 201 to POST /v1/blobs: where the sibling finds the blob, and the digest it must check.

@@ -57,10 +57,28 @@ extension CredentialAPI {
     /// POST /v1/tokens (a session): an enrolled device's refill.
     public struct SessionTokenRequest: Codable, Sendable, Equatable {
         public var tokenRequest: Base64URLBytes
+        /// Which tokens: nil or `send` (the relay's and small uploads', 1 to 16), or `upload` (blob-svc uploads
+        /// only, each buying far more bytes; 1 to 64, minted to sessions only).
+        public var tokenClass: TokenClass?
 
-        public init(tokenRequest: Base64URLBytes) { self.tokenRequest = tokenRequest }
+        public init(tokenRequest: Base64URLBytes, tokenClass: TokenClass? = nil) {
+            self.tokenRequest = tokenRequest
+            self.tokenClass = tokenClass
+        }
 
-        enum CodingKeys: String, CodingKey { case tokenRequest = "token_request" }
+        enum CodingKeys: String, CodingKey {
+            case tokenRequest = "token_request"
+            case tokenClass = "class"
+        }
+    }
+
+    /// The two kinds of rate-limit token, each under a key of its own whose key list the log holds (`oprf-keys`,
+    /// `oprf-keys/upload`): tokens of one cannot pay for what the other does.
+    public enum TokenClass: String, Codable, Sendable, CaseIterable {
+        /// Relay SENDs and uploads of up to 64 MiB; minted to a number (pre-session) and to sessions.
+        case send
+        /// blob-svc uploads only (a whole-store snapshot); minted to sessions only.
+        case upload
     }
 
     /// 200 to either token request: the issuer's evaluation, which the device finalizes into tokens.

@@ -688,9 +688,10 @@ struct SyncAgainstTheServerTests {
 
     @Test("blob-svc refusing the upload midway is a SyncFailure the new device hears, and nothing is left stored")
     func uploadRefusedMidway() async throws {
-        // The account may upload 100 kB this hour: the snapshot passes it in the middle of its chunked body.
+        // Each upload token buys 100 kB here, and the sibling brings two (for its 64 MiB a token): the snapshot
+        // passes what they buy in the middle of its chunked body.
         let devices = try await TwoDevices.make(
-            sync: Self.fast(), serverEnvironment: ["PIXIE_BLOB_BYTES_PER_HOUR": "100000"])
+            sync: Self.fast(), serverEnvironment: ["PIXIE_BLOB_BYTES_PER_UPLOAD_TOKEN": "100000"])
         defer { devices.stop() }
         _ = try Self.bigStore(devices, megabytes: 2)
         let seen = Shared<[SyncService.Event]>([])
