@@ -172,7 +172,7 @@ public struct SignInListener: Sendable {
             } else {
                 report(.reconnected)
             }
-            failures = 0
+            let connectedAt = ContinuousClock.now
             for await delivery in relay.deliveries {
                 if Task.isCancelled { break }
                 if delivery.subject == ownInbox.subject {
@@ -220,6 +220,9 @@ public struct SignInListener: Sendable {
             current.set(nil)
             await relay.close()
             try Task.checkCancellation()
+            // Backoff starts over only after a connection that lasted: a node that keeps closing its subscribers
+            // at once is come back to more and more slowly.
+            if ContinuousClock.now - connectedAt >= longestReconnectDelay { failures = 0 }
             failures += 1
             let delay = reconnectDelay(after: failures)
             report(

@@ -293,6 +293,17 @@ public final class RelayService: Sendable {
                 return
             }
             connection.add(subscription)
+            // The link may have gone between the bus taking the subscription and the connection holding it, after
+            // the sweep that closes subscribers: then this one is refused too, never left subscribed to nothing.
+            guard bus.isLinked else {
+                connection.remove(subject)?.cancel()
+                answers.add(
+                    unavailable(
+                        id,
+                        "the relay cannot reach its other nodes now, so the subject was not subscribed; try again "
+                            + "in a moment", detail: "the bus link went down during the SUBSCRIBE"))
+                return
+            }
             // A connection holds the subject again: its device is awake, so the next Sync may push again.
             waker.register(subject, pushToken: pushToken)
             waker.reconnected(subject)

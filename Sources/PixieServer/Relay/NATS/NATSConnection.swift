@@ -12,9 +12,9 @@ import Synchronization
 public final class NATSConnection: @unchecked Sendable {
     // @unchecked: the handle is libnats', which is thread-safe; it is destroyed once, in deinit.
     private let handle: OpaquePointer
-    /// What hears the link go down and come back; libnats holds it as its callbacks' closure until its closed
-    /// callback.
-    private let link: Unmanaged<LinkWatch>
+    /// What hears the link go down and come back. libnats holds a retain of its own as its callbacks' closure,
+    /// which its closed callback (its last, also when libnats closes the connection by itself) gives back.
+    private let link: LinkWatch
     /// Where it connects, for messages and logs: the URL with its password or token masked
     /// (``ConnectionURL/redacted(_:)``). The URL as given is never kept.
     public let url: String
@@ -30,9 +30,10 @@ public final class NATSConnection: @unchecked Sendable {
         url given: String, sendImmediately: Bool = false, onLink: @escaping @Sendable (Bool) -> Void = { _ in }
     ) throws(NATSError) {
         let url = ConnectionURL.redacted(given)
-        let link = Unmanaged.passRetained(LinkWatch(onLink))
+        let link = LinkWatch(onLink)
+        let forLibnats = Unmanaged.passRetained(link)
         var connected = false
-        defer { if !connected { link.release() } }
+        defer { if !connected { forLibnats.release() } }
         var options: OpaquePointer?
         try Self.check(natsOptions_Create(&options), "create its options", url: url)
         defer { natsOptions_Destroy(options) }
@@ -49,7 +50,7 @@ public final class NATSConnection: @unchecked Sendable {
             natsOptions_SetPingInterval(options, Self.milliseconds(Self.pingInterval)), "set the PING interval",
             url: url)
         try Self.check(natsOptions_SetMaxPingsOut(options, 2), "set the PINGs outstanding", url: url)
-        let watch = link.toOpaque()
+        let watch = forLibnats.toOpaque()
         try Self.check(
             natsOptions_SetDisconnectedCB(
                 options,
@@ -83,8 +84,8 @@ public final class NATSConnection: @unchecked Sendable {
     public static let pingInterval: Duration = .seconds(2)
 
     deinit {
-        // Closing is no lost link; the closure itself is let go by the closed callback, libnats' last.
-        link.takeUnretainedValue().stop()
+        // Closing is no lost link; libnats' retain of the closure is given back by its closed callback.
+        link.stop()
         natsConnection_Close(handle)
         natsConnection_Destroy(handle)
     }

@@ -99,11 +99,12 @@ public final class NATSRelayBus: RelayBus {
         _ subject: RelaySubject, deliver: @escaping @Sendable (Data) -> Void
     ) throws(RelayBusError) -> RelayBusSubscription {
         let result = remote.withLock { remote -> Result<Void, RelayBusError> in
+            // Not even a subject this node holds already: while the link is down, nothing it holds is heard.
+            guard connection.isConnected else { return .failure(unavailable("the subject cannot be held")) }
             if remote[subject] != nil {
                 remote[subject]!.holders += 1
                 return .success(())
             }
-            guard connection.isConnected else { return .failure(unavailable("the subject cannot be held")) }
             do {
                 let reconnects = connection.reconnects
                 let frames = try connection.subscribe(Self.frameSubject(subject)) { [local] frame in
