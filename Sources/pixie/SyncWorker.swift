@@ -34,16 +34,22 @@ struct SyncRunFiles {
         }
     }
 
-    /// Takes the worker's lock and keeps it until the process ends; false if another process holds it.
+    /// Takes the worker's lock and keeps it until the process ends; false if another process holds it for a
+    /// second (a watcher or `pixie sync status` testing it holds it only for a moment).
     func takeLock() throws -> Bool {
         let descriptor = open(lock.path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
             throw DeviceError.home("cannot open \(lock.path): \(String(cString: strerror(errno)))")
         }
+        var tries = 0
         while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
             if errno == EINTR { continue }
-            close(descriptor)
-            return false
+            tries += 1
+            guard tries < 50 else {
+                close(descriptor)
+                return false
+            }
+            usleep(20_000)
         }
         // Deliberately left open: the lock lasts as long as this process.
         return true

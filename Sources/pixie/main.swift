@@ -298,6 +298,11 @@ struct Listen: ParsableCommand {
         help: "Show a six-digit code a new device can join with (`pixie signin --grant-code`), valid 3 minutes.")
     var grantCode: Bool
     @OptionalOption(
+        name: .long("trust-bundle"),
+        help: "The app's trust bundle, if newer than the one this device enrolled with: its phone-verify keys (a "
+            + "rotation) and sender-cert key are taken first.")
+    var trustBundle: String?
+    @OptionalOption(
         name: .long("push-token"),
         help: "The app's push token (APNs or FCM, as text): a sign-in or a new device's request wakes this device "
             + "through it while it is not listening.")
@@ -322,6 +327,16 @@ struct Listen: ParsableCommand {
         let (answered, answer) = AsyncStream.makeStream(of: Void.self)
         try await reporting {
             let opened = try openHome(home)
+            if let trustBundle {
+                guard let data = FileManager.default.contents(atPath: trustBundle),
+                    let bundle = try? JSONDecoder().decode(TrustBundle.self, from: data)
+                else {
+                    throw failure("\(trustBundle) is not a trust bundle; `pixie-server trust-bundle > FILE` makes one")
+                }
+                if try OnboardingFlow(home: opened).adoptTrustBundle(bundle), !json {
+                    streams.out("Took the keys of \(trustBundle) (phone-verify and sender-cert).")
+                }
+            }
             var listener = SignInListener(
                 home: opened, deviceFamily: try family ?? opened.load()?.family ?? "Linux")
             listener.pushToken = pushToken.map { Data($0.utf8) }

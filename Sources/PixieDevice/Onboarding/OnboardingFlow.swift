@@ -196,6 +196,32 @@ public struct OnboardingFlow: Sendable {
         return state
     }
 
+    /// Takes the keys of `bundle`, the app's own (shipped with a release newer than the one this device enrolled
+    /// with), in place of those saved at enrollment: the phone-verify keys (a rotation: docs/operations.md,
+    /// "Rotating the phone-verify key") and the sender-cert key. Only a bundle of the same transparency log (key
+    /// and origin) is taken, and the checkpoint this device has pinned stays: a bundle can add keys to trust, never
+    /// move the device to another log or back in this one. Returns whether anything changed.
+    @discardableResult
+    public func adoptTrustBundle(_ bundle: TrustBundle) throws -> Bool {
+        let saved = try home.state().trustBundle
+        guard bundle.transparencyLogKey == saved.transparencyLogKey,
+            bundle.transparencyLogOrigin == saved.transparencyLogOrigin
+        else {
+            throw DeviceError.notSetUp(
+                "that trust bundle is of another transparency log than the one this device enrolled with, so it was "
+                    + "not taken; use the bundle of this device's server")
+        }
+        guard
+            bundle.phoneVerifyKeys != saved.phoneVerifyKeys || bundle.senderCertKey != saved.senderCertKey
+        else { return false }
+        try home.update { state in
+            state.trustBundle.phoneVerifyKey = bundle.phoneVerifyKey
+            state.trustBundle.additionalPhoneVerifyKeys = bundle.additionalPhoneVerifyKeys
+            state.trustBundle.senderCertKey = bundle.senderCertKey
+        }
+        return true
+    }
+
     /// One device of the account, as `pixie devices` lists it.
     public struct Sibling: Sendable, Equatable {
         public let deviceID: String

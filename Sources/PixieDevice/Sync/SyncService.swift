@@ -356,9 +356,10 @@ extension SyncService {
         let uploading = Task { [client, wallet, bindings] in
             // However the upload ends (or never starts: no tokens), a sealer waiting on a full pipe is let go.
             defer { pipe.readerStopped() }
-            // Paid with upload-class tokens, not the session, so blob-svc cannot tell whose snapshot it holds
-            // (docs/pixie-protocol.md, "Blobs"): enough for half again the estimate, which is the store file's
-            // size, bigger than its snapshot but for a store made of a few rows.
+            // Paid with upload-class tokens, not the session, so nothing in the upload names this account; an
+            // operator who joins it with the mint a moment before, by time and count, still can
+            // (docs/pixie-protocol.md, "What blob-svc can still link"). Enough for half again the estimate, which
+            // is the store file's size, bigger than its snapshot but for a store made of a few rows.
             let needed = Int((Double(estimate) * 1.5 / Double(BlobAPI.bytesPerUploadToken)).rounded(.up)) + 1
             let tokens = try await wallet.uploadTokens(
                 count: min(needed, TokenWallet.uploadBatchLimit), verifier: UploadKeyListVerifier(bindings: bindings))

@@ -1,6 +1,7 @@
 import Foundation
 import PixieWire
 import SiblingsCrypto
+import Storage
 
 /// Everything an operator sets, from (later wins) the defaults, a JSON file (`--config`), the environment
 /// (`PIXIE_<SETTING>`) and flags (`--<setting>`). Every source goes through ``set(_:_:source:)``, so a
@@ -205,7 +206,12 @@ public struct PixieConfiguration: Sendable, Equatable {
     /// Sets one setting from text; `source` names where it came from in the error.
     public mutating func set(_ name: String, _ value: String, source: String) throws(ServerError) {
         func fail(_ expected: String) -> ServerError {
-            ServerError(.configuration, "\(source): \(name) must be \(expected), not \"\(value)\"")
+            // A value that can hold a secret (a URL with a password or token, a webhook secret) is never echoed.
+            let shown =
+                name.hasSuffix("_url")
+                ? ConnectionURL.redacted(value)
+                : name.hasSuffix("_secret") ? "(the value given)" : value
+            return ServerError(.configuration, "\(source): \(name) must be \(expected), not \"\(shown)\"")
         }
         func seconds() throws(ServerError) -> TimeInterval {
             guard let number = Int(value), number > 0 else { throw fail("a number of seconds above 0") }

@@ -315,6 +315,17 @@ extension IdentityAPI {
                 case sealingKey = "sealing_key"
             }
 
+            /// A server from before names and families were listed sends neither: the name reads as empty.
+            public init(from decoder: any Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                deviceID = try container.decode(String.self, forKey: .deviceID)
+                pubkey = try container.decode(Base64URLBytes.self, forKey: .pubkey)
+                inbox = try container.decodeIfPresent(Base64URLBytes.self, forKey: .inbox)
+                sealingKey = try container.decodeIfPresent(Base64URLBytes.self, forKey: .sealingKey)
+                name = try container.decodeIfPresent(String.self, forKey: .name) ?? ""
+                family = try container.decodeIfPresent(String.self, forKey: .family)
+            }
+
             /// Null fields are written as null, not left out, so every device has the same six keys.
             public func encode(to encoder: any Encoder) throws {
                 var container = encoder.container(keyedBy: CodingKeys.self)

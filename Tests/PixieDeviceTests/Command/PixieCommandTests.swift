@@ -532,4 +532,36 @@ struct PixieCommandTests {
                 .notebookNotes
             ).count == 64)
     }
+
+    @Test("listen --trust-bundle takes a newer bundle's phone-verify keys (a rotation), never another log's")
+    func adoptsANewerTrustBundle() async throws {
+        let server = try await setUp()
+        defer {
+            server.stop()
+            try? FileManager.default.removeItem(at: directory)
+        }
+        try await createAccount(server)
+        var bundle = try JSONDecoder().decode(
+            TrustBundle.self, from: Data(contentsOf: directory.appendingPathComponent("bundle.json")))
+        let next = HybridSignature.PrivateKey().publicKey
+        bundle.additionalPhoneVerifyKeys = [next]
+        try JSONEncoder().encode(bundle).write(to: directory.appendingPathComponent("rotating.json"))
+        let listener = try PixieProcess(
+            ["listen", "--home", "phone", "--trust-bundle", "rotating.json", "--json"], in: directory)
+        _ = try await listener.event("listening")
+        listener.stop()
+        _ = await listener.exit()
+        let saved = try DeviceHome(directory: directory.appendingPathComponent("phone")).state().trustBundle
+        #expect(saved.phoneVerifyKeys == [bundle.phoneVerifyKey, next])
+        // A bundle of another log is refused, and changes nothing.
+        var other = bundle
+        other.transparencyLogKey = HybridSignature.PrivateKey().publicKey
+        other.additionalPhoneVerifyKeys = []
+        try JSONEncoder().encode(other).write(to: directory.appendingPathComponent("other.json"))
+        let refused = try PixieProcess(
+            ["listen", "--home", "phone", "--trust-bundle", "other.json"], in: directory)
+        #expect(await refused.exit() == 1)
+        #expect(refused.text.contains("another transparency log"), "\(refused.text)")
+        #expect(try DeviceHome(directory: directory.appendingPathComponent("phone")).state().trustBundle == saved)
+    }
 }

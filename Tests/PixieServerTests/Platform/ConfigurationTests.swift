@@ -46,6 +46,17 @@ struct ConfigurationTests {
         #expect(!configuration.blobAllowAnonymousUploads)
     }
 
+    @Test("a URL refused as a setting is echoed with its password masked")
+    func refusedURLsKeepTheirSecret() {
+        var configuration = PixieConfiguration()
+        #expect {
+            try configuration.set("relay_nats_url", "tls://relay:s3cret@nats.internal:4222", source: "a test")
+        } throws: { error in
+            let reason = (error as? ServerError)?.reason ?? ""
+            return !reason.contains("s3cret") && reason.contains("relay:xxxxx@nats.internal")
+        }
+    }
+
     @Test func everyMistakeNamesItsSource() throws {
         var configuration = PixieConfiguration()
         let cases: [(String, String)] = [

@@ -159,6 +159,11 @@ struct APITests {
                 RosterDevice(pubkey: Data([0, 1, 2]), inbox: inbox, sealingKey: Data([0, 1, 2])),
                 RosterDevice(pubkey: Data([7]), inbox: nil, sealingKey: nil),
             ])
+        // A server from before names were listed: the name reads as empty, the family as none.
+        let older = try JSONDecoder().decode(
+            IdentityAPI.SiblingsResponse.self,
+            from: Data(#"{"devices":[{"device_id":"d0","inbox":null,"pubkey":"Bw","sealing_key":null}]}"#.utf8))
+        #expect(older.devices.first?.name == "" && older.devices.first?.family == nil)
         var bad = devices
         bad.devices[0].inbox = Self.bytes
         #expect(throws: PixieWireError.self) { try bad.roster() }
