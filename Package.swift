@@ -115,18 +115,26 @@ let package = Package(
         // bundle, the KT labels and roster commitment, and every JSON body under API/ (docs/pixie-protocol.md).
         .target(name: "PixieWire", dependencies: ["SiblingsCrypto", "WebAuthn"], swiftSettings: strict),
 
-        // Storage behind a protocol (SQLDatabase) for pixie-server's services: SQLite in WAL mode, embedded (files
-        // under SQLite/), and PostgreSQL through libpq for several nodes (files under PostgreSQL/).
-        .target(name: "Storage", dependencies: ["CSQLite", "CPostgreSQL"], swiftSettings: strict),
+        // Storage behind a protocol (SQLDatabase): SQLite in WAL mode, embedded (files under SQLite/), for
+        // pixie-server's services and a device's store.
+        .target(name: "Storage", dependencies: ["CSQLite"], swiftSettings: strict),
+
+        // The PostgreSQL backend of Storage, through libpq, for several server nodes; only servers link it (a device
+        // links no libpq: scripts/module-edges.py checks it).
+        .target(name: "StoragePostgreSQL", dependencies: ["Storage", "CPostgreSQL"], swiftSettings: strict),
 
         // WebAuthn Level 3 relying party (registration and assertion, attestation "none", ES256) and a software
         // ES256 authenticator for devices and tests; docs/webauthn.md.
         .target(name: "WebAuthn", dependencies: ["SiblingsCrypto"], swiftSettings: strict),
 
         // Key transparency: the append-only Merkle log (RFC 9162), the verifiable map of labels, signed checkpoints
-        // (C2SP tlog-checkpoint), the sequencer and prover (server), the verifier (device) and the auditor;
-        // docs/transparency.md.
-        .target(name: "Transparency", dependencies: ["SiblingsCrypto", "Storage"], swiftSettings: strict),
+        // (C2SP tlog-checkpoint), proofs, the verifier (device) and the auditor; docs/transparency.md.
+        .target(name: "Transparency", dependencies: ["SiblingsCrypto"], swiftSettings: strict),
+
+        // The log's server half: the sequencer and prover, and the log's store in SQL. Only servers link it.
+        .target(
+            name: "TransparencyLog", dependencies: ["Transparency", "SiblingsCrypto", "Storage"],
+            swiftSettings: strict),
 
         // Privacy Pass-style rate-limit tokens (RFC 9578 shape) on the RFC 9497 VOPRF with ristretto255-SHA512
         // (libsodium's group, SiblingsCrypto's SHA-512), and the served OPRF key list; docs/privacy-pass.md.
@@ -147,8 +155,8 @@ let package = Package(
         .target(
             name: "PixieServer",
             dependencies: [
-                "HTTPServer", "WebSockets", "Storage", "WebAuthn", "PixieWire", "SiblingsCrypto", "Transparency",
-                "PrivacyPass", "CNATS",
+                "HTTPServer", "WebSockets", "Storage", "StoragePostgreSQL", "WebAuthn", "PixieWire", "SiblingsCrypto",
+                "Transparency", "TransparencyLog", "PrivacyPass", "CNATS",
             ],
             swiftSettings: strict),
 
@@ -162,7 +170,8 @@ let package = Package(
         .executableTarget(
             name: "bench",
             dependencies: [
-                "SiblingsCrypto", "CommandLineKit", "Sempere", "Storage", "Transparency", "PrivacyPass", "PixieServer",
+                "SiblingsCrypto", "CommandLineKit", "Sempere", "Storage", "Transparency", "TransparencyLog",
+                "PrivacyPass", "PixieServer",
             ],
             swiftSettings: strict),
 
@@ -230,7 +239,7 @@ let package = Package(
         // tests only.
         .target(
             name: "SiblingsTestSupport",
-            dependencies: ["CZlib", "Storage", "CommandLineKit"],
+            dependencies: ["CZlib", "Storage", "StoragePostgreSQL", "CommandLineKit"],
             path: "Tests/SiblingsTestSupport",
             swiftSettings: strict
         ),
@@ -266,19 +275,24 @@ let package = Package(
         ),
         .testTarget(
             name: "PixieWireTests", dependencies: ["PixieWire", "SiblingsCrypto", "WebAuthn"], swiftSettings: strict),
-        .testTarget(name: "StorageTests", dependencies: ["Storage", "SiblingsTestSupport"], swiftSettings: strict),
+        .testTarget(
+            name: "StorageTests", dependencies: ["Storage", "StoragePostgreSQL", "SiblingsTestSupport"],
+            swiftSettings: strict),
         .testTarget(name: "PrivateFilesTests", dependencies: ["PrivateFiles"], swiftSettings: strict),
         .testTarget(
             name: "TransparencyTests",
-            dependencies: ["Transparency", "Storage", "SiblingsCrypto", "SiblingsTestSupport"],
+            dependencies: [
+                "Transparency", "TransparencyLog", "Storage", "StoragePostgreSQL", "SiblingsCrypto",
+                "SiblingsTestSupport",
+            ],
             swiftSettings: strict
         ),
         .testTarget(
             name: "PixieServerTests",
             dependencies: [
-                "PixieServer", "PixieWire", "HTTPServer", "WebSockets", "Storage", "WebAuthn", "SiblingsCrypto",
-                "CommandLineKit",
-                "Transparency", "PrivacyPass", "PixieDevice", "PixieDeviceTestSupport", "SiblingsTestSupport",
+                "PixieServer", "PixieWire", "HTTPServer", "WebSockets", "Storage", "StoragePostgreSQL", "WebAuthn",
+                "SiblingsCrypto", "CommandLineKit", "Transparency", "TransparencyLog", "PrivacyPass", "PixieDevice",
+                "PixieDeviceTestSupport", "SiblingsTestSupport",
             ],
             swiftSettings: strict),
         .testTarget(
@@ -296,8 +310,9 @@ let package = Package(
             // No PixieServer and no HTTPServer (libmicrohttpd): the device side builds and talks to the server (the
             // binary) without them.
             dependencies: [
-                "PixieDevice", "PixieWire", "PrivacyPass", "Transparency", "Storage", "SiblingsCrypto", "WebSockets",
-                "WebAuthn", "SiblingsTestSupport", "CommandLineKit",
+                "PixieDevice", "PixieWire", "PrivacyPass", "Transparency", "TransparencyLog", "Storage",
+                "SiblingsCrypto",
+                "WebSockets", "WebAuthn", "SiblingsTestSupport", "CommandLineKit",
             ],
             swiftSettings: strict
         ),

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up the machine (scripts/setup.sh) and runs every check and test the project has:
 #   1. swift format lint --strict
-#   2. our own pinned vectors match the script that computes them (Tests/Reference/pinned_vectors.py --check)
+#   2. our own pinned vectors match the script that computes them (Tests/Reference/pinned_vectors.py --check), and
+#      the device's modules link no server module (scripts/module-edges.py)
 #   3. a release build with -warnings-as-errors (crypto-heavy tests run in release mode)
 #   4. a fuzz smoke run: every fuzz target over its committed corpus, then 4 s of new inputs (scripts/fuzz.sh --smoke)
 #   5. swift test, in release mode, with -warnings-as-errors, beside a PostgreSQL server on loopback that
@@ -22,6 +23,9 @@ swift format lint --strict --recursive Package.swift Sources Tests
 
 echo "== pinned vectors (Tests/Reference/pinned_vectors.py --check)"
 "$SIBLINGS_PYTHON" Tests/Reference/pinned_vectors.py --check
+
+echo "== module edges: a device links no server code (scripts/module-edges.py)"
+"$SIBLINGS_PYTHON" scripts/module-edges.py --self-test
 
 echo "== swift build (release, -warnings-as-errors)"
 swift build -c release -Xswiftc -warnings-as-errors --build-tests

@@ -4,8 +4,10 @@ import PixieWire
 import PrivacyPass
 import SiblingsCrypto
 import Storage
+import StoragePostgreSQL
 import Synchronization
 import Transparency
+import TransparencyLog
 import WebSockets
 
 /// The `pixie-server` process: the configured services on one router, one store and one HTTP listener,

@@ -25,13 +25,13 @@ public struct SQLRow: Sendable, Hashable {
         self.init(columns: columns, values: values, index: SQLRow.index(of: columns))
     }
 
-    init(columns: [String], values: [SQLValue], index: [String: Int]) {
+    package init(columns: [String], values: [SQLValue], index: [String: Int]) {
         self.columns = columns
         self.values = values
         self.index = index
     }
 
-    static func index(of columns: [String]) -> [String: Int] {
+    package static func index(of columns: [String]) -> [String: Int] {
         Dictionary(columns.enumerated().map { ($0.element, $0.offset) }, uniquingKeysWith: { first, _ in first })
     }
 

@@ -1,15 +1,13 @@
 import Foundation
 
 /// Where an auditor reads a log: the prover API, over HTTP (`PixieServer.HTTPLogSource`, which
-/// `pixie-server audit` uses) or, in tests, the ``Sequencer`` itself.
+/// `pixie-server audit` uses) or, in tests, the sequencer itself (`TransparencyLog.Sequencer`).
 public protocol LogSource: Sendable {
     func checkpointSizes(after size: UInt64, limit: Int) async throws -> [UInt64]
     func checkpoint(size: UInt64) async throws -> Checkpoint
     func entries(_ range: Range<UInt64>) async throws -> [Entry]
     func consistencyProof(from oldSize: UInt64, to newSize: UInt64) async throws -> ConsistencyProof
 }
-
-extension Sequencer: LogSource {}
 
 /// The auditor: follows a log from its start, checkpoint by checkpoint, and recomputes everything the log
 /// signs: each checkpoint must extend the last (consistency proof), the entries must hash to its log root (an

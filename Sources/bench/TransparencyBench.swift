@@ -2,6 +2,7 @@ import Foundation
 import SiblingsCrypto
 import Storage
 import Transparency
+import TransparencyLog
 
 /// Key transparency on a temporary SQLite file (WAL): binding updates per second through the sequencer, then a log
 /// of `--entries` entries (10^6 by default): how long it takes to build and to reopen (the map is rebuilt from

@@ -6,6 +6,7 @@ import PixieWire
 @_spi(Testing) import PrivacyPass
 import SiblingsCrypto
 import Storage
+import StoragePostgreSQL
 import Testing
 import Transparency
 

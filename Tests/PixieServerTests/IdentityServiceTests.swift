@@ -4,6 +4,7 @@ import PixieServer
 import PixieWire
 import SiblingsCrypto
 import Storage
+import StoragePostgreSQL
 import Testing
 import WebAuthn
 

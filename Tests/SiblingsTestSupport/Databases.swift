@@ -1,5 +1,6 @@
 import Foundation
 import Storage
+import StoragePostgreSQL
 
 /// The two ``SQLDatabase`` backends, for tests that run against each: an in-memory SQLite database, or a scratch
 /// schema of its own on the PostgreSQL server the test command starts (scripts/engines.sh).

@@ -1,6 +1,7 @@
 import Foundation
 import SiblingsTestSupport
 import Storage
+import StoragePostgreSQL
 import Testing
 
 /// What the PostgreSQL backend must do beyond the statements both backends share (StatementTests): our SQL's

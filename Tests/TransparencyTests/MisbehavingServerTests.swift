@@ -2,6 +2,7 @@ import Foundation
 import Storage
 import Testing
 import Transparency
+import TransparencyLog
 
 /// A server that lies in each way the seed's fail-closed check must catch, and the error that catches it.
 @Suite struct MisbehavingServerTests {

@@ -1,8 +1,10 @@
 import Foundation
 import SiblingsTestSupport
 import Storage
+import StoragePostgreSQL
 import Testing
 import Transparency
+import TransparencyLog
 
 @Suite struct SequencerTests {
     /// `append` returns only after a signed checkpoint includes the entry, and that checkpoint proves it.

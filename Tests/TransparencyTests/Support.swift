@@ -3,6 +3,7 @@ import SiblingsCrypto
 import Storage
 import Testing
 import Transparency
+import TransparencyLog
 
 /// RFC 9162 §2.1 written literally over arrays (MTH, PATH, PROOF/SUBPROOF): the oracle the stored-subtree
 /// implementation is compared with.

@@ -5,6 +5,7 @@ import PrivacyPass
 import SiblingsCrypto
 import Storage
 import Transparency
+import TransparencyLog
 
 /// credential-svc (000_e422bd9a7c930342.txt): SenderCerts for enrolled devices, and rate-limit tokens
 /// (``TokenIssuance``).

@@ -6,6 +6,7 @@ import SiblingsCrypto
 import Storage
 import Synchronization
 import Transparency
+import TransparencyLog
 
 /// credential-svc's rate-limit tokens (000_e422bd9a7c930342.txt): unlinkable, spend-once VOPRF tokens
 /// (docs/privacy-pass.md) under one shared OPRF key whose key list is published in the transparency log

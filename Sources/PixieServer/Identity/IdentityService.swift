@@ -5,6 +5,7 @@ import SiblingsCrypto
 import Storage
 import Transparency
 // The relying party's challenges come from the injected source, which tests make deterministic.
+import TransparencyLog
 @_spi(Testing) import WebAuthn
 
 /// identity-svc (000_e422bd9a7c930342.txt): accounts and the device roster (server-authoritative), the

@@ -4,6 +4,7 @@ import PixieWire
 import SiblingsCrypto
 import Storage
 import Transparency
+import TransparencyLog
 
 /// identity-svc's half of key transparency (000_e422bd9a7c930342.txt: the discovery answer "is checked
 /// against the transparency log before anything is sealed to it"): every key binding identity-svc serves is

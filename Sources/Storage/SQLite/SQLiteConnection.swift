@@ -263,7 +263,7 @@ final class SQLiteStatement {
 }
 
 /// SQL shortened for an error message.
-func quoted(_ sql: String) -> String {
+package func quoted(_ sql: String) -> String {
     let flat = sql.split(whereSeparator: \.isWhitespace).joined(separator: " ")
     return "\"" + (flat.count > 160 ? flat.prefix(160) + "..." : flat) + "\""
 }

@@ -277,7 +277,7 @@ final class SQLiteTransaction: SQLTransaction {
 }
 
 /// An identifier of the calling thread, unique among live threads (each backend's check for nested use).
-func currentThread() -> UInt {
+package func currentThread() -> UInt {
     #if os(Linux)
         UInt(pthread_self())
     #else

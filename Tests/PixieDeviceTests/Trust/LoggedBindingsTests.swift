@@ -5,6 +5,7 @@ import SiblingsCrypto
 import Storage
 import Testing
 import Transparency
+import TransparencyLog
 
 /// A log that holds `oprf-keys` and answers lookups as identity-svc's `POST /v1/kt/lookup` does.
 private struct Log {

@@ -5,6 +5,7 @@ import SiblingsCrypto
 import Storage
 import Testing
 import Transparency
+import TransparencyLog
 
 /// A log with `count` entries under `key`; a second one under the same key with other entries is a fork.
 private func log(_ key: HybridSignature.PrivateKey, entries: [String]) async throws -> Sequencer {

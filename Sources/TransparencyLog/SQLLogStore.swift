@@ -1,5 +1,6 @@
 import Foundation
 import Storage
+import Transparency
 
 /// The log's tables in a ``Storage/SQLDatabase`` (component "transparency"; docs/transparency.md, "Log").
 ///

@@ -1,6 +1,7 @@
 import Foundation
 import SiblingsCrypto
 import Storage
+import Transparency
 
 /// The log's writer and prover on the server: queues key-binding updates, integrates them in batches (one SQL
 /// transaction and one signature per batch, at most one batch per `interval`), and acknowledges each update
@@ -375,3 +376,6 @@ public actor Sequencer {
         return try SQLLogStore.entries(database, range)
     }
 }
+
+/// The auditor reads the sequencer itself in tests.
+extension Sequencer: LogSource {}

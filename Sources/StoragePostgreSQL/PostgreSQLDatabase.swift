@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Storage
 import Synchronization
 
 #if canImport(Glibc)

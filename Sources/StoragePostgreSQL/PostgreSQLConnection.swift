@@ -1,5 +1,6 @@
 internal import CPostgreSQL
 import Foundation
+import Storage
 
 #if canImport(Glibc)
     import Glibc

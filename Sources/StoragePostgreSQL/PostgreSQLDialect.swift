@@ -1,3 +1,4 @@
+import Storage
 /// Our SQL as PostgreSQL takes it (docs/storage.md, "Conventions for service SQL").
 ///
 /// The services write SQL both engines accept, with SQLite's spelling in three places, which this rewrites
