@@ -53,6 +53,15 @@ struct TwoNodes {
         return TwoNodes(directories: directories, nodes: [first, second], database: database)
     }
 
+    /// The account's first device, "phone", in `directory`, made through node 0.
+    func createAccount(in directory: URL, bundle: TrustBundle) async throws -> DeviceHome {
+        let phone = try DeviceHome(directory: directory)
+        _ = try await OnboardingFlow(home: phone).createAccount(
+            server: nodes[0].base, trustBundle: bundle, name: "phone", phoneNumber: TwoDevices.number,
+            code: { number, _ in try #require(try AgainstTheServerTests.lastCode(to: number, in: directories[0])) })
+        return phone
+    }
+
     func stop() {
         for node in nodes { node.stop() }
         try? FileManager.default.removeItem(at: directories[0].deletingLastPathComponent())
@@ -167,32 +176,14 @@ struct MultiNodeTests {
         let bundle = try deployment.trustBundle()
         let root = deployment.directories[0].deletingLastPathComponent()
         // The phone's account and listener are on node 0, whose link to NATS goes through the proxy.
-        let phone = try DeviceHome(directory: root.appendingPathComponent("phone"))
-        _ = try await OnboardingFlow(home: phone).createAccount(
-            server: deployment.nodes[0].base, trustBundle: bundle, name: "phone", phoneNumber: TwoDevices.number,
-            code: { number, _ in
-                try #require(try AgainstTheServerTests.lastCode(to: number, in: deployment.directories[0]))
-            })
+        let phone = try await deployment.createAccount(in: root.appendingPathComponent("phone"), bundle: bundle)
         let checkCode = Shared<String?>(nil)
         let reports = Shared<[SignInListener.Outcome]>([])
-        var listener = SignInListener(home: phone, deviceFamily: "Phone")
-        listener.reconnectDelay = .milliseconds(100)
-        listener.longestReconnectDelay = .milliseconds(400)
-        let (ready, readyContinuation) = AsyncStream.makeStream(of: Void.self)
-        let listening = Task { [listener] in
-            try await listener.run(
-                ready: { readyContinuation.yield() },
-                decide: { _ in
-                    for _ in 0..<6000 {
-                        if let code = checkCode.get() { return .approve(checkCode: code) }
-                        try? await Task.sleep(for: .milliseconds(10))
-                    }
-                    return .ignore
-                },
-                report: { outcome in reports.change { $0.append(outcome) } })
+        let listening = await TwoDevices.listen(phone, checkCode: checkCode, reports: reports) {
+            $0.reconnectDelay = .milliseconds(100)
+            $0.longestReconnectDelay = .milliseconds(400)
         }
         defer { listening.cancel() }
-        for await _ in ready { break }
 
         // Node 0 loses NATS: it closes the listener's connection saying why, and refuses it until the link is back.
         proxy.cut()
@@ -235,12 +226,7 @@ struct MultiNodeTests {
         defer { deployment.stop() }
         let bundle = try deployment.trustBundle()
         let root = deployment.directories[0].deletingLastPathComponent()
-        let phone = try DeviceHome(directory: root.appendingPathComponent("phone"))
-        _ = try await OnboardingFlow(home: phone).createAccount(
-            server: deployment.nodes[0].base, trustBundle: bundle, name: "phone", phoneNumber: TwoDevices.number,
-            code: { number, _ in
-                try #require(try AgainstTheServerTests.lastCode(to: number, in: deployment.directories[0]))
-            })
+        let phone = try await deployment.createAccount(in: root.appendingPathComponent("phone"), bundle: bundle)
         let phoneStore = try DeviceStore(home: phone)
         try populate(phoneStore)
         try phoneStore.put(

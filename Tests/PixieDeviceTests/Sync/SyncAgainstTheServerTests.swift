@@ -66,11 +66,13 @@ struct TwoDevices {
     /// one, and returns once it listens.
     static func listen(
         _ phone: DeviceHome, sync: SyncService.Configuration = SyncService.Configuration(),
-        checkCode: Shared<String?>, reports: Shared<[SignInListener.Outcome]> = Shared([])
+        checkCode: Shared<String?>, reports: Shared<[SignInListener.Outcome]> = Shared([]),
+        configure: (inout SignInListener) -> Void = { _ in }
     ) async -> Task<Void, any Error> {
         let (ready, readyContinuation) = AsyncStream.makeStream(of: Void.self)
         var listener = SignInListener(home: phone, deviceFamily: "Phone")
         listener.syncConfiguration = sync
+        configure(&listener)
         let listening = Task { [listener] in
             try await listener.run(
                 ready: { readyContinuation.yield() },
@@ -545,18 +547,7 @@ struct SyncAgainstTheServerTests {
 
         // The phone registers its push token for its own inbox as it listens, then sleeps (no connection).
         let pushToken = SecureRandom.bytes(count: 32)
-        var registered = SignInListener(home: devices.phone, deviceFamily: "Phone")
-        registered.syncConfiguration = configuration
-        registered.pushToken = pushToken
-        let listener = registered
-        let (ready, readyContinuation) = AsyncStream.makeStream(of: Void.self)
-        let registering = Task { [listener] in
-            try await listener.run(ready: { readyContinuation.yield() }, decide: { _ in .ignore })
-        }
-        for await _ in ready { break }
-        registering.cancel()
-        _ = await registering.result
-        try await Task.sleep(for: .milliseconds(300))  // the relay sees the connection go
+        let listener = try await Self.registerThenSleep(devices.phone, pushToken: pushToken, sync: configuration)
         let reports = Shared<[SignInListener.Outcome]>([])
         let awake = Shared<Task<Void, any Error>?>(nil)
         wake.change {
@@ -605,17 +596,7 @@ struct SyncAgainstTheServerTests {
 
         // The phone registers its push token as it listens, then sleeps: no connection holds the discovery inbox.
         let pushToken = SecureRandom.bytes(count: 32)
-        var registered = SignInListener(home: devices.phone, deviceFamily: "Phone")
-        registered.pushToken = pushToken
-        let listener = registered
-        let (ready, readyContinuation) = AsyncStream.makeStream(of: Void.self)
-        let registering = Task { [listener] in
-            try await listener.run(ready: { readyContinuation.yield() }, decide: { _ in .ignore })
-        }
-        for await _ in ready { break }
-        registering.cancel()
-        _ = await registering.result
-        try await Task.sleep(for: .milliseconds(300))  // the relay sees the connection go
+        let listener = try await Self.registerThenSleep(devices.phone, pushToken: pushToken)
 
         // Woken, it listens again and approves with the code the new device shows.
         let prompted = Shared(0)
@@ -651,6 +632,25 @@ struct SyncAgainstTheServerTests {
         #expect(wakes.count == 1, "\(wakes)")
         #expect(wakes.first?["subject"] == discovery && wakes.first?["wake"] == "sync", "\(wakes)")
         #expect(wakes.first?["push_token"] == pushToken.base64URLEncodedString())
+    }
+
+    /// `phone` listens once with `pushToken`, which registers it with the relay for both its inboxes, then stops
+    /// (a phone asleep, no connection); the listener, to run again when a push wakes it.
+    static func registerThenSleep(
+        _ phone: DeviceHome, pushToken: Data, sync: SyncService.Configuration = SyncService.Configuration()
+    ) async throws -> SignInListener {
+        var listener = SignInListener(home: phone, deviceFamily: "Phone")
+        listener.syncConfiguration = sync
+        listener.pushToken = pushToken
+        let (ready, readyContinuation) = AsyncStream.makeStream(of: Void.self)
+        let registering = Task { [listener] in
+            try await listener.run(ready: { readyContinuation.yield() }, decide: { _ in .ignore })
+        }
+        for await _ in ready { break }
+        registering.cancel()
+        _ = await registering.result
+        try await Task.sleep(for: .milliseconds(300))  // the relay sees the connection go
+        return listener
     }
 
     /// A phone whose store holds `megabytes` notes of 1 MiB each.
