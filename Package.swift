@@ -243,10 +243,10 @@ let package = Package(
             path: "Tests/SiblingsTestSupport",
             swiftSettings: strict
         ),
-        // Test support: the device SDK's in-process transport over a server's Router (no sockets).
+        // Test support: the other side of the device SDK's seams: an in-memory relay, a manual clock.
         .target(
             name: "PixieDeviceTestSupport",
-            dependencies: ["PixieDevice", "HTTPServer"],
+            dependencies: ["PixieDevice", "PixieWire", "SiblingsCrypto"],
             path: "Tests/PixieDeviceTestSupport",
             swiftSettings: strict
         ),
@@ -312,7 +312,7 @@ let package = Package(
             dependencies: [
                 "PixieDevice", "PixieWire", "PrivacyPass", "Transparency", "TransparencyLog", "Storage",
                 "SiblingsCrypto",
-                "WebSockets", "WebAuthn", "SiblingsTestSupport", "CommandLineKit",
+                "WebSockets", "WebAuthn", "SiblingsTestSupport", "CommandLineKit", "PixieDeviceTestSupport",
             ],
             swiftSettings: strict
         ),

@@ -154,7 +154,8 @@ struct SyncWorker: ParsableCommand {
         configuration.grace = .milliseconds(Int64((grace * 1000).rounded()))
         let recorder = SyncRecorder()
         do {
-            let service = try await SyncService.connect(home: home, configuration: configuration)
+            let service = try await SyncService.connect(
+                context: try DeviceContext(home: home), configuration: configuration)
             let outcome: SyncService.Outcome
             do {
                 outcome = try await service.absorb { writer.write(recorder.record(for: $0)) }

@@ -8,7 +8,7 @@ import PixieWire
 #endif
 
 /// `pixie`: one Pixie device, its state in `--home` (README.md, "Two devices"). Libraries do the work
-/// (PixieDevice's OnboardingFlow and SignInListener); this parses arguments and prints.
+/// (PixieDevice's OnboardingFlow and InboxListener); this parses arguments and prints.
 struct PixieCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pixie",
@@ -337,8 +337,8 @@ struct Listen: ParsableCommand {
                     streams.out("Took the keys of \(trustBundle) (phone-verify and sender-cert).")
                 }
             }
-            var listener = SignInListener(
-                home: opened, deviceFamily: try family ?? opened.load()?.family ?? "Linux")
+            var listener = InboxListener(
+                context: try DeviceContext(home: opened), deviceFamily: try family ?? opened.load()?.family ?? "Linux")
             listener.pushToken = pushToken.map { Data($0.utf8) }
             let task = Task {
                 try await listener.run(
@@ -408,7 +408,7 @@ struct Listen: ParsableCommand {
                 + "this running.")
     }
 
-    static func print(_ outcome: SignInListener.Outcome, json: Bool) {
+    static func print(_ outcome: InboxListener.Outcome, json: Bool) {
         let (event, text): (String, String)
         switch outcome {
         case .approved(let model): (event, text) = ("approved", "Approved \(model).")
@@ -450,7 +450,7 @@ struct Listen: ParsableCommand {
     }
 }
 
-extension SignInListener.Outcome {
+extension InboxListener.Outcome {
     var isAnswer: Bool {
         switch self {
         case .approved, .approvedByCode, .rejected: true

@@ -5,7 +5,7 @@ import PixieWire
 import Synchronization
 
 /// `signin-bench`: the machine path of a sign-in against a running pixie-server, as a device makes it (the SDK's
-/// OnboardingFlow on the new device, a SignInListener on the sibling that approves at once), beside the HTTP
+/// OnboardingFlow on the new device, a InboxListener on the sibling that approves at once), beside the HTTP
 /// exchanges of that path as its own transport timed them; then sign-ins per second with several at once,
 /// beside the server's `POST /v1/discovery/own` rate in the same run. scripts/bench-signin.sh starts the server
 /// and runs this; docs/benchmarks.md records a run.
@@ -164,7 +164,7 @@ final class World: Sendable {
             code: Mailbox())
         let ready = Mailbox()
         let listener = Task {
-            try await SignInListener(home: home, deviceFamily: "bench").run(
+            try await InboxListener(context: try DeviceContext(home: home), deviceFamily: "bench").run(
                 ready: { ready.put("ready") },
                 decide: { _ in
                     account.prompted.mark()
@@ -182,10 +182,11 @@ final class World: Sendable {
     func signIn(_ account: Account) async throws -> Path {
         let timing = Timing()
         let requested = Moment()
-        let flow = OnboardingFlow(home: try DeviceHome(directory: work.appendingPathComponent("new-\(account.index)")))
-        {
-            TimingTransport(inner: URLSessionTransport(baseURL: $0), timing: timing)
-        }
+        let flow = OnboardingFlow(
+            home: try DeviceHome(directory: work.appendingPathComponent("new-\(account.index)")),
+            environment: DeviceEnvironment(transport: {
+                TimingTransport(inner: URLSessionTransport(baseURL: $0), timing: timing)
+            }))
         let start = ContinuousClock.now
         _ = try await flow.signIn(
             server: server, trustBundle: bundle, name: "new \(account.index)", phoneNumber: account.number, code: codes,

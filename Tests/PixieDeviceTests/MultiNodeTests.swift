@@ -147,8 +147,8 @@ struct MultiNodeTests {
         let deployment = try await TwoNodes.start(relay: true, relayTokens: "insecure-dev")
         defer { deployment.stop() }
         let key = RelaySubjectKey()
-        let sender = try await RelaySession.connect(to: deployment.nodes[1].base)
-        var listener = try await RelaySession.connect(to: deployment.nodes[0].base)
+        let sender = try await WebSocketRelayConnection.connect(to: deployment.nodes[1].base)
+        var listener = try await WebSocketRelayConnection.connect(to: deployment.nodes[0].base)
         try await listener.subscribe(key)
         try await sender.send(Data("before".utf8), to: key.subject, wake: .silent, token: SecureRandom.bytes(count: 32))
         #expect(await Self.next(listener)?.payload == Data("before".utf8))
@@ -156,7 +156,7 @@ struct MultiNodeTests {
         deployment.nodes[0].stop()
         // The session ends with the node, so the device knows to reconnect, and does, to the node still up.
         #expect(await Self.next(listener) == nil)
-        listener = try await RelaySession.connect(to: deployment.nodes[1].base)
+        listener = try await WebSocketRelayConnection.connect(to: deployment.nodes[1].base)
         try await listener.subscribe(key)
         try await sender.send(Data("after".utf8), to: key.subject, wake: .silent, token: SecureRandom.bytes(count: 32))
         #expect(await Self.next(listener)?.payload == Data("after".utf8))
@@ -178,8 +178,8 @@ struct MultiNodeTests {
         // The phone's account and listener are on node 0, whose link to NATS goes through the proxy.
         let phone = try await deployment.createAccount(in: root.appendingPathComponent("phone"), bundle: bundle)
         let checkCode = Shared<String?>(nil)
-        let reports = Shared<[SignInListener.Outcome]>([])
-        let listening = await TwoDevices.listen(phone, checkCode: checkCode, reports: reports) {
+        let reports = Shared<[InboxListener.Outcome]>([])
+        let listening = try await TwoDevices.listen(phone, checkCode: checkCode, reports: reports) {
             $0.reconnectDelay = .milliseconds(100)
             $0.longestReconnectDelay = .milliseconds(400)
         }
@@ -215,7 +215,7 @@ struct MultiNodeTests {
     }
 
     /// The next delivery, or nil once the session ended.
-    static func next(_ session: RelaySession) async -> RelaySession.Delivery? {
+    static func next(_ session: WebSocketRelayConnection) async -> RelayDelivery? {
         for await delivery in session.deliveries { return delivery }
         return nil
     }
@@ -233,7 +233,7 @@ struct MultiNodeTests {
             .notebookNotes, id: "big",
             fields: ["title": .text("Big"), "body": .text(String(repeating: "x", count: 20_000))])
         let checkCode = Shared<String?>(nil)
-        let listening = await TwoDevices.listen(
+        let listening = try await TwoDevices.listen(
             phone, sync: SyncAgainstTheServerTests.fast(), checkCode: checkCode)
         defer { listening.cancel() }
 
@@ -245,7 +245,8 @@ struct MultiNodeTests {
         #expect(try await OnboardingFlow(home: laptop).devices().count == 2)
 
         // The phone uploads the store through its node; the laptop downloads it in ranges through the other.
-        let service = try await SyncService.connect(home: laptop, configuration: SyncAgainstTheServerTests.fast())
+        let service = try await SyncService.connect(
+            context: try DeviceContext(home: laptop), configuration: SyncAgainstTheServerTests.fast())
         let outcome = try await service.absorb()
         await service.close()
         guard case .absorbed(let summary) = outcome else {
@@ -277,7 +278,7 @@ struct MultiNodeTests {
         _ = try await OnboardingFlow(home: phone).createAccount(
             server: front.base, trustBundle: bundle, name: "phone", phoneNumber: TwoDevices.number, code: code)
         let checkCode = Shared<String?>(nil)
-        let listening = await TwoDevices.listen(phone, checkCode: checkCode)
+        let listening = try await TwoDevices.listen(phone, checkCode: checkCode)
         defer { listening.cancel() }
         let laptop = try DeviceHome(directory: root.appendingPathComponent("laptop"))
         checkCode.change { $0 = nil }

@@ -1,7 +1,6 @@
 import Foundation
 import HTTPServer
 @_spi(Testing) import PixieDevice
-import PixieDeviceTestSupport
 import PixieServer
 import PixieWire
 import SiblingsCrypto
@@ -24,7 +23,9 @@ struct DeviceInProcessTests {
 
     /// The account's first device, created over the Router.
     func firstDevice(_ fixture: Fixture) async throws -> (OnboardingFlow, DeviceState) {
-        let flow = OnboardingFlow(home: try DeviceHome(directory: home)) { _ in InProcessTransport(fixture.router) }
+        let flow = OnboardingFlow(
+            home: try DeviceHome(directory: home),
+            environment: DeviceEnvironment(transport: { _ in InProcessTransport(fixture.router) }))
         let state = try await flow.createAccount(
             server: URL(string: "http://pixie.invalid")!, trustBundle: await fixture.application.trustBundle(),
             name: "phone", phoneNumber: number, code: code(fixture))
@@ -82,7 +83,9 @@ struct DeviceInProcessTests {
         _ = try await firstDevice(fixture)
         // The same server, with a middleware that adds a device to every siblings answer.
         let lying = AddsASibling(server: fixture.router)
-        let flow = OnboardingFlow(home: try DeviceHome(directory: home)) { _ in InProcessTransport(lying) }
+        let flow = OnboardingFlow(
+            home: try DeviceHome(directory: home),
+            environment: DeviceEnvironment(transport: { _ in InProcessTransport(lying) }))
         await #expect(throws: LoggedBindingsError.self) { try await flow.devices() }
     }
 }

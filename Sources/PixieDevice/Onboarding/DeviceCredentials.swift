@@ -24,9 +24,10 @@ public actor DeviceCredentials {
     public init(
         flow: OnboardingFlow, sessionRenewalMargin: TimeInterval = 86_400, senderCertRenewalMargin: TimeInterval = 300
     ) {
+        let clock = flow.environment.clock
         self.init(
             flow: flow, sessionRenewalMargin: sessionRenewalMargin, senderCertRenewalMargin: senderCertRenewalMargin,
-            now: { Date() })
+            now: { clock.now })
     }
 
     /// With the clock a test runs (the server's manual clock).

@@ -15,18 +15,15 @@ public struct OnboardingFlow: Sendable {
     public typealias CodeSource = @Sendable (_ number: String, _ codeLength: Int) async throws -> String
 
     public let home: DeviceHome
-    /// The network to each server: URLSession unless the app (or a test) brings its own.
-    public let transport: @Sendable (URL) -> any HTTPTransport
+    /// The network, the relay, the clock: the system's unless the app (or a test) brings its own.
+    public let environment: DeviceEnvironment
 
-    public init(
-        home: DeviceHome,
-        transport: @escaping @Sendable (URL) -> any HTTPTransport = { URLSessionTransport(baseURL: $0) }
-    ) {
+    public init(home: DeviceHome, environment: DeviceEnvironment = DeviceEnvironment()) {
         self.home = home
-        self.transport = transport
+        self.environment = environment
     }
 
-    func client(_ server: URL) -> PixieClient { PixieClient(transport: transport(server)) }
+    func client(_ server: URL) -> PixieClient { PixieClient(transport: environment.transport(server)) }
 
     /// The first device of a new account (`pixie init`): verifies the number, makes the account signing seed, the
     /// discovery key and inbox, enrolls this device and its passkey, and checks all three bindings in the log.
@@ -130,12 +127,13 @@ public struct OnboardingFlow: Sendable {
         }
         let enrolledAlready = state.membership?.isEnrolledWithoutSeeds == true
         let bindings = try bindings(state, client)
-        let relay = try await RelaySession.connect(to: server)
+        let relay = try await environment.relay(server)
         let approval: SignInApprovalRequester.Approval
         do {
             approval = try await SignInApprovalRequester(
                 client: client, bindings: bindings, relay: relay, phoneCert: state.phoneCert.data,
-                phoneID: state.phoneID.data, sealingKey: try state.sealing.publicKey, configuration: configuration
+                phoneID: state.phoneID.data, sealingKey: try state.sealing.publicKey, configuration: configuration,
+                environment: environment
             ).requestApproval(events: events)
         } catch {
             await relay.close()
@@ -316,7 +314,7 @@ public struct OnboardingFlow: Sendable {
         let typed = try await code(phoneNumber, started.codeLength)
         let checked = try await client.checkPhoneVerification(id: started.verificationID, code: typed)
         let cert = try PhoneOwnershipCert.Verifier(pinnedKeys: trustBundle.phoneVerifyKeys).verify(
-            checked.phoneCert.data, now: Date())
+            checked.phoneCert.data, now: environment.clock.now)
         if var previous {
             previous.phoneCert = checked.phoneCert
             previous.phoneID = Base64URLBytes(cert.phoneID)

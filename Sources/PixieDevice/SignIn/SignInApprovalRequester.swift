@@ -34,8 +34,6 @@ public struct SignInApprovalRequester: Sendable {
         /// ``SignInRequestHandler``, 5 minutes either way). When this device's clock is more than half of it off
         /// the server's, the requester says so before it sends (``Event/clockOff(by:)``).
         public var freshness: TimeInterval = 300
-        /// This device's clock: what the request's timestamp says.
-        public var clock: @Sendable () -> Date = { Date() }
 
         /// The defaults send the request 7 times in 3 minutes (at 0, 5, 15, 35, 75, 115 and 155 s): two
         /// pre-session mints of 4 tokens, so the number's hourly budget of 40 covers five whole attempts.
@@ -81,18 +79,21 @@ public struct SignInApprovalRequester: Sendable {
 
     private let client: PixieClient
     private let bindings: LoggedBindings
-    private let relay: RelaySession
+    private let relay: any RelayConnection
     private let phoneCert: Data
     private let phoneID: Data
     private let sealingKey: XWing.PublicKey
     private let configuration: Configuration
+    private let environment: DeviceEnvironment
 
     /// `phoneCert` is this device's verified PhoneOwnershipCert (its number's `phoneID`), `sealingKey` its X-Wing
-    /// public key, `relay` a session it keeps open.
+    /// public key, `relay` a connection it keeps open; `environment` gives the clock (what the request's timestamp
+    /// says, and the re-sends' waits).
     public init(
-        client: PixieClient, bindings: LoggedBindings, relay: RelaySession, phoneCert: Data, phoneID: Data,
-        sealingKey: XWing.PublicKey, configuration: Configuration
+        client: PixieClient, bindings: LoggedBindings, relay: any RelayConnection, phoneCert: Data, phoneID: Data,
+        sealingKey: XWing.PublicKey, configuration: Configuration, environment: DeviceEnvironment = DeviceEnvironment()
     ) {
+        self.environment = environment
         self.client = client
         self.bindings = bindings
         self.relay = relay
@@ -111,7 +112,7 @@ public struct SignInApprovalRequester: Sendable {
         let wallet = TokenWallet(client: client, keyListVerifier: bindings, payer: .phoneCert(phoneCert))
         // The server's clock stands in for the siblings': a request whose time is off it by more than half the
         // window is likely to be dropped unseen. A server that gives no date is not a reason to stop.
-        let now = configuration.clock()
+        let now = environment.clock.now
         if let serverNow = try? await client.serverDate() {
             let offset = now.timeIntervalSince(serverNow)
             if abs(offset) > configuration.freshness / 2 { events(.clockOff(by: offset)) }
@@ -155,6 +156,7 @@ public struct SignInApprovalRequester: Sendable {
     ) async throws -> SignInApproval.Approved {
         let relay = relay
         let configuration = configuration
+        let clock = environment.clock
         return try await withThrowingTaskGroup(of: SignInApproval.Approved?.self) { group in
             group.addTask {
                 for await delivery in relay.deliveries where delivery.subject == attempt.replySubjectKey.subject {
@@ -168,14 +170,14 @@ public struct SignInApprovalRequester: Sendable {
                     case nil: continue
                     }
                 }
-                throw RelaySessionError.closed("the relay connection ended while waiting for a sibling")
+                throw RelayConnectionError.closed("the relay connection ended while waiting for a sibling")
             }
-            let start = ContinuousClock.now
+            let start = clock.now
             group.addTask {
                 // The code first: a fast acknowledgement must not be shown before it.
                 events(.waiting(checkCode: attempt.checkCode))
                 for (index, time) in configuration.sendSchedule.enumerated() {
-                    try await Task.sleep(until: start + time)
+                    try await clock.sleep(until: start.addingTimeInterval(time.timeInterval))
                     if index > 0, acknowledged.isSet { break }
                     do {
                         try await relay.send(
@@ -191,7 +193,7 @@ public struct SignInApprovalRequester: Sendable {
             }
             // The deadline on its own, so that a send stuck on the relay cannot hold the wait open past it.
             group.addTask {
-                try await Task.sleep(until: start + configuration.maximumWait)
+                try await clock.sleep(until: start.addingTimeInterval(configuration.maximumWait.timeInterval))
                 throw SignInError.noAnswer(waited: configuration.maximumWait)
             }
             defer { group.cancelAll() }

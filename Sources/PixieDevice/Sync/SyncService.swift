@@ -98,19 +98,13 @@ public final class SyncService: Sendable {
         case cancelled
     }
 
-    let home: DeviceHome
-    let store: DeviceStore
-    let client: PixieClient
-    let relay: RelaySession
-    let wallet: TokenWallet
-    let credentials: DeviceCredentials
-    let bindings: LoggedBindings
+    let context: DeviceContext
+    let relay: any RelayConnection
     let configuration: Configuration
-    let state: DeviceState
-    let membership: DeviceState.Membership
     let channelKeys: ChannelKeys
     let senderCerts: SenderCert.Verifier
     let inbox: RelaySubject
+    let ownUserIDHash: Data?
     /// Exports running on this sibling, by request_id, so a re-sent request starts nothing new and a cancel stops
     /// the right one.
     private let exports = Mutex<[Data: Task<Void, Never>]>([:])
@@ -122,51 +116,45 @@ public final class SyncService: Sendable {
     /// rather than leaving it on blob-svc for a day.
     private let offered = Mutex<[Data: String]>([:])
 
-    /// A sync service for the device set up in `home`, talking through `relay` (subscribed to this device's inbox
-    /// by whoever reads its deliveries: ``absorb(events:)`` does it itself).
+    /// A sync service for the device of `context`, talking through `relay` (subscribed to this device's inbox by
+    /// whoever reads its deliveries: ``absorb(events:)`` does it itself).
     public init(
-        home: DeviceHome, store: DeviceStore, client: PixieClient, relay: RelaySession, wallet: TokenWallet,
-        credentials: DeviceCredentials, bindings: LoggedBindings, configuration: Configuration = Configuration()
-    ) throws {
-        self.home = home
-        self.store = store
-        self.client = client
+        context: DeviceContext, relay: any RelayConnection, configuration: Configuration = Configuration()
+    )
+        throws
+    {
+        self.context = context
         self.relay = relay
-        self.wallet = wallet
-        self.credentials = credentials
-        self.bindings = bindings
         self.configuration = configuration
-        let state = try home.state()
-        self.state = state
-        membership = try OnboardingFlow(home: home).member(state)
+        let membership = context.membership
         let ownHash = membership.accountID.isEmpty ? nil : SenderCert.computeUserIDHash(membership.accountID)
-        channelKeys = try store.channelKeys(
+        channelKeys = try context.store.channelKeys(
             ownUserIDHash: ownHash ?? Data(),
             accountSeed: membership.accountSeed.data.isEmpty ? nil : membership.accountSeed.data)
         ownUserIDHash = ownHash
-        senderCerts = SenderCert.Verifier(pinnedKeys: [state.trustBundle.senderCertKey])
-        inbox = try state.inbox.subject
+        senderCerts = SenderCert.Verifier(pinnedKeys: [context.state.trustBundle.senderCertKey])
+        inbox = try context.state.inbox.subject
     }
 
-    let ownUserIDHash: Data?
+    var home: DeviceHome { context.home }
+    var store: DeviceStore { context.store }
+    var client: PixieClient { context.client }
+    var wallet: TokenWallet { context.wallet }
+    var credentials: DeviceCredentials { context.credentials }
+    var bindings: LoggedBindings { context.bindings }
+    var state: DeviceState { context.state }
+    var membership: DeviceState.Membership { context.membership }
+    var clock: any DeviceClock { context.clock }
 
-    /// A sync service for the device set up in `home`, with its own relay connection (close it with ``close()``).
-    /// `transport` is the network to the server, URLSession unless the app (or a test) brings its own.
+    /// A sync service for the device of `context`, with its own relay connection (close it with ``close()``).
     public static func connect(
-        home: DeviceHome, configuration: Configuration = Configuration(),
-        transport: @escaping @Sendable (URL) -> any HTTPTransport = { URLSessionTransport(baseURL: $0) }
-    ) async throws -> SyncService {
-        let flow = OnboardingFlow(home: home, transport: transport)
-        let state = try home.state()
-        let client = flow.client(try state.serverURL)
-        let bindings = try flow.bindings(state, client)
-        let credentials = DeviceCredentials(flow: flow)
-        let wallet = TokenWallet(client: client, keyListVerifier: bindings, payer: .credentials(credentials))
-        let relay = try await RelaySession.connect(to: try state.serverURL)
+        context: DeviceContext, configuration: Configuration = Configuration()
+    ) async throws
+        -> SyncService
+    {
+        let relay = try await context.connectRelay()
         do {
-            return try SyncService(
-                home: home, store: try DeviceStore(home: home), client: client, relay: relay, wallet: wallet,
-                credentials: credentials, bindings: bindings, configuration: configuration)
+            return try SyncService(context: context, relay: relay, configuration: configuration)
         } catch {
             await relay.close()
             throw error
@@ -198,7 +186,7 @@ public final class SyncService: Sendable {
     /// account (isSameAccount), and it is a sync message.
     func open(_ envelope: Data) throws -> (sender: SenderCert, frame: Frame) {
         let opened = try channelKeys.open(
-            envelope, sealingKey: try state.sealing, inbox: inbox, senderCerts: senderCerts, now: Date())
+            envelope, sealingKey: try state.sealing, inbox: inbox, senderCerts: senderCerts, now: clock.now)
         // The seed's guard, after the MAC: a contact's frame has a valid MAC under its own channel key.
         guard isSameAccount(opened.sender.userIDHash) else { throw DropReason("a frame from another account") }
         let frame: Frame
@@ -270,7 +258,7 @@ extension SyncService {
             // Frames are handled each in a task of its own, so a cancel may be handled before its request: the
             // request counts as answered, and starts nothing when it comes.
             if task == nil, blob == nil {
-                answered.withLock { $0[cancel.requestID] = Date() }
+                answered.withLock { [clock] in $0[cancel.requestID] = clock.now }
                 report(.dropped("a cancel for a request this device has not started; it will start nothing"))
             } else {
                 report(.cancelled)
@@ -284,13 +272,13 @@ extension SyncService {
         _ request: SyncRequest, from sender: SenderCert, report: @escaping @Sendable (SiblingOutcome) -> Void
     ) async {
         // A re-send of a request being answered, or answered already, starts nothing new.
-        let now = Date()
+        let now = clock.now
         let seen = answered.withLock { answered -> Bool in
             answered = answered.filter { now.timeIntervalSince($0.value) <= 2 * configuration.freshness }
             return answered[request.requestID] != nil
         }
         guard !seen, exports.withLock({ $0[request.requestID] == nil }) else { return }
-        guard abs(request.timestamp.timeIntervalSinceNow) <= configuration.freshness else {
+        guard abs(request.timestamp.timeIntervalSince(now)) <= configuration.freshness else {
             report(.dropped("a sync request stamped \(request.timestamp), too far from this device's clock"))
             return
         }
@@ -368,7 +356,7 @@ extension SyncService {
         let reporting = Task {
             var reported: UInt64 = 0
             while !Task.isCancelled {
-                try? await Task.sleep(for: configuration.progressInterval)
+                try? await clock.sleep(for: configuration.progressInterval)
                 guard !Task.isCancelled else { return }
                 // The estimate is the store's file size; a snapshot that outgrows it raises it. Nothing moved,
                 // nothing sent: a stalled export is not kept alive by its reports (each costs a relay token).
@@ -502,8 +490,7 @@ extension SyncService {
     public func absorb(events: @escaping @Sendable (Event) -> Void = { _ in }) async throws -> Outcome {
         let outcome = try await asking(events: events)
         // The checkpoint the roster was checked at, kept for the next run.
-        let pin = Base64URLBytes(await bindings.state)
-        try? home.update { $0.transparency = pin }
+        await context.keepTransparencyPin()
         return outcome
     }
 
@@ -537,11 +524,11 @@ extension SyncService {
         var asked = try siblings.map { device in
             Asked(
                 device: device, subject: device.inbox!, key: try XWing.PublicKey(rawRepresentation: device.sealingKey!),
-                requestID: SecureRandom.bytes(count: SyncMessage.requestIDByteCount))
+                requestID: context.environment.random.bytes(count: SyncMessage.requestIDByteCount))
         }
         let sealing = try state.sealing.publicKey
         func request(_ entry: Asked) throws -> Data {
-            try SyncRequest(requestID: entry.requestID, replySubject: inbox, replyPubkey: sealing, timestamp: Date())
+            try SyncRequest(requestID: entry.requestID, replySubject: inbox, replyPubkey: sealing, timestamp: clock.now)
                 .encoded
         }
 
@@ -551,16 +538,16 @@ extension SyncService {
             for await delivery in relay.deliveries { arrive.yield(.frame(delivery.payload)) }
             arrive.yield(.closed)
         }
-        let ticker = Task { [configuration] in
+        let ticker = Task { [configuration, clock] in
             for attempt in 1...configuration.sends {
                 arrive.yield(.tick(attempt))
-                try? await Task.sleep(for: configuration.resendInterval)
+                try? await clock.sleep(for: configuration.resendInterval)
                 if Task.isCancelled { return }
             }
             arrive.yield(.budgetSpent)
         }
-        let grace = Task { [configuration] in
-            try? await Task.sleep(for: configuration.grace)
+        let grace = Task { [configuration, clock] in
+            try? await clock.sleep(for: configuration.grace)
             if !Task.isCancelled { arrive.yield(.graceOver) }
         }
         defer {
@@ -574,8 +561,8 @@ extension SyncService {
         defer { watchdog?.cancel() }
         func rearm() {
             watchdog?.cancel()
-            watchdog = Task { [configuration] in
-                try? await Task.sleep(for: configuration.preparingTimeout)
+            watchdog = Task { [configuration, clock] in
+                try? await clock.sleep(for: configuration.preparingTimeout)
                 if !Task.isCancelled { arrive.yield(.preparingTimedOut) }
             }
         }
@@ -605,7 +592,7 @@ extension SyncService {
                     return .refused(asked.compactMap(\.failed))
                 }
             case .closed:
-                throw RelaySessionError.closed("the relay closed the connection while waiting for a sibling")
+                throw RelayConnectionError.closed("the relay closed the connection while waiting for a sibling")
             case .frame(let envelope):
                 let sender: SenderCert
                 let frame: Frame
@@ -668,7 +655,7 @@ extension SyncService {
                 }
             }
         }
-        throw RelaySessionError.closed("the relay closed the connection while waiting for a sibling")
+        throw RelayConnectionError.closed("the relay closed the connection while waiting for a sibling")
     }
 
     /// Takes the offer's blob and acks it: the outcome once absorbed; throws a tampered blob's error after acking

@@ -19,7 +19,7 @@ import WebSockets
 /// - Fan-out goes through ``RelayBus``, which hands each frame to the subscribing connections' queues.
 ///
 /// **Where the work happens.** Each connection's frames are handled on its WebSocket's event-loop thread (a
-/// ``RelaySession``, the socket's ``HTTPServer/WebSocketConsumer``; a few loops serve every connection), a
+/// ``RelayConnectionHandler``, the socket's ``HTTPServer/WebSocketConsumer``; a few loops serve every connection), a
 /// burst at a time: every frame one read
 /// brought is decoded, the burst's tokens are spent with one call (verified on every core, recorded in one
 /// transaction), the frames are forwarded in order, and each connection written to is written once, at the
@@ -114,7 +114,7 @@ public final class RelayService: Sendable {
         // The header and a maximal token fit in 1 KiB beside the payload.
         router.webSocket("/v1/relay", maximumMessageSize: configuration.maximumPayloadBytes + 1024) {
             [self] _, socket in
-            RelaySession(service: self, socket: socket)
+            RelayConnectionHandler(service: self, socket: socket)
         }
     }
 
@@ -164,7 +164,7 @@ public final class RelayService: Sendable {
         }
     }
 
-    /// Handles one burst of a connection's messages (``RelaySession/received(_:)``).
+    /// Handles one burst of a connection's messages (``RelayConnectionHandler/received(_:)``).
     func handle(_ messages: [WebSocketMessage], on connection: RelayConnection) {
         // A connection that is closing (killed, or after a malformed frame) handles nothing more.
         guard !connection.isClosing else { return }

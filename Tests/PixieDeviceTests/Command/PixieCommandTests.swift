@@ -446,7 +446,7 @@ struct PixieCommandTests {
         let attempt = try SignInAttempt(
             deviceModel: "replayed tablet", phoneCert: phoneCert, sealingKey: XWing.PrivateKey().publicKey,
             discoveryKey: sealTo.key, now: Date())
-        let relay = try await RelaySession.connect(to: server.base)
+        let relay = try await WebSocketRelayConnection.connect(to: server.base)
         let answers = Received(relay)
         try await relay.subscribe(attempt.replySubjectKey)
         let inbox = try RelaySubject(rawRepresentation: discovery.discoveryInbox.data)

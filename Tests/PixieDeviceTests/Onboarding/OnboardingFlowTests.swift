@@ -43,9 +43,11 @@ struct OnboardingFlowTests {
             try #require(try AgainstTheServerTests.lastCode(to: number, in: directory))
         }
         let home = try DeviceHome(directory: directory.appendingPathComponent("phone"))
-        let losing = OnboardingFlow(home: home) {
-            LosingTransport(inner: URLSessionTransport(baseURL: $0), path: "/v1/accounts")
-        }
+        let losing = OnboardingFlow(
+            home: home,
+            environment: DeviceEnvironment(transport: {
+                LosingTransport(inner: URLSessionTransport(baseURL: $0), path: "/v1/accounts")
+            }))
         await #expect(throws: PixieClientError.self) {
             try await losing.createAccount(
                 server: server.base, trustBundle: bundle, name: "phone", phoneNumber: number, code: code)

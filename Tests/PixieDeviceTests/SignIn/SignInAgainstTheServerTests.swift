@@ -9,16 +9,16 @@ import WebAuthn
 
 /// What a relay session received, collected as it comes, for a test to wait on.
 final class Received: Sendable {
-    private let frames = Mutex<[RelaySession.Delivery]>([])
+    private let frames = Mutex<[RelayDelivery]>([])
 
-    init(_ session: RelaySession) {
+    init(_ session: WebSocketRelayConnection) {
         Task { [self] in
             for await delivery in session.deliveries { frames.withLock { $0.append(delivery) } }
         }
     }
 
     /// The `index`th delivery, once it has come (a hang's limit of 60 s: the suite shares two cores).
-    func frame(_ index: Int) async throws -> RelaySession.Delivery {
+    func frame(_ index: Int) async throws -> RelayDelivery {
         let deadline = ContinuousClock.now + .seconds(60)
         while ContinuousClock.now < deadline {
             if let frame = frames.withLock({ $0.count > index ? $0[index] : nil }) { return frame }
@@ -94,7 +94,7 @@ struct SignInAgainstTheServerTests {
         let phoneBindings = LoggedBindings(verifier: try TransparencyVerifier(trustBundle: bundle), client: client)
         let phoneWallet = TokenWallet(
             client: client, keyListVerifier: phoneBindings, payer: .session(enrolled.sessionToken))
-        let phoneRelay = try await RelaySession.connect(to: server.base)
+        let phoneRelay = try await WebSocketRelayConnection.connect(to: server.base)
         let phoneFrames = Received(phoneRelay)
         try await phoneRelay.subscribe(discoveryInbox)
         try await phoneRelay.subscribe(phone.inbox)
@@ -114,7 +114,7 @@ struct SignInAgainstTheServerTests {
         let attempt = try SignInAttempt(
             deviceModel: "Linux laptop", phoneCert: laptopCert, sealingKey: laptop.sealing.publicKey,
             discoveryKey: sealTo.key, now: Date())
-        let laptopRelay = try await RelaySession.connect(to: server.base)
+        let laptopRelay = try await WebSocketRelayConnection.connect(to: server.base)
         let laptopFrames = Received(laptopRelay)
         try await laptopRelay.subscribe(attempt.replySubjectKey)
         try await laptopRelay.send(

@@ -46,7 +46,7 @@ struct SignInWorld {
     let ktHandle: String
     let sessionToken: String
     let sibling: Task<Void, Never>
-    let siblingRelay: RelaySession
+    let siblingRelay: WebSocketRelayConnection
     /// Requests the sibling's ladder passed.
     let prompts = Counter()
 
@@ -73,7 +73,7 @@ struct SignInWorld {
         sessionToken = enrolled.sessionToken
         let bindings = LoggedBindings(verifier: try TransparencyVerifier(trustBundle: bundle), client: client)
         let wallet = TokenWallet(client: client, keyListVerifier: bindings, payer: .session(enrolled.sessionToken))
-        let relay = try await RelaySession.connect(to: server.base)
+        let relay = try await WebSocketRelayConnection.connect(to: server.base)
         try await relay.subscribe(discoveryInbox)
         siblingRelay = relay
         let verifier = PhoneOwnershipCert.Verifier(pinnedKeys: [bundle.phoneVerifyKey])
@@ -152,12 +152,12 @@ struct SignInWorld {
 
     /// A new device's requester for the account's number, through `transport` (the real one by default).
     func requester(
-        transport: (any HTTPTransport)? = nil,
+        transport: (any HTTPTransport)? = nil, clock: any DeviceClock = SystemDeviceClock(),
         configure: (inout SignInApprovalRequester.Configuration) -> Void = { _ in }
-    ) async throws -> (SignInApprovalRequester, RelaySession) {
+    ) async throws -> (SignInApprovalRequester, WebSocketRelayConnection) {
         let client = transport.map { PixieClient(transport: $0) } ?? self.client
         let cert = try await Self.phoneCert(client: self.client, number: number, directory: directory)
-        let relay = try await RelaySession.connect(to: server.base)
+        let relay = try await WebSocketRelayConnection.connect(to: server.base)
         var configuration = SignInApprovalRequester.Configuration(deviceModel: "Linux laptop")
         configuration.resendInterval = .milliseconds(100)
         configuration.longestResendInterval = .milliseconds(400)
@@ -169,7 +169,8 @@ struct SignInWorld {
             relay: relay, phoneCert: cert,
             phoneID: try PhoneOwnershipCert.Verifier(pinnedKeys: [bundle.phoneVerifyKey]).verify(cert, now: Date())
                 .phoneID,
-            sealingKey: XWing.PrivateKey().publicKey, configuration: configuration)
+            sealingKey: XWing.PrivateKey().publicKey, configuration: configuration,
+            environment: DeviceEnvironment(clock: clock))
         return (requester, relay)
     }
 
@@ -268,9 +269,8 @@ struct SignInApprovalRequesterTests {
     @Test("a device whose clock is 10 minutes ahead is told so before it sends; the sibling drops it, as the seed says")
     func clockOff() async throws {
         let world = try await SignInWorld(decide: .approve)
-        let (requester, relay) = try await world.requester {
+        let (requester, relay) = try await world.requester(clock: OffsetClock(offset: 600)) {
             $0.maximumWait = .milliseconds(1500)
-            $0.clock = { Date().addingTimeInterval(600) }
         }
         let events = Mutex<[SignInApprovalRequester.Event]>([])
         let error = await #expect(throws: SignInError.self) {
@@ -295,9 +295,8 @@ struct SignInApprovalRequesterTests {
     @Test("a clock within the window's half says nothing")
     func clockRight() async throws {
         let world = try await SignInWorld(decide: .ignore)
-        let (requester, relay) = try await world.requester {
+        let (requester, relay) = try await world.requester(clock: OffsetClock(offset: -100)) {
             $0.maximumWait = .milliseconds(500)
-            $0.clock = { Date().addingTimeInterval(-100) }
         }
         let events = Mutex<[SignInApprovalRequester.Event]>([])
         _ = try? await requester.requestApproval { event in events.withLock { $0.append(event) } }
@@ -363,4 +362,11 @@ struct SignInApprovalRequesterTests {
         await relay.close()
         await world.stop()
     }
+}
+
+/// The system's clock, its wall time moved by `offset` seconds: a device whose clock is wrong.
+struct OffsetClock: DeviceClock {
+    let offset: TimeInterval
+    var now: Date { Date().addingTimeInterval(offset) }
+    func sleep(for duration: Duration) async throws { try await Task.sleep(for: duration) }
 }

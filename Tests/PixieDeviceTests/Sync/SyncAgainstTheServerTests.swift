@@ -22,7 +22,7 @@ struct TwoDevices {
     let phone: DeviceHome
     let laptop: DeviceHome
     let listener: Task<Void, any Error>
-    let siblingReports: Shared<[SignInListener.Outcome]>
+    let siblingReports: Shared<[InboxListener.Outcome]>
     /// The check code the device signing in shows, which the phone's listener approves with.
     let checkCode: Shared<String?>
 
@@ -42,8 +42,8 @@ struct TwoDevices {
         _ = try await OnboardingFlow(home: phone).createAccount(
             server: server.base, trustBundle: bundle, name: "phone", phoneNumber: number, code: code)
         let checkCode = Shared<String?>(nil)
-        let reports = Shared<[SignInListener.Outcome]>([])
-        let listening = await listen(phone, sync: sync, checkCode: checkCode, reports: reports)
+        let reports = Shared<[InboxListener.Outcome]>([])
+        let listening = try await listen(phone, sync: sync, checkCode: checkCode, reports: reports)
         let laptop = try DeviceHome(directory: directory.appendingPathComponent("laptop"))
         do {
             try await signIn(
@@ -66,11 +66,11 @@ struct TwoDevices {
     /// one, and returns once it listens.
     static func listen(
         _ phone: DeviceHome, sync: SyncService.Configuration = SyncService.Configuration(),
-        checkCode: Shared<String?>, reports: Shared<[SignInListener.Outcome]> = Shared([]),
-        configure: (inout SignInListener) -> Void = { _ in }
-    ) async -> Task<Void, any Error> {
+        checkCode: Shared<String?>, reports: Shared<[InboxListener.Outcome]> = Shared([]),
+        configure: (inout InboxListener) -> Void = { _ in }
+    ) async throws -> Task<Void, any Error> {
         let (ready, readyContinuation) = AsyncStream.makeStream(of: Void.self)
-        var listener = SignInListener(home: phone, deviceFamily: "Phone")
+        var listener = InboxListener(context: try DeviceContext(home: phone), deviceFamily: "Phone")
         listener.syncConfiguration = sync
         configure(&listener)
         let listening = Task { [listener] in
@@ -153,7 +153,7 @@ struct TwoDevices {
             payer: .credentials(credentials))
         return Stranger(
             credentials: credentials, channelKey: channelKey, wallet: wallet,
-            relay: try await RelaySession.connect(to: server.base))
+            relay: try await WebSocketRelayConnection.connect(to: server.base))
     }
 
     func stop() {
@@ -163,7 +163,7 @@ struct TwoDevices {
     }
 
     /// Waits (up to 60 s) until the phone reported something `matching`.
-    func phoneReported(_ matching: (SignInListener.Outcome) -> Bool) async throws {
+    func phoneReported(_ matching: (InboxListener.Outcome) -> Bool) async throws {
         for _ in 0..<6000 {
             if siblingReports.get().contains(where: matching) { return }
             try await Task.sleep(for: .milliseconds(10))
@@ -177,7 +177,7 @@ struct Stranger {
     let credentials: DeviceCredentials
     let channelKey: SymmetricKey
     let wallet: TokenWallet
-    let relay: RelaySession
+    let relay: WebSocketRelayConnection
 
     /// Seals `payload` to the device at `entry` under the contact channel key, with the stranger's own SenderCert.
     func send(
@@ -260,7 +260,8 @@ struct SyncAgainstTheServerTests {
             .notebookNotes, id: "big",
             fields: ["title": .text("Big"), "body": .text(String(repeating: "x", count: 20_000))])
 
-        let service = try await SyncService.connect(home: devices.laptop, configuration: Self.fast())
+        let service = try await SyncService.connect(
+            context: try DeviceContext(home: devices.laptop), configuration: Self.fast())
         let seen = Shared<[SyncService.Event]>([])
         let outcome = try await service.absorb { event in seen.change { $0.append(event) } }
         await service.close()
@@ -292,7 +293,8 @@ struct SyncAgainstTheServerTests {
         #expect(left.isEmpty, "\(left)")
 
         // Again: the same rows, none new.
-        let again = try await SyncService.connect(home: devices.laptop, configuration: Self.fast())
+        let again = try await SyncService.connect(
+            context: try DeviceContext(home: devices.laptop), configuration: Self.fast())
         let second = try await again.absorb()
         await again.close()
         guard case .absorbed(let repeated) = second else {
@@ -307,10 +309,12 @@ struct SyncAgainstTheServerTests {
         hook: (@Sendable (TransportRequest, TransportResponse) async throws -> TransportResponse)? = nil,
         events: @escaping @Sendable (SyncService.Event) -> Void = { _ in }
     ) async throws -> SyncService.Outcome {
-        let service = try await SyncService.connect(home: devices.laptop, configuration: configuration) { base in
+        let environment = DeviceEnvironment(transport: { base in
             guard let hook else { return URLSessionTransport(baseURL: base) }
             return HookedTransport(inner: URLSessionTransport(baseURL: base), hook: hook)
-        }
+        })
+        let service = try await SyncService.connect(
+            context: try DeviceContext(home: devices.laptop, environment: environment), configuration: configuration)
         do {
             let outcome = try await service.absorb(events: events)
             await service.close()
@@ -478,7 +482,7 @@ struct SyncAgainstTheServerTests {
             keyListVerifier: LoggedBindings(
                 verifier: try TransparencyVerifier(trustBundle: try devices.bundle), client: client),
             payer: .credentials(credentials))
-        let relay = try await RelaySession.connect(to: devices.server.base)
+        let relay = try await WebSocketRelayConnection.connect(to: devices.server.base)
         try await relay.send(envelope, to: phoneInbox, wake: .sync, token: try await wallet.take())
         try await devices.phoneReported { if case .sync(.sent) = $0 { true } else { false } }
         try await relay.send(envelope, to: phoneInbox, wake: .sync, token: try await wallet.take())
@@ -548,7 +552,7 @@ struct SyncAgainstTheServerTests {
         // The phone registers its push token for its own inbox as it listens, then sleeps (no connection).
         let pushToken = SecureRandom.bytes(count: 32)
         let listener = try await Self.registerThenSleep(devices.phone, pushToken: pushToken, sync: configuration)
-        let reports = Shared<[SignInListener.Outcome]>([])
+        let reports = Shared<[InboxListener.Outcome]>([])
         let awake = Shared<Task<Void, any Error>?>(nil)
         wake.change {
             $0 = {
@@ -638,8 +642,8 @@ struct SyncAgainstTheServerTests {
     /// (a phone asleep, no connection); the listener, to run again when a push wakes it.
     static func registerThenSleep(
         _ phone: DeviceHome, pushToken: Data, sync: SyncService.Configuration = SyncService.Configuration()
-    ) async throws -> SignInListener {
-        var listener = SignInListener(home: phone, deviceFamily: "Phone")
+    ) async throws -> InboxListener {
+        var listener = InboxListener(context: try DeviceContext(home: phone), deviceFamily: "Phone")
         listener.syncConfiguration = sync
         listener.pushToken = pushToken
         let (ready, readyContinuation) = AsyncStream.makeStream(of: Void.self)
@@ -718,15 +722,16 @@ struct SyncAgainstTheServerTests {
         let phoneStore = try DeviceStore(home: devices.phone)
         try populate(phoneStore)
         // The tablet holds the same rows (it absorbed them, as a sibling would have).
-        let tabletService = try await SyncService.connect(home: tablet, configuration: Self.fast())
+        let tabletService = try await SyncService.connect(
+            context: try DeviceContext(home: tablet), configuration: Self.fast())
         guard case .absorbed = try await tabletService.absorb() else {
             Issue.record("the tablet did not absorb the phone's store")
             return
         }
         await tabletService.close()
-        var tabletListener = SignInListener(home: tablet, deviceFamily: "Tablet")
+        var tabletListener = InboxListener(context: try DeviceContext(home: tablet), deviceFamily: "Tablet")
         tabletListener.syncConfiguration = Self.fast()
-        let tabletReports = Shared<[SignInListener.Outcome]>([])
+        let tabletReports = Shared<[InboxListener.Outcome]>([])
         let (ready, readyContinuation) = AsyncStream.makeStream(of: Void.self)
         let listening = Task { [tabletListener] in
             try await tabletListener.run(
@@ -746,7 +751,7 @@ struct SyncAgainstTheServerTests {
         #expect(seen.get().contains { if case .requesting(2, _) = $0 { true } else { false } })
         // One sibling's snapshot was taken; the other was cancelled, or (if it was done first) its offer was
         // turned down with ok:false and its blob deleted.
-        func ended(_ reports: [SignInListener.Outcome]) -> (sent: Bool, declined: Bool) {
+        func ended(_ reports: [InboxListener.Outcome]) -> (sent: Bool, declined: Bool) {
             let syncs = reports.compactMap { if case .sync(let outcome) = $0 { outcome } else { nil } }
             let taken = syncs.contains(.acknowledged(ok: true, reason: ""))
             // Cancelled while it exported, turned down after its offer, or cancelled before its request was
@@ -777,13 +782,15 @@ struct SyncAgainstTheServerTests {
         defer { devices.stop() }
         let accountID = try #require(try devices.laptop.load()?.membership?.accountID)
         let own = SenderCert.computeUserIDHash(accountID)
-        let service = try await SyncService.connect(home: devices.laptop, configuration: Self.fast())
+        let service = try await SyncService.connect(
+            context: try DeviceContext(home: devices.laptop), configuration: Self.fast())
         #expect(service.isSameAccount(own))
         #expect(!service.isSameAccount(Data(own.prefix(31))))
         await service.close()
         // No account id: no own hash. Not even the hash of an empty id, which a stranger's cert could carry.
         try devices.laptop.update { $0.membership?.accountID = "" }
-        let blank = try await SyncService.connect(home: devices.laptop, configuration: Self.fast())
+        let blank = try await SyncService.connect(
+            context: try DeviceContext(home: devices.laptop), configuration: Self.fast())
         defer { Task { await blank.close() } }
         #expect(!blank.isSameAccount(own))
         #expect(!blank.isSameAccount(SenderCert.computeUserIDHash("")))

@@ -6,7 +6,7 @@ import Testing
 /// The listener's table of prompts waiting for their person, in each order its three parties can reach it: the
 /// listener attaching a prompt's task, the task taking its decided prompt out, and a settlement from elsewhere.
 @Suite("Sign-in: a listener's pending prompts, whatever order their task, the listener and a settlement come in")
-struct SignInListenerTests {
+struct InboxListenerTests {
     let ladder = SignInRequestHandlerTests()
 
     /// A prompt that passed the ladder, and the frame that settles it.

@@ -7,7 +7,7 @@ import Synchronization
 import WebSockets
 
 /// One relay connection: the ``HTTPServer/WebSocketConsumer`` of its socket, on its event-loop thread.
-final class RelaySession: WebSocketConsumer {
+final class RelayConnectionHandler: WebSocketConsumer {
     let service: RelayService
     let connection: RelayConnection
 

@@ -3,33 +3,23 @@ import PixieWire
 import Synchronization
 import WebSockets
 
-/// One device's connection to the relay (docs/pixie-protocol.md, "Relay"): it proves the subjects it listens on
-/// over the connection's CHALLENGE, sends token-paid frames to any subject, and hands out what is delivered.
-///
-/// The relay forwards to live connections only (nothing is stored), so a device that must be reachable keeps a
-/// session open. Each request waits for the relay's OK or ERROR; a relay that closes the connection fails every
-/// request in flight and ends ``deliveries``, and ``ended`` says why (``RelaySessionError/unavailable(_:)`` when
-/// the node lost its link to the other nodes). A session does not reconnect by itself: ``SignInListener`` does,
-/// with backoff and jitter, and subscribes again.
-public final class RelaySession: Sendable {
-    /// A frame the relay delivered on a subject this session subscribed.
-    public struct Delivery: Sendable, Equatable {
-        public let subject: RelaySubject
-        public let wake: WakeClass
-        public let payload: Data
-    }
+/// The device's ``RelayConnection`` over a WebSocket (`ws://host:port/v1/relay`, docs/pixie-protocol.md,
+/// "Relay"): it proves the subjects it listens on over the connection's CHALLENGE, sends token-paid frames to any
+/// subject, and hands out what is delivered. A relay that closes the connection with 1013 ends it with
+/// ``RelayConnectionError/unavailable(_:)``: the node lost its link to the other nodes.
+public final class WebSocketRelayConnection: RelayConnection {
 
     private let socket: WebSocket
     private let challenge: Data
     private let state = Mutex(State())
     /// Every delivery, in order, until the connection ends.
-    public let deliveries: AsyncStream<Delivery>
-    private let deliveriesContinuation: AsyncStream<Delivery>.Continuation
+    public let deliveries: AsyncStream<RelayDelivery>
+    private let deliveriesContinuation: AsyncStream<RelayDelivery>.Continuation
 
     private struct State {
         var nextRequestID: UInt32 = 1
         var waiting: [UInt32: CheckedContinuation<Void, any Error>] = [:]
-        var ended: RelaySessionError?
+        var ended: RelayConnectionError?
     }
 
     private init(socket: WebSocket, challenge: Data) {
@@ -40,9 +30,9 @@ public final class RelaySession: Sendable {
 
     /// Connects to the relay of the server at `baseURL` (`http://host:port`: the relay is `ws://host:port/v1/relay`)
     /// and reads its CHALLENGE.
-    public static func connect(to baseURL: URL) async throws -> RelaySession {
+    public static func connect(to baseURL: URL) async throws -> WebSocketRelayConnection {
         guard baseURL.scheme == "http", let host = baseURL.host else {
-            throw RelaySessionError.unsupported(
+            throw RelayConnectionError.unsupported(
                 "the relay session speaks plain ws:// to an http:// server; \(baseURL.absoluteString) needs TLS, which "
                     + "this build's WebSocket client does not have yet")
         }
@@ -51,7 +41,7 @@ public final class RelaySession: Sendable {
             socket = try await WebSocketClient.connect(
                 host: host, port: UInt16(baseURL.port ?? 80), path: "/v1/relay")
         } catch let error as WebSocketError {
-            throw RelaySessionError.closed("could not open the relay: \(error.reason)")
+            throw RelayConnectionError.closed("could not open the relay: \(error.reason)")
         }
         // The CHALLENGE is the relay's first frame; one that sends nothing within the request timeout is no relay.
         let watchdog = Task {
@@ -63,16 +53,16 @@ public final class RelaySession: Sendable {
             case .challenge(let nonce)? = try? RelayServerFrame(decoding: first)
         else {
             await socket.close()
-            throw RelaySessionError.closed("the relay did not begin with a CHALLENGE frame; is this a pixie relay?")
+            throw RelayConnectionError.closed("the relay did not begin with a CHALLENGE frame; is this a pixie relay?")
         }
-        let session = RelaySession(socket: socket, challenge: nonce)
+        let session = WebSocketRelayConnection(socket: socket, challenge: nonce)
         // receive() awaits the event loop's queue, so the reader holds no thread while it waits.
         Task { await session.read() }
         return session
     }
 
     /// Listens on `key`'s subject (and registers `pushToken` for it, when given).
-    public func subscribe(_ key: RelaySubjectKey, pushToken: Data = Data()) async throws {
+    public func subscribe(_ key: RelaySubjectKey, pushToken: Data) async throws {
         let id = nextID()
         try await request(id, try key.subscribe(requestID: id, challenge: challenge, pushToken: pushToken))
     }
@@ -88,7 +78,7 @@ public final class RelaySession: Sendable {
     }
 
     /// Why the session ended, once it has (``deliveries`` finished); nil while it is open.
-    public var ended: RelaySessionError? { state.withLock { $0.ended } }
+    public var ended: RelayConnectionError? { state.withLock { $0.ended } }
 
     private func nextID() -> UInt32 {
         state.withLock { state in
@@ -103,7 +93,8 @@ public final class RelaySession: Sendable {
         let timeout = Task { [self] in
             try await Task.sleep(for: Self.requestTimeout)
             finish(
-                id, with: .failure(RelaySessionError.closed("the relay did not answer within \(Self.requestTimeout)")))
+                id,
+                with: .failure(RelayConnectionError.closed("the relay did not answer within \(Self.requestTimeout)")))
         }
         defer { timeout.cancel() }
         try await withTaskCancellationHandler {
@@ -119,7 +110,7 @@ public final class RelaySession: Sendable {
                     do {
                         try await socket.send(binary: frame.encoded())
                     } catch {
-                        finish(id, with: .failure(RelaySessionError.closed("the relay connection dropped")))
+                        finish(id, with: .failure(RelayConnectionError.closed("the relay connection dropped")))
                     }
                 }
             }
@@ -145,11 +136,11 @@ public final class RelaySession: Sendable {
                 }
                 switch frame {
                 case .deliver(let subject, let wake, let payload):
-                    deliveriesContinuation.yield(Delivery(subject: subject, wake: wake, payload: payload))
+                    deliveriesContinuation.yield(RelayDelivery(subject: subject, wake: wake, payload: payload))
                 case .ok(let id):
                     finish(id, with: .success(()))
                 case .error(let id, let code, let text):
-                    finish(id, with: .failure(RelaySessionError.refused(code, text)))
+                    finish(id, with: .failure(RelayConnectionError.refused(code, text)))
                 case .challenge:
                     continue
                 }
@@ -160,7 +151,7 @@ public final class RelaySession: Sendable {
             reason = "the relay connection ended"
         }
         // 1013: the node lost its link to the other relay nodes, and closed its subscribers so they know.
-        let ending: RelaySessionError =
+        let ending: RelayConnectionError =
             socket.closeCode == .tryAgainLater
             ? .unavailable(
                 "the relay node lost its link to the other relay nodes and closed this connection (1013, try again "
@@ -174,24 +165,5 @@ public final class RelaySession: Sendable {
         for continuation in waiting.values { continuation.resume(throwing: ending) }
         deliveriesContinuation.finish()
         await socket.close()
-    }
-}
-
-public enum RelaySessionError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The relay answered a request with ERROR.
-    case refused(RelayErrorCode, String)
-    /// The connection is gone (or never came up).
-    case closed(String)
-    /// The relay node closed the connection because it cannot serve it now (it lost its link to the other
-    /// nodes): connect again, through whatever balancer is in front, and subscribe again.
-    case unavailable(String)
-    /// Something this build cannot do.
-    case unsupported(String)
-
-    public var description: String {
-        switch self {
-        case .refused(let code, let reason): "the relay refused (\(code)): \(reason)"
-        case .closed(let reason), .unsupported(let reason), .unavailable(let reason): reason
-        }
     }
 }

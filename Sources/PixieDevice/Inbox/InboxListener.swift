@@ -3,11 +3,17 @@ import PixieWire
 import SiblingsCrypto
 import Synchronization
 
-/// A sibling online for sign-ins (`pixie listen`): it listens on the account's discovery inbox, runs every request
-/// through handleSignInRequest's ladder (``SignInRequestHandler``), acknowledges the ones that pass with its device
-/// family, asks its person, and seals the answer. A device answers only while it listens (the seed: "If no sibling
-/// is online, nothing answers"); with a ``pushToken`` a sign-in request wakes it to listen again.
-public struct SignInListener: Sendable {
+/// A sibling online (`pixie listen`): it listens on the account's discovery inbox and on this device's own inbox,
+/// and hands each frame to what answers it.
+///
+/// - On the discovery inbox, sign-in requests: every one runs through handleSignInRequest's ladder
+///   (``SignInRequestHandler``); the ones that pass are acknowledged with the device family, the person is asked,
+///   and the answer is sealed back. Settlements take a prompt away when another sibling answered.
+/// - On its own inbox, a new device's request for the store and what follows it (``SyncService``).
+///
+/// A device answers only while it listens (the seed: "If no sibling is online, nothing answers"); with a
+/// ``pushToken`` a sign-in request or a SyncRequest wakes it to listen again.
+public struct InboxListener: Sendable {
     /// The person's answer to one prompt.
     public enum Decision: Sendable, Equatable {
         /// Approve, with the check code the person read off the new device (it must match).
@@ -44,7 +50,7 @@ public struct SignInListener: Sendable {
         case reconnected
     }
 
-    public let home: DeviceHome
+    public let context: DeviceContext
     public let deviceFamily: String
     /// How far a request's clock may be from this device's.
     public var freshness: TimeInterval = 300
@@ -63,10 +69,12 @@ public struct SignInListener: Sendable {
     /// the new device's re-sends (docs/pixie-protocol.md, "Relay"). Nil registers none.
     public var pushToken: Data?
 
-    public init(home: DeviceHome, deviceFamily: String) {
-        self.home = home
+    public init(context: DeviceContext, deviceFamily: String) {
+        self.context = context
         self.deviceFamily = deviceFamily
     }
+
+    var home: DeviceHome { context.home }
 
     /// Listens until the task is cancelled; throws if the relay cannot be reached, or refuses, at the start. A
     /// connection the relay ends later is made again, with backoff and jitter (``Outcome/reconnecting(reason:after:)``).
@@ -86,19 +94,17 @@ public struct SignInListener: Sendable {
         decide: @escaping @Sendable (SignInRequestHandler.Prompt) async -> Decision,
         report: @escaping @Sendable (Outcome) -> Void = { _ in }
     ) async throws {
-        let flow = OnboardingFlow(home: home)
-        let state = try home.state()
-        let membership = try flow.member(state)
+        let state = context.state
+        let membership = context.membership
+        let clock = context.clock
         guard !membership.isEnrolledWithoutSeeds else {
             throw DeviceError.notSetUp(
                 "this device was enrolled by a code but holds no account seed yet, so it cannot answer anyone: run "
                     + "`pixie signin --grant-code` on it again while the device that showed the code listens")
         }
-        let server = try state.serverURL
-        let client = PixieClient(baseURL: server)
-        let bindings = try flow.bindings(state, client)
-        let credentials = DeviceCredentials(flow: flow)
-        let wallet = TokenWallet(client: client, keyListVerifier: bindings, payer: .credentials(credentials))
+        let client = context.client
+        let credentials = context.credentials
+        let wallet = context.wallet
         let discoveryKey = try XWing.PrivateKey(seedRepresentation: membership.discoverySeed.data)
         let discoveryInbox = try RelaySubjectKey(discoverySeed: membership.discoverySeed.data)
         var ladder = SignInRequestHandler(
@@ -108,7 +114,7 @@ public struct SignInListener: Sendable {
         // The record of answered requests is saved after each answer, so a request replayed after a restart is
         // still dropped as one (issue 37, 1). A record that cannot be saved is said, not hidden.
         func remember(_ prompt: SignInRequestHandler.Prompt) {
-            let now = Date()
+            let now = clock.now
             ladder.acknowledged(prompt, now: now)
             do {
                 try home.saveAnsweredSignIns(ladder.answeredRequests(now: now))
@@ -127,7 +133,7 @@ public struct SignInListener: Sendable {
         // connection that is current when the person gives it.
         let prompts = PendingPrompts()
         defer { prompts.cancelAll() }
-        let current = CurrentRelay()
+        let current = CurrentRelay(clock: clock)
         defer { current.set(nil) }
         var previous: Task<Void, Never>?
         var started = false
@@ -136,17 +142,15 @@ public struct SignInListener: Sendable {
         // connection dropped), connect again with backoff and jitter, through whatever balancer is in front, and
         // subscribe again. Only the first connection's failure ends `run`.
         while true {
-            let relay: RelaySession
+            let relay: any RelayConnection
             let sync: SyncService
             do {
-                relay = try await RelaySession.connect(to: server)
+                relay = try await context.connectRelay()
                 do {
                     try await relay.subscribe(discoveryInbox, pushToken: pushToken ?? Data())
                     try await relay.subscribe(ownInbox, pushToken: pushToken ?? Data())
                     // A new device of the account asks for the store on this device's own inbox.
-                    sync = try SyncService(
-                        home: home, store: try DeviceStore(home: home), client: client, relay: relay, wallet: wallet,
-                        credentials: credentials, bindings: bindings, configuration: syncConfiguration)
+                    sync = try SyncService(context: context, relay: relay, configuration: syncConfiguration)
                 } catch {
                     await relay.close()
                     throw error
@@ -155,7 +159,7 @@ public struct SignInListener: Sendable {
                 failures += 1
                 let delay = reconnectDelay(after: failures)
                 report(.reconnecting(reason: "\(error)", after: delay))
-                try await Task.sleep(for: delay)
+                try await clock.sleep(for: delay)
                 continue
             }
             current.set(relay)
@@ -172,7 +176,7 @@ public struct SignInListener: Sendable {
             } else {
                 report(.reconnected)
             }
-            let connectedAt = ContinuousClock.now
+            let connectedAt = clock.now
             for await delivery in relay.deliveries {
                 if Task.isCancelled { break }
                 if delivery.subject == ownInbox.subject {
@@ -188,7 +192,7 @@ public struct SignInListener: Sendable {
                     continue
                 }
                 let prompt: SignInRequestHandler.Prompt
-                switch ladder.handle(delivery.payload, now: Date()) {
+                switch ladder.handle(delivery.payload, now: clock.now) {
                 case .success(let passed): prompt = passed
                 case .failure(let drop):
                     report(.dropped(drop))
@@ -210,9 +214,8 @@ public struct SignInListener: Sendable {
                     await turn?.value
                     guard !Task.isCancelled else { return }
                     await answer(
-                        prompt, decide: decide, report: report, relay: current, wallet: wallet, client: client,
-                        membership: membership, credentials: credentials, discoveryInbox: discoveryInbox.subject,
-                        bindings: bindings, prompts: prompts)
+                        prompt, decide: decide, report: report, relay: current, discoveryInbox: discoveryInbox.subject,
+                        prompts: prompts)
                 }
                 prompts.attach(answering, to: prompt)
                 previous = answering
@@ -222,13 +225,13 @@ public struct SignInListener: Sendable {
             try Task.checkCancellation()
             // Backoff starts over only after a connection that lasted: a node that keeps closing its subscribers
             // at once is come back to more and more slowly.
-            if ContinuousClock.now - connectedAt >= longestReconnectDelay { failures = 0 }
+            if clock.now.timeIntervalSince(connectedAt) >= longestReconnectDelay.timeInterval { failures = 0 }
             failures += 1
             let delay = reconnectDelay(after: failures)
             report(
                 .reconnecting(
                     reason: relay.ended?.description ?? "the relay closed the connection", after: delay))
-            try await Task.sleep(for: delay)
+            try await clock.sleep(for: delay)
         }
     }
 
@@ -236,8 +239,8 @@ public struct SignInListener: Sendable {
     /// a connection that dropped. A refusal that says this device is wrong (not proven, too many subjects) is not.
     static func isTransient(_ error: any Error) -> Bool {
         switch error {
-        case RelaySessionError.closed, RelaySessionError.unavailable: true
-        case RelaySessionError.refused(let code, _): code == .unavailable
+        case RelayConnectionError.closed, RelayConnectionError.unavailable: true
+        case RelayConnectionError.refused(let code, _): code == .unavailable
         default: false
         }
     }
@@ -249,24 +252,24 @@ public struct SignInListener: Sendable {
         var delay = reconnectDelay
         for _ in 1..<max(1, failures) where delay < longestReconnectDelay { delay *= 2 }
         delay = min(delay, longestReconnectDelay)
-        return delay * Double.random(in: 0.5...1)
+        return delay * context.environment.randomFraction(in: 0.5...1)
     }
 
     /// Asks the person about one prompt and sends what they decided. Cancelled when the request is settled
     /// elsewhere: then nothing is sent.
     private func answer(
         _ prompt: SignInRequestHandler.Prompt, decide: @Sendable (SignInRequestHandler.Prompt) async -> Decision,
-        report: @Sendable (Outcome) -> Void, relay current: CurrentRelay, wallet: TokenWallet, client: PixieClient,
-        membership: DeviceState.Membership, credentials: DeviceCredentials, discoveryInbox: RelaySubject,
-        bindings: LoggedBindings, prompts: PendingPrompts
+        report: @Sendable (Outcome) -> Void, relay current: CurrentRelay, discoveryInbox: RelaySubject,
+        prompts: PendingPrompts
     ) async {
+        let (client, wallet, membership) = (context.client, context.wallet, context.membership)
         let model = prompt.request.deviceModel
         let reply = prompt.request.replySubject
-        let asked = Date()
+        let asked = context.clock.now
         let decision = await decide(prompt)
         // Decided here: from now on a settlement (this device's own, coming back on the inbox) dismisses nothing.
         guard prompts.remove(prompt) else { return }
-        if decision != .ignore, Date().timeIntervalSince(asked) > promptLifetime {
+        if decision != .ignore, context.clock.now.timeIntervalSince(asked) > promptLifetime {
             report(
                 .failed(
                     deviceModel: model,
@@ -289,8 +292,8 @@ public struct SignInListener: Sendable {
                 }
                 // A device the log's roster holds already (enrolled by a six-digit code) gets the seeds alone; any
                 // other an `add` grant beside them. Nothing here is a revocation.
-                let session = try await credentials.session()
-                let roster = try await bindings.verifiedRoster(
+                let session = try await context.credentials.session()
+                let roster = try await context.bindings.verifiedRoster(
                     try await client.siblings(session: session), ktHandle: membership.ktHandle)
                 let key = prompt.request.sealingKey.rawRepresentation
                 let enrolled = roster.contains { $0.sealingKey == key }
@@ -301,8 +304,7 @@ public struct SignInListener: Sendable {
                         discoverySeed: membership.discoverySeed.data), checkCode: code)
                 try await current.session().send(approval, to: reply, wake: .silent, token: try await wallet.take())
                 // The checkpoint the log checks advanced to, kept for the next run.
-                let pin = Base64URLBytes(await bindings.state)
-                try? home.update { $0.transparency = pin }
+                await context.keepTransparencyPin()
                 await settle(prompt, .approved, relay: current, wallet: wallet, discoveryInbox: discoveryInbox)
                 report(enrolled ? .approvedByCode(deviceModel: model) : .approved(deviceModel: model))
                 return
@@ -330,25 +332,28 @@ public struct SignInListener: Sendable {
 /// The listener's connection to the relay now, replaced as it reconnects: an answer the person gives goes out on
 /// whichever connection is current, waiting a while for one while the listener reconnects.
 final class CurrentRelay: Sendable {
-    private let relay = Mutex<RelaySession?>(nil)
+    private let relay = Mutex<(any RelayConnection)?>(nil)
+    private let clock: any DeviceClock
 
-    func set(_ session: RelaySession?) { relay.withLock { $0 = session } }
+    init(clock: any DeviceClock) { self.clock = clock }
+
+    func set(_ connection: (any RelayConnection)?) { relay.withLock { $0 = connection } }
 
     /// The current connection, waiting up to `patience` for one.
-    func session(patience: Duration = .seconds(30)) async throws -> RelaySession {
-        let deadline = ContinuousClock.now + patience
+    func session(patience: Duration = .seconds(30)) async throws -> any RelayConnection {
+        let deadline = clock.now.addingTimeInterval(patience.timeInterval)
         while true {
-            if let session = relay.withLock({ $0 }) { return session }
-            guard ContinuousClock.now < deadline else {
-                throw RelaySessionError.closed(
+            if let connection = relay.withLock({ $0 }) { return connection }
+            guard clock.now < deadline else {
+                throw RelayConnectionError.closed(
                     "the relay has been unreachable for \(patience.components.seconds) s, so the answer was not sent")
             }
-            try await Task.sleep(for: .milliseconds(50))
+            try await clock.sleep(for: .milliseconds(50))
         }
     }
 }
 
-/// A six-digit code grant for a new device to type (``SignInListener/run(ready:offerCode:decide:report:)``).
+/// A six-digit code grant for a new device to type (``InboxListener/run(ready:offerCode:decide:report:)``).
 public struct GrantCode: Sendable, Equatable {
     public let code: String
     public let expiresAt: Date
