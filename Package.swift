@@ -84,21 +84,26 @@ let package = Package(
         // valgrind client requests for the constant-time check (no-ops outside valgrind).
         .target(name: "CConstantTime"),
 
+        // One helper for the C calls every module makes: a call that a signal interrupted (EINTR) is made again
+        // (`retryingInterrupts`). Depends on nothing but the C library.
+        .target(name: "SystemCalls", swiftSettings: strict),
+
         // The crypto core: classical primitives on OpenSSL 3.0 (files under OpenSSL/ are the backend),
         // post-quantum ones in Swift.
         .target(name: "SiblingsCrypto", dependencies: ["COpenSSL", "CConstantTime"], swiftSettings: strict),
 
         // age v1 file encryption (C2SP age spec) on the crypto core; docs/age.md.
-        .target(name: "Age", dependencies: ["SiblingsCrypto"], swiftSettings: strict),
+        .target(name: "Age", dependencies: ["SiblingsCrypto", "SystemCalls"], swiftSettings: strict),
 
         // Files only this user can read (0700 directories, 0600 files replaced atomically): Sempere's key store
         // and a Pixie device's home.
-        .target(name: "PrivateFiles", swiftSettings: strict),
+        .target(name: "PrivateFiles", dependencies: ["SystemCalls"], swiftSettings: strict),
 
         // Sempere: the notes vault (docs/sempere-format.md): the vault model, KeyStore and DeviceKeys, join
         // words, the join QR code.
         .target(
-            name: "Sempere", dependencies: ["Age", "SiblingsCrypto", "CQREncode", "PrivateFiles"], swiftSettings: strict
+            name: "Sempere", dependencies: ["Age", "SiblingsCrypto", "CQREncode", "PrivateFiles", "SystemCalls"],
+            swiftSettings: strict
         ),
 
         // The HTTP platform under pixie-server (../shared/ARCHITECTURE.md): requests, responses, a router with
@@ -109,7 +114,7 @@ let package = Package(
 
         // WebSockets (RFC 6455) on our own epoll event loops, server and client side, without libmicrohttpd: the
         // server hands upgraded sockets to it, and a device's relay session connects with its client.
-        .target(name: "WebSockets", dependencies: ["CEpoll", "SiblingsCrypto"], swiftSettings: strict),
+        .target(name: "WebSockets", dependencies: ["CEpoll", "SiblingsCrypto", "SystemCalls"], swiftSettings: strict),
 
         // Pixie's wire types shared by server and device: PhoneOwnershipCert, SenderCert, relay frames, the trust
         // bundle, the KT labels and roster commitment, and every JSON body under API/ (docs/pixie-protocol.md).
@@ -147,6 +152,7 @@ let package = Package(
             name: "PixieDevice",
             dependencies: [
                 "PixieWire", "PrivacyPass", "Transparency", "WebSockets", "PrivateFiles", "WebAuthn", "Storage",
+                "SystemCalls",
             ],
             swiftSettings: strict),
 
@@ -156,7 +162,7 @@ let package = Package(
             name: "PixieServer",
             dependencies: [
                 "HTTPServer", "WebSockets", "Storage", "StoragePostgreSQL", "WebAuthn", "PixieWire", "SiblingsCrypto",
-                "Transparency", "TransparencyLog", "PrivacyPass", "CNATS",
+                "Transparency", "TransparencyLog", "PrivacyPass", "CNATS", "SystemCalls",
             ],
             swiftSettings: strict),
 
@@ -164,7 +170,7 @@ let package = Package(
         // ChildProcess, a child that inherits its three standard streams and nothing else.
         .target(
             name: "CommandLineKit",
-            dependencies: [.target(name: "CSpawn", condition: .when(platforms: [.linux]))],
+            dependencies: ["SystemCalls", .target(name: "CSpawn", condition: .when(platforms: [.linux]))],
             swiftSettings: strict),
 
         .executableTarget(
@@ -184,7 +190,7 @@ let package = Package(
         // The epoll load client of scripts/bench-connections.sh and the relay churn test.
         .executableTarget(
             name: "connection-bench",
-            dependencies: ["CEpoll", "CommandLineKit", "HTTPServer", "WebSockets", "PixieWire"],
+            dependencies: ["CEpoll", "CommandLineKit", "HTTPServer", "WebSockets", "PixieWire", "SystemCalls"],
             swiftSettings: strict),
         .executableTarget(
             name: "relay-bench",
@@ -204,7 +210,7 @@ let package = Package(
         .executableTarget(
             name: "pixie",
             dependencies: [
-                "PixieDevice", "PixieWire", "CommandLineKit", "SiblingsCrypto", "PrivateFiles",
+                "PixieDevice", "PixieWire", "CommandLineKit", "SiblingsCrypto", "PrivateFiles", "SystemCalls",
                 .target(name: "CMalloc", condition: .when(platforms: [.linux])),
             ],
             swiftSettings: strict),
@@ -251,6 +257,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "CommandLineKitTests", dependencies: ["CommandLineKit"], swiftSettings: strict),
+        .testTarget(name: "SystemCallsTests", dependencies: ["SystemCalls"], swiftSettings: strict),
         .testTarget(
             name: "SiblingsTestSupportTests",
             dependencies: ["SiblingsTestSupport"],
