@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "SiblingsCrypto", targets: ["SiblingsCrypto"]),
         .library(name: "Age", targets: ["Age"]),
         .library(name: "CommandLineKit", targets: ["CommandLineKit"]),
+        .library(name: "Processes", targets: ["Processes"]),
         .library(name: "Sempere", targets: ["Sempere"]),
         .library(name: "PrivateFiles", targets: ["PrivateFiles"]),
         .library(name: "HTTPServer", targets: ["HTTPServer"]),
@@ -49,7 +50,7 @@ let package = Package(
         ),
         // Linux's epoll(7) and eventfd(2), from the C library itself (Glibc's Swift module leaves them out).
         .systemLibrary(name: "CEpoll"),
-        // posix_spawn's closefrom and chdir actions (glibc), for CommandLineKit's ChildProcess.
+        // posix_spawn's closefrom and chdir actions (glibc), for Processes' ChildProcess.
         .systemLibrary(name: "CSpawn"),
         .systemLibrary(name: "CMalloc"),
         .systemLibrary(
@@ -166,18 +167,22 @@ let package = Package(
             ],
             swiftSettings: strict),
 
-        // Command-line parsing in swift-argument-parser's shape, shared by sempere, pixie and pixie-server; and
-        // ChildProcess, a child that inherits its three standard streams and nothing else.
+        // Command-line parsing in swift-argument-parser's shape, shared by sempere, pixie and pixie-server.
+        .target(name: "CommandLineKit", swiftSettings: strict),
+
+        // Process spawning: ChildProcess, a child that inherits its three standard streams and nothing else, for
+        // the programs that start others (pixie's sync worker, sempere's editor, bench's `openssl speed`) and the
+        // tests.
         .target(
-            name: "CommandLineKit",
+            name: "Processes",
             dependencies: ["SystemCalls", .target(name: "CSpawn", condition: .when(platforms: [.linux]))],
             swiftSettings: strict),
 
         .executableTarget(
             name: "bench",
             dependencies: [
-                "SiblingsCrypto", "CommandLineKit", "Sempere", "Storage", "Transparency", "TransparencyLog",
-                "PrivacyPass", "PixieServer",
+                "SiblingsCrypto", "CommandLineKit", "Processes", "Sempere", "Storage", "Transparency",
+                "TransparencyLog", "PrivacyPass", "PixieServer",
             ],
             swiftSettings: strict),
 
@@ -200,7 +205,8 @@ let package = Package(
             swiftSettings: strict),
 
         // The Sempere command-line program (README.md, "Sempere from the terminal").
-        .executableTarget(name: "sempere", dependencies: ["Sempere", "CommandLineKit"], swiftSettings: strict),
+        .executableTarget(
+            name: "sempere", dependencies: ["Sempere", "CommandLineKit", "Processes"], swiftSettings: strict),
 
         // A sign-in's machine path and rate against a running pixie-server, as devices make them
         // (scripts/bench-signin.sh; docs/benchmarks.md).
@@ -210,8 +216,8 @@ let package = Package(
         .executableTarget(
             name: "pixie",
             dependencies: [
-                "PixieDevice", "PixieWire", "CommandLineKit", "SiblingsCrypto", "PrivateFiles", "SystemCalls",
-                .target(name: "CMalloc", condition: .when(platforms: [.linux])),
+                "PixieDevice", "PixieWire", "CommandLineKit", "Processes", "SiblingsCrypto", "PrivateFiles",
+                "SystemCalls", .target(name: "CMalloc", condition: .when(platforms: [.linux])),
             ],
             swiftSettings: strict),
 
@@ -245,7 +251,7 @@ let package = Package(
         // tests only.
         .target(
             name: "SiblingsTestSupport",
-            dependencies: ["CZlib", "Storage", "StoragePostgreSQL", "CommandLineKit"],
+            dependencies: ["CZlib", "Storage", "StoragePostgreSQL", "Processes"],
             path: "Tests/SiblingsTestSupport",
             swiftSettings: strict
         ),
@@ -256,7 +262,8 @@ let package = Package(
             path: "Tests/PixieDeviceTestSupport",
             swiftSettings: strict
         ),
-        .testTarget(name: "CommandLineKitTests", dependencies: ["CommandLineKit"], swiftSettings: strict),
+        .testTarget(name: "CommandLineKitTests", dependencies: ["CommandLineKit", "Processes"], swiftSettings: strict),
+        .testTarget(name: "ProcessesTests", dependencies: ["Processes"], swiftSettings: strict),
         .testTarget(name: "SystemCallsTests", dependencies: ["SystemCalls"], swiftSettings: strict),
         .testTarget(
             name: "SiblingsTestSupportTests",
@@ -265,19 +272,19 @@ let package = Package(
         ),
         .testTarget(
             name: "SiblingsCryptoTests",
-            dependencies: ["SiblingsCrypto", "SiblingsTestSupport", "CommandLineKit"],
+            dependencies: ["SiblingsCrypto", "SiblingsTestSupport", "Processes"],
             // Our own pinned vectors (Tests/Reference/pinned_vectors.py), read in place by the tests.
             exclude: ["HPKE/hpke-xwing-vectors.json", "HybridSignature/hybrid-keygen-vectors.json"],
             swiftSettings: strict
         ),
         .testTarget(
             name: "AgeTests",
-            dependencies: ["Age", "SiblingsCrypto", "SiblingsTestSupport", "CommandLineKit"],
+            dependencies: ["Age", "SiblingsCrypto", "SiblingsTestSupport", "Processes"],
             swiftSettings: strict
         ),
         .testTarget(
             name: "HTTPServerTests",
-            dependencies: ["HTTPServer", "WebSockets", "SiblingsCrypto", "SiblingsTestSupport", "CommandLineKit"],
+            dependencies: ["HTTPServer", "WebSockets", "SiblingsCrypto", "SiblingsTestSupport", "Processes"],
             swiftSettings: strict
         ),
         .testTarget(
@@ -298,7 +305,7 @@ let package = Package(
             name: "PixieServerTests",
             dependencies: [
                 "PixieServer", "PixieWire", "HTTPServer", "WebSockets", "Storage", "StoragePostgreSQL", "WebAuthn",
-                "SiblingsCrypto", "CommandLineKit", "Transparency", "TransparencyLog", "PrivacyPass", "PixieDevice",
+                "SiblingsCrypto", "Processes", "Transparency", "TransparencyLog", "PrivacyPass", "PixieDevice",
                 "PixieDeviceTestSupport", "SiblingsTestSupport",
             ],
             swiftSettings: strict),
@@ -319,13 +326,13 @@ let package = Package(
             dependencies: [
                 "PixieDevice", "PixieWire", "PrivacyPass", "Transparency", "TransparencyLog", "Storage",
                 "SiblingsCrypto",
-                "WebSockets", "WebAuthn", "SiblingsTestSupport", "CommandLineKit",
+                "WebSockets", "WebAuthn", "SiblingsTestSupport", "Processes",
             ],
             swiftSettings: strict
         ),
         .testTarget(
             name: "SempereTests",
-            dependencies: ["Sempere", "Age", "SiblingsCrypto", "SiblingsTestSupport", "CommandLineKit"],
+            dependencies: ["Sempere", "Age", "SiblingsCrypto", "SiblingsTestSupport", "Processes"],
             swiftSettings: strict
         ),
     ]

@@ -2,6 +2,7 @@ import CommandLineKit
 import Foundation
 import PixieDevice
 import PrivateFiles
+import Processes
 import Synchronization
 import SystemCalls
 
