@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "SiblingsCrypto", targets: ["SiblingsCrypto"]),
         .library(name: "Age", targets: ["Age"]),
         .library(name: "CommandLineKit", targets: ["CommandLineKit"]),
+        .library(name: "Processes", targets: ["Processes"]),
         .library(name: "Sempere", targets: ["Sempere"]),
         .library(name: "PrivateFiles", targets: ["PrivateFiles"]),
         .library(name: "HTTPServer", targets: ["HTTPServer"]),
@@ -49,7 +50,7 @@ let package = Package(
         ),
         // Linux's epoll(7) and eventfd(2), from the C library itself (Glibc's Swift module leaves them out).
         .systemLibrary(name: "CEpoll"),
-        // posix_spawn's closefrom and chdir actions (glibc), for CommandLineKit's ChildProcess.
+        // posix_spawn's closefrom and chdir actions (glibc), for Processes' ChildProcess.
         .systemLibrary(name: "CSpawn"),
         .systemLibrary(name: "CMalloc"),
         .systemLibrary(
@@ -84,21 +85,26 @@ let package = Package(
         // valgrind client requests for the constant-time check (no-ops outside valgrind).
         .target(name: "CConstantTime"),
 
+        // One helper for the C calls every module makes: a call that a signal interrupted (EINTR) is made again
+        // (`retryingInterrupts`). Depends on nothing but the C library.
+        .target(name: "SystemCalls", swiftSettings: strict),
+
         // The crypto core: classical primitives on OpenSSL 3.0 (files under OpenSSL/ are the backend),
         // post-quantum ones in Swift.
         .target(name: "SiblingsCrypto", dependencies: ["COpenSSL", "CConstantTime"], swiftSettings: strict),
 
         // age v1 file encryption (C2SP age spec) on the crypto core; docs/age.md.
-        .target(name: "Age", dependencies: ["SiblingsCrypto"], swiftSettings: strict),
+        .target(name: "Age", dependencies: ["SiblingsCrypto", "SystemCalls"], swiftSettings: strict),
 
         // Files only this user can read (0700 directories, 0600 files replaced atomically): Sempere's key store
         // and a Pixie device's home.
-        .target(name: "PrivateFiles", swiftSettings: strict),
+        .target(name: "PrivateFiles", dependencies: ["SystemCalls"], swiftSettings: strict),
 
         // Sempere: the notes vault (docs/sempere-format.md): the vault model, KeyStore and DeviceKeys, join
         // words, the join QR code.
         .target(
-            name: "Sempere", dependencies: ["Age", "SiblingsCrypto", "CQREncode", "PrivateFiles"], swiftSettings: strict
+            name: "Sempere", dependencies: ["Age", "SiblingsCrypto", "CQREncode", "PrivateFiles", "SystemCalls"],
+            swiftSettings: strict
         ),
 
         // The HTTP platform under pixie-server (../shared/ARCHITECTURE.md): requests, responses, a router with
@@ -109,7 +115,7 @@ let package = Package(
 
         // WebSockets (RFC 6455) on our own epoll event loops, server and client side, without libmicrohttpd: the
         // server hands upgraded sockets to it, and a device's relay session connects with its client.
-        .target(name: "WebSockets", dependencies: ["CEpoll", "SiblingsCrypto"], swiftSettings: strict),
+        .target(name: "WebSockets", dependencies: ["CEpoll", "SiblingsCrypto", "SystemCalls"], swiftSettings: strict),
 
         // Pixie's wire types shared by server and device: PhoneOwnershipCert, SenderCert, relay frames, the trust
         // bundle, the KT labels and roster commitment, and every JSON body under API/ (docs/pixie-protocol.md).
@@ -147,6 +153,7 @@ let package = Package(
             name: "PixieDevice",
             dependencies: [
                 "PixieWire", "PrivacyPass", "Transparency", "WebSockets", "PrivateFiles", "WebAuthn", "Storage",
+                "SystemCalls",
             ],
             swiftSettings: strict),
 
@@ -156,22 +163,26 @@ let package = Package(
             name: "PixieServer",
             dependencies: [
                 "HTTPServer", "WebSockets", "Storage", "StoragePostgreSQL", "WebAuthn", "PixieWire", "SiblingsCrypto",
-                "Transparency", "TransparencyLog", "PrivacyPass", "CNATS",
+                "Transparency", "TransparencyLog", "PrivacyPass", "CNATS", "SystemCalls",
             ],
             swiftSettings: strict),
 
-        // Command-line parsing in swift-argument-parser's shape, shared by sempere, pixie and pixie-server; and
-        // ChildProcess, a child that inherits its three standard streams and nothing else.
+        // Command-line parsing in swift-argument-parser's shape, shared by sempere, pixie and pixie-server.
+        .target(name: "CommandLineKit", swiftSettings: strict),
+
+        // Process spawning: ChildProcess, a child that inherits its three standard streams and nothing else, for
+        // the programs that start others (pixie's sync worker, sempere's editor, bench's `openssl speed`) and the
+        // tests.
         .target(
-            name: "CommandLineKit",
-            dependencies: [.target(name: "CSpawn", condition: .when(platforms: [.linux]))],
+            name: "Processes",
+            dependencies: ["SystemCalls", .target(name: "CSpawn", condition: .when(platforms: [.linux]))],
             swiftSettings: strict),
 
         .executableTarget(
             name: "bench",
             dependencies: [
-                "SiblingsCrypto", "CommandLineKit", "Sempere", "Storage", "Transparency", "TransparencyLog",
-                "PrivacyPass", "PixieServer",
+                "SiblingsCrypto", "CommandLineKit", "Processes", "Sempere", "Storage", "Transparency",
+                "TransparencyLog", "PrivacyPass", "PixieServer",
             ],
             swiftSettings: strict),
 
@@ -184,7 +195,7 @@ let package = Package(
         // The epoll load client of scripts/bench-connections.sh and the relay churn test.
         .executableTarget(
             name: "connection-bench",
-            dependencies: ["CEpoll", "CommandLineKit", "HTTPServer", "WebSockets", "PixieWire"],
+            dependencies: ["CEpoll", "CommandLineKit", "HTTPServer", "WebSockets", "PixieWire", "SystemCalls"],
             swiftSettings: strict),
         .executableTarget(
             name: "relay-bench",
@@ -194,7 +205,8 @@ let package = Package(
             swiftSettings: strict),
 
         // The Sempere command-line program (README.md, "Sempere from the terminal").
-        .executableTarget(name: "sempere", dependencies: ["Sempere", "CommandLineKit"], swiftSettings: strict),
+        .executableTarget(
+            name: "sempere", dependencies: ["Sempere", "CommandLineKit", "Processes"], swiftSettings: strict),
 
         // A sign-in's machine path and rate against a running pixie-server, as devices make them
         // (scripts/bench-signin.sh; docs/benchmarks.md).
@@ -204,8 +216,8 @@ let package = Package(
         .executableTarget(
             name: "pixie",
             dependencies: [
-                "PixieDevice", "PixieWire", "CommandLineKit", "SiblingsCrypto", "PrivateFiles",
-                .target(name: "CMalloc", condition: .when(platforms: [.linux])),
+                "PixieDevice", "PixieWire", "CommandLineKit", "Processes", "SiblingsCrypto", "PrivateFiles",
+                "SystemCalls", .target(name: "CMalloc", condition: .when(platforms: [.linux])),
             ],
             swiftSettings: strict),
 
@@ -239,7 +251,7 @@ let package = Package(
         // tests only.
         .target(
             name: "SiblingsTestSupport",
-            dependencies: ["CZlib", "Storage", "StoragePostgreSQL", "CommandLineKit"],
+            dependencies: ["CZlib", "Storage", "StoragePostgreSQL", "Processes"],
             path: "Tests/SiblingsTestSupport",
             swiftSettings: strict
         ),
@@ -250,7 +262,9 @@ let package = Package(
             path: "Tests/PixieDeviceTestSupport",
             swiftSettings: strict
         ),
-        .testTarget(name: "CommandLineKitTests", dependencies: ["CommandLineKit"], swiftSettings: strict),
+        .testTarget(name: "CommandLineKitTests", dependencies: ["CommandLineKit", "Processes"], swiftSettings: strict),
+        .testTarget(name: "ProcessesTests", dependencies: ["Processes"], swiftSettings: strict),
+        .testTarget(name: "SystemCallsTests", dependencies: ["SystemCalls"], swiftSettings: strict),
         .testTarget(
             name: "SiblingsTestSupportTests",
             dependencies: ["SiblingsTestSupport"],
@@ -258,19 +272,19 @@ let package = Package(
         ),
         .testTarget(
             name: "SiblingsCryptoTests",
-            dependencies: ["SiblingsCrypto", "SiblingsTestSupport", "CommandLineKit"],
+            dependencies: ["SiblingsCrypto", "SiblingsTestSupport", "Processes"],
             // Our own pinned vectors (Tests/Reference/pinned_vectors.py), read in place by the tests.
             exclude: ["HPKE/hpke-xwing-vectors.json", "HybridSignature/hybrid-keygen-vectors.json"],
             swiftSettings: strict
         ),
         .testTarget(
             name: "AgeTests",
-            dependencies: ["Age", "SiblingsCrypto", "SiblingsTestSupport", "CommandLineKit"],
+            dependencies: ["Age", "SiblingsCrypto", "SiblingsTestSupport", "Processes"],
             swiftSettings: strict
         ),
         .testTarget(
             name: "HTTPServerTests",
-            dependencies: ["HTTPServer", "WebSockets", "SiblingsCrypto", "SiblingsTestSupport", "CommandLineKit"],
+            dependencies: ["HTTPServer", "WebSockets", "SiblingsCrypto", "SiblingsTestSupport", "Processes"],
             swiftSettings: strict
         ),
         .testTarget(
@@ -291,7 +305,7 @@ let package = Package(
             name: "PixieServerTests",
             dependencies: [
                 "PixieServer", "PixieWire", "HTTPServer", "WebSockets", "Storage", "StoragePostgreSQL", "WebAuthn",
-                "SiblingsCrypto", "CommandLineKit", "Transparency", "TransparencyLog", "PrivacyPass", "PixieDevice",
+                "SiblingsCrypto", "Processes", "Transparency", "TransparencyLog", "PrivacyPass", "PixieDevice",
                 "PixieDeviceTestSupport", "SiblingsTestSupport",
             ],
             swiftSettings: strict),
@@ -312,13 +326,13 @@ let package = Package(
             dependencies: [
                 "PixieDevice", "PixieWire", "PrivacyPass", "Transparency", "TransparencyLog", "Storage",
                 "SiblingsCrypto",
-                "WebSockets", "WebAuthn", "SiblingsTestSupport", "CommandLineKit", "PixieDeviceTestSupport",
+                "WebSockets", "WebAuthn", "SiblingsTestSupport", "Processes", "PixieDeviceTestSupport",
             ],
             swiftSettings: strict
         ),
         .testTarget(
             name: "SempereTests",
-            dependencies: ["Sempere", "Age", "SiblingsCrypto", "SiblingsTestSupport", "CommandLineKit"],
+            dependencies: ["Sempere", "Age", "SiblingsCrypto", "SiblingsTestSupport", "Processes"],
             swiftSettings: strict
         ),
     ]

@@ -1,3 +1,5 @@
+import SystemCalls
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)
@@ -10,11 +12,9 @@ enum FileDescriptorIO {
     /// Reads up to `buffer.count` bytes; 0 only at the end. Retries when interrupted.
     static func read(_ descriptor: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> Int {
         guard let base = buffer.baseAddress, buffer.count > 0 else { return 0 }
-        while true {
-            let count = systemRead(descriptor, base, buffer.count)
-            if count >= 0 { return count }
-            if errno != EINTR { throw Errno(errno) }
-        }
+        let count = retryingInterrupts { systemRead(descriptor, base, buffer.count) }
+        guard count >= 0 else { throw Errno(errno) }
+        return count
     }
 
     /// Writes all of `bytes`. Retries when interrupted or partly written.
@@ -22,12 +22,9 @@ enum FileDescriptorIO {
         guard let base = bytes.baseAddress else { return }
         var offset = 0
         while offset < bytes.count {
-            let count = systemWrite(descriptor, base + offset, bytes.count - offset)
-            if count >= 0 {
-                offset += count
-            } else if errno != EINTR {
-                throw Errno(errno)
-            }
+            let count = retryingInterrupts { systemWrite(descriptor, base + offset, bytes.count - offset) }
+            guard count >= 0 else { throw Errno(errno) }
+            offset += count
         }
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import SystemCalls
 
 #if canImport(Glibc)
     import Glibc
@@ -79,10 +80,11 @@ public enum PrivateFiles {
         var data = Data()
         var buffer = [UInt8](repeating: 0, count: 4096)
         while true {
-            let count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
+            let count = buffer.withUnsafeMutableBytes { bytes in
+                retryingInterrupts { Glibc.read(descriptor, bytes.baseAddress, bytes.count) }
+            }
             if count == 0 { return data }
             if count < 0 {
-                if errno == EINTR { continue }
                 throw .io("cannot read \(url.path): \(String(cString: strerror(errno)))")
             }
             data.append(contentsOf: buffer[..<count])
@@ -116,9 +118,10 @@ public enum PrivateFiles {
         var failed = false
         data.withUnsafeBytes { buffer in
             while written < buffer.count {
-                let count = Glibc.write(descriptor, buffer.baseAddress! + written, buffer.count - written)
+                let count = retryingInterrupts {
+                    Glibc.write(descriptor, buffer.baseAddress! + written, buffer.count - written)
+                }
                 if count < 0 {
-                    if errno == EINTR { continue }
                     failed = true
                     return
                 }

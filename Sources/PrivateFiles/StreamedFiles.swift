@@ -1,4 +1,5 @@
 import Foundation
+import SystemCalls
 
 #if canImport(Glibc)
     import Glibc
@@ -95,9 +96,11 @@ extension PrivateFiles {
             region.withUnsafeBytes { buffer in
                 var written = 0
                 while written < buffer.count && failure == 0 {
-                    let count = Glibc.write(descriptor, buffer.baseAddress! + written, buffer.count - written)
+                    let count = retryingInterrupts {
+                        Glibc.write(descriptor, buffer.baseAddress! + written, buffer.count - written)
+                    }
                     if count < 0 {
-                        if errno != EINTR { failure = errno }
+                        failure = errno
                         continue
                     }
                     written += count
@@ -130,9 +133,10 @@ extension PrivateFiles {
             var failure: Int32 = 0
             data.withUnsafeMutableBytes { buffer in
                 while filled < count {
-                    let got = Glibc.read(descriptor, buffer.baseAddress! + filled, count - filled)
+                    let got = retryingInterrupts {
+                        Glibc.read(descriptor, buffer.baseAddress! + filled, count - filled)
+                    }
                     if got < 0 {
-                        if errno == EINTR { continue }
                         failure = errno
                         return
                     }

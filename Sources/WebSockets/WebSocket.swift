@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 internal import SiblingsCrypto
 import Synchronization
+import SystemCalls
 
 #if canImport(Glibc)
     import Glibc
@@ -331,12 +332,13 @@ public final class WebSocket: AsyncSequence, Sendable {
     private static func sendUnsent(_ fd: Int32, _ transport: inout Transport) throws -> Bool {
         while transport.hasUnsent {
             let n = transport.unsent.withUnsafeBytes { buffer in
-                Glibc.send(
-                    fd, buffer.baseAddress! + transport.unsentStart, buffer.count - transport.unsentStart,
-                    Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+                retryingInterrupts {
+                    Glibc.send(
+                        fd, buffer.baseAddress! + transport.unsentStart, buffer.count - transport.unsentStart,
+                        Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+                }
             }
             if n < 0 {
-                if errno == EINTR { continue }
                 if errno == EAGAIN || errno == EWOULDBLOCK { return false }
                 throw WebSocketError("the connection dropped while sending (errno \(errno))")
             }
@@ -636,7 +638,7 @@ extension WebSocket: EventLoopChannel {
         var total = 0
         // At most 1 MiB per turn, so one busy peer cannot starve the others on this loop.
         while total < 1 << 20 {
-            let n = Glibc.recv(fd, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT))
+            let n = retryingInterrupts { Glibc.recv(fd, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT)) }
             if n > 0 {
                 if reader.ending == nil {
                     reader.inbound.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
@@ -645,7 +647,6 @@ extension WebSocket: EventLoopChannel {
                 if n < buffer.count { break }
                 continue
             }
-            if n < 0, errno == EINTR { continue }
             if n < 0, errno == EAGAIN || errno == EWOULDBLOCK { break }
             endOfStream = true
             break
@@ -724,11 +725,10 @@ enum Socket {
         bytes.withUnsafeBytes { buffer in
             var sent = 0
             while sent < buffer.count {
-                let n = Glibc.send(fd, buffer.baseAddress! + sent, buffer.count - sent, Int32(MSG_NOSIGNAL))
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    return false
+                let n = retryingInterrupts {
+                    Glibc.send(fd, buffer.baseAddress! + sent, buffer.count - sent, Int32(MSG_NOSIGNAL))
                 }
+                if n < 0 { return false }
                 sent += n
             }
             return true
@@ -757,8 +757,9 @@ enum Socket {
                     buffered.removeFirst(start)
                     start = 0
                 }
-                let n = chunk.withUnsafeMutableBytes { Glibc.recv(fd, $0.baseAddress, $0.count, 0) }
-                if n < 0, errno == EINTR { continue }
+                let n = chunk.withUnsafeMutableBytes { bytes in
+                    retryingInterrupts { Glibc.recv(fd, bytes.baseAddress, bytes.count, 0) }
+                }
                 guard n > 0 else { return nil }
                 buffered.append(contentsOf: chunk[0..<n])
             }

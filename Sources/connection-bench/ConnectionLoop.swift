@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import HTTPServer
 import PixieWire
+import SystemCalls
 import WebSockets
 
 /// The protocol a connection speaks.
@@ -353,7 +354,7 @@ final class ConnectionLoop {
     private func readAvailable(_ index: Int) {
         let fd = slots[index].fd
         while slots[index].phase.isReading {
-            let count = Glibc.recv(fd, readBuffer, ConnectionLoop.readSize, 0)
+            let count = retryingInterrupts { Glibc.recv(fd, readBuffer, ConnectionLoop.readSize, 0) }
             if count > 0 {
                 slots[index].received.append(contentsOf: UnsafeRawBufferPointer(start: readBuffer, count: count))
                 switch plan.wire {
@@ -367,7 +368,6 @@ final class ConnectionLoop {
                 return
             }
             let code = errno
-            if code == EINTR { continue }
             if code == EAGAIN || code == EWOULDBLOCK { return }
             terminate(index, describe(errno: code))
             return
@@ -386,7 +386,7 @@ final class ConnectionLoop {
         let fd = slots[index].fd
         while !slots[index].unsent.isEmpty {
             let (written, code) = slots[index].unsent.withUnsafeBytes { bytes -> (Int, Int32) in
-                let count = Glibc.send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL))
+                let count = retryingInterrupts { Glibc.send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL)) }
                 return (count, count < 0 ? errno : 0)
             }
             if written > 0 {
@@ -394,7 +394,6 @@ final class ConnectionLoop {
                 continue
             }
             if written == 0 || code == EAGAIN || code == EWOULDBLOCK { return true }
-            if code == EINTR { continue }
             terminate(index, describe(errno: code))
             return false
         }

@@ -2,7 +2,9 @@ import CommandLineKit
 import Foundation
 import PixieDevice
 import PrivateFiles
+import Processes
 import Synchronization
+import SystemCalls
 
 #if canImport(Glibc)
     import Glibc
@@ -42,8 +44,7 @@ struct SyncRunFiles {
             throw DeviceError.home("cannot open \(lock.path): \(String(cString: strerror(errno)))")
         }
         var tries = 0
-        while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
-            if errno == EINTR { continue }
+        while retryingInterrupts({ flock(descriptor, LOCK_EX | LOCK_NB) }) != 0 {
             tries += 1
             guard tries < 50 else {
                 close(descriptor)
@@ -60,10 +61,7 @@ struct SyncRunFiles {
         let descriptor = open(lock.path, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
         guard descriptor >= 0 else { return false }
         defer { close(descriptor) }
-        while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
-            if errno == EINTR { continue }
-            return true
-        }
+        if retryingInterrupts({ flock(descriptor, LOCK_EX | LOCK_NB) }) != 0 { return true }
         flock(descriptor, LOCK_UN)
         return false
     }

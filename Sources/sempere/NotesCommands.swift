@@ -1,5 +1,6 @@
 import CommandLineKit
 import Foundation
+import Processes
 import Sempere
 
 #if canImport(Glibc)

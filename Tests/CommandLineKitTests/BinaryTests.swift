@@ -1,5 +1,5 @@
-import CommandLineKit
 import Foundation
+import Processes
 import Testing
 
 /// The built `bench` binary, run as a person would: CommandLineKit's exit statuses and streams.

@@ -1,6 +1,6 @@
-import CommandLineKit
 import Foundation
 import HTTPServer
+import Processes
 import SiblingsTestSupport
 import Testing
 import WebSockets

@@ -1,5 +1,5 @@
-import CommandLineKit
 import Foundation
+import Processes
 import SiblingsCrypto
 import SiblingsTestSupport
 import Storage

@@ -1,8 +1,8 @@
-import CommandLineKit
 import Foundation
 import HTTPServer
 import PixieServer
 import PixieWire
+import Processes
 import SiblingsTestSupport
 import Storage
 import Synchronization

@@ -1,9 +1,9 @@
-import CommandLineKit
 import Foundation
 import HTTPServer
 import PixieServer
 import PixieWire
 @_spi(Testing) import PrivacyPass
+import Processes
 import SiblingsTestSupport
 import Storage
 import Testing

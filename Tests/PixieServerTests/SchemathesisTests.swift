@@ -1,5 +1,5 @@
-import CommandLineKit
 import Foundation
+import Processes
 import SiblingsTestSupport
 import Testing
 

@@ -1,5 +1,5 @@
-import CommandLineKit
 import Foundation
+import Processes
 import Testing
 
 /// The built `sempere` binary, run as a new user would: two devices (two configuration directories)

@@ -1,6 +1,6 @@
 import Age
-import CommandLineKit
 import Foundation
+import Processes
 import Sempere
 import Testing
 

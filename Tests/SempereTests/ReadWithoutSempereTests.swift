@@ -1,5 +1,5 @@
-import CommandLineKit
 import Foundation
+import Processes
 import Testing
 
 /// docs/read-without-sempere.md, run as written: its `sh read-current` and `sh read-older` blocks, with

@@ -1,5 +1,5 @@
-import CommandLineKit
 import Foundation
+import Processes
 
 /// A running outside reference implementation (Tests/Reference/oracle.py in the project's venv), asked
 /// one question per line: `{"op": ..., args}` in, `{"ok": {...}}` or `{"error": "..."}` out, bytes as hex.

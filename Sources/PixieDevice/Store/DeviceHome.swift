@@ -2,6 +2,7 @@ import Foundation
 import PixieWire
 import PrivateFiles
 import SiblingsCrypto
+import SystemCalls
 import Transparency
 import WebAuthn
 
@@ -154,10 +155,8 @@ extension DeviceHome {
             throw DeviceError.home("cannot open \(path): \(String(cString: strerror(errno)))")
         }
         defer { close(descriptor) }
-        while flock(descriptor, LOCK_EX) != 0 {
-            guard errno == EINTR else {
-                throw DeviceError.home("cannot lock \(path): \(String(cString: strerror(errno)))")
-            }
+        guard retryingInterrupts({ flock(descriptor, LOCK_EX) }) == 0 else {
+            throw DeviceError.home("cannot lock \(path): \(String(cString: strerror(errno)))")
         }
         defer { flock(descriptor, LOCK_UN) }
         return try body()

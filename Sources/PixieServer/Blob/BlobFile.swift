@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import SystemCalls
 
 #if canImport(Glibc)
     import Glibc
@@ -33,11 +34,10 @@ final class BlobFile: @unchecked Sendable {
         try data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) in
             var offset = 0
             while offset < buffer.count {
-                let written = Glibc.write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    throw Self.failure("write", path)
+                let written = retryingInterrupts {
+                    Glibc.write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
                 }
+                if written < 0 { throw Self.failure("write", path) }
                 offset += written
             }
         }
@@ -46,12 +46,9 @@ final class BlobFile: @unchecked Sendable {
     func read(upTo count: Int) throws -> Data {
         var data = Data(count: count)
         let got = try data.withUnsafeMutableBytes { (buffer: UnsafeMutableRawBufferPointer) -> Int in
-            while true {
-                let got = Glibc.read(descriptor, buffer.baseAddress!, count)
-                if got < 0, errno == EINTR { continue }
-                guard got >= 0 else { throw Self.failure("read", path) }
-                return got
-            }
+            let got = retryingInterrupts { Glibc.read(descriptor, buffer.baseAddress!, count) }
+            guard got >= 0 else { throw Self.failure("read", path) }
+            return got
         }
         data.count = got
         return data

@@ -1,6 +1,7 @@
 import Foundation
 import SiblingsCrypto
 import Synchronization
+import SystemCalls
 
 #if canImport(Glibc)
     import Glibc
@@ -175,11 +176,10 @@ public struct VaultFolder: Sendable {
         var written = 0
         let failed = file.withUnsafeBytes { buffer -> Bool in
             while written < buffer.count {
-                let count = Glibc.write(descriptor, buffer.baseAddress! + written, buffer.count - written)
-                if count < 0 {
-                    if errno == EINTR { continue }
-                    return true
+                let count = retryingInterrupts {
+                    Glibc.write(descriptor, buffer.baseAddress! + written, buffer.count - written)
                 }
+                if count < 0 { return true }
                 written += count
             }
             return false

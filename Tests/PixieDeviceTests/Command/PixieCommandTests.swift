@@ -1,7 +1,7 @@
-import CommandLineKit
 import Foundation
 import PixieDevice
 import PixieWire
+import Processes
 import SiblingsCrypto
 import Synchronization
 import Testing

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import SystemCalls
 
 #if canImport(Glibc)
     import Glibc
@@ -164,10 +165,9 @@ public final class ChildProcess: @unchecked Sendable {
     /// stays its own; it is reaped, and its status stored, under `status`'s lock, which ``send(_:)`` also holds.
     private func reap(blocking: Bool) -> Bool {
         var info = siginfo_t()
-        var result: Int32
-        repeat {
-            result = waitid(P_PID, id_t(processIdentifier), &info, WEXITED | WNOWAIT | (blocking ? 0 : WNOHANG))
-        } while result != 0 && errno == EINTR
+        let result = retryingInterrupts {
+            waitid(P_PID, id_t(processIdentifier), &info, WEXITED | WNOWAIT | (blocking ? 0 : WNOHANG))
+        }
         // si_pid stays 0 while the child runs (WNOHANG), and is its ID once it has exited (waitid(2)); a failure
         // (ECHILD) means it is reaped already.
         if result != 0 || blocking || Self.pid(of: info) != 0 {
@@ -243,7 +243,7 @@ public final class ChildProcess: @unchecked Sendable {
         if pid > 0, status.withLock({ $0 }) == nil {
             Thread.detachNewThread {
                 var raw: Int32 = 0
-                while waitpid(pid, &raw, 0) < 0 && errno == EINTR {}
+                _ = retryingInterrupts { waitpid(pid, &raw, 0) }
             }
         }
     }
