@@ -89,6 +89,12 @@ public struct Router: HTTPResponder {
         on(.delete, pattern, use: handler)
     }
 
+    /// Every route's method and pattern, in the order they were added (a WebSocket endpoint is its GET), so a test can
+    /// compare a router with the table of endpoints it should serve.
+    public var registeredRoutes: [(method: HTTPMethod, pattern: String)] {
+        routes.map { (method: $0.method, pattern: $0.pattern) }
+    }
+
     /// Adds middleware around every route; the first added runs first.
     public mutating func add(middleware: some HTTPMiddleware) { self.middleware.append(middleware) }
 

@@ -120,7 +120,7 @@ public struct Application: Sendable {
         // Ready when the store answers and, for a relay node, when its bus reaches the other nodes: a balancer
         // stops sending devices to a relay node cut off from the rest (whose subscribers it has closed).
         let relayBus: (any RelayBus)? = configuration.services.contains(.relay) ? bus : nil
-        router.get("/healthz") { [database, logger] _, _ in
+        router.on(PixieAPI.health) { [database, logger] _, _ in
             do {
                 _ = try database.query("SELECT 1 AS ok", [])
             } catch {
@@ -134,7 +134,7 @@ public struct Application: Sendable {
             }
             return try .json(HealthResponse(status: "ok"))
         }
-        router.get("/metrics") { [metrics] _, _ in
+        router.on(PixieAPI.metrics) { [metrics] _, _ in
             HTTPResponse(
                 status: .ok, headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"],
                 body: Data(metrics.exposition().utf8))

@@ -150,7 +150,8 @@ struct RelayBench: ParsableCommand {
             // Both clients take their messages on their loop threads, as libnats' subscriber callback does.
             let subscribed = Subscribed()
             let challenged = Challenged()
-            let receiver = try await WebSocketClient.connect(port: UInt16(receivePort), path: "/v1/relay") { _ in
+            let relayPath = PixieAPI.relayConnect.target()
+            let receiver = try await WebSocketClient.connect(port: UInt16(receivePort), path: relayPath) { _ in
                 Consumer { bytes in
                     switch try? RelayServerFrame(decoding: bytes) {
                     case .deliver(_, _, let payload)?: recorder.received(payload)
@@ -160,7 +161,7 @@ struct RelayBench: ParsableCommand {
                     }
                 }
             }
-            let sender = try await WebSocketClient.connect(port: UInt16(sendPort), path: "/v1/relay") { _ in
+            let sender = try await WebSocketClient.connect(port: UInt16(sendPort), path: relayPath) { _ in
                 Consumer { bytes in
                     if case .error(_, let code, let reason)? = try? RelayServerFrame(decoding: bytes) {
                         recorder.fail("the relay refused a SEND: \(code): \(reason)")

@@ -16,6 +16,15 @@ struct RouterTests {
         return router
     }
 
+    @Test func registeredRoutesListEveryRouteInOrder() {
+        let routes = Self.router().registeredRoutes.map { "\($0.method.rawValue) \($0.pattern)" }
+        #expect(
+            routes == [
+                "GET /healthz", "POST /v1/discovery/own", "GET /v1/devices/:id", "GET /v1/devices/self",
+                "DELETE /v1/devices/:id", "GET /v1/items",
+            ])
+    }
+
     @Test func literalRoute() async {
         let response = await Self.router().test(.get, "/healthz")
         #expect(response.status == .ok)

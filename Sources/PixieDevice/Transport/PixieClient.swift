@@ -1,7 +1,8 @@
 import Foundation
 import PixieWire
 
-/// pixie-server's HTTP API from a device, in PixieWire's types (docs/openapi.yaml). Refusals come back as
+/// pixie-server's HTTP API from a device, in PixieWire's types (docs/openapi.yaml): every method and path comes from
+/// the table of endpoints the server registers its routes from (``PixieWire/PixieAPI``). Refusals come back as
 /// ``PixieClientError/refused(status:error:)`` with the server's `{error, reason}`.
 public struct PixieClient: Sendable {
     public let transport: any HTTPTransport
@@ -14,26 +15,27 @@ public struct PixieClient: Sendable {
     // MARK: phone-verify-svc
 
     public func startPhoneVerification(_ number: String) async throws -> PhoneVerifyAPI.StartResponse {
-        try await post("/v1/phone/verifications", PhoneVerifyAPI.StartRequest(phoneNumber: number), expect: 201)
+        try await call(
+            PixieAPI.startPhoneVerification, PhoneVerifyAPI.StartRequest(phoneNumber: number), expect: 201)
     }
 
     public func checkPhoneVerification(id: String, code: String) async throws -> PhoneVerifyAPI.CheckResponse {
-        try await post("/v1/phone/verifications/check", PhoneVerifyAPI.CheckRequest(verificationID: id, code: code))
+        try await call(PixieAPI.checkPhoneVerification, PhoneVerifyAPI.CheckRequest(verificationID: id, code: code))
     }
 
     // MARK: identity-svc
 
     public func passkeyChallenge(_ purpose: IdentityAPI.PasskeyPurpose) async throws -> IdentityAPI.ChallengeResponse {
-        try await post("/v1/auth/passkey/challenge", IdentityAPI.ChallengeRequest(purpose: purpose), expect: 201)
+        try await call(PixieAPI.passkeyChallenge, IdentityAPI.ChallengeRequest(purpose: purpose), expect: 201)
     }
 
     public func createAccount(_ request: IdentityAPI.CreateAccountRequest) async throws -> IdentityAPI.EnrolledResponse
     {
-        try await post("/v1/accounts", request, expect: 201)
+        try await call(PixieAPI.createAccount, request, expect: 201)
     }
 
     public func lookupOwnDiscovery(phoneCert: Data) async throws -> IdentityAPI.DiscoveryResponse {
-        try await post("/v1/discovery/own", IdentityAPI.DiscoveryRequest(phoneCert: Base64URLBytes(phoneCert)))
+        try await call(PixieAPI.lookupOwnDiscovery, IdentityAPI.DiscoveryRequest(phoneCert: Base64URLBytes(phoneCert)))
     }
 
     public func mintGrant(
@@ -41,37 +43,38 @@ public struct PixieClient: Sendable {
     ) async throws
         -> IdentityAPI.GrantResponse
     {
-        try await post("/v1/auth/devices/grant", request, session: session, expect: 201)
+        try await call(PixieAPI.mintGrant, request, session: session, expect: 201)
     }
 
     public func registerWithGrant(_ request: IdentityAPI.RegisterRequest) async throws -> IdentityAPI.EnrolledResponse {
-        try await post("/v1/auth/devices/register", request, expect: 201)
+        try await call(PixieAPI.registerWithGrant, request, expect: 201)
     }
 
     public func passkeyLogin(_ assertion: IdentityAPI.PasskeyAssertion) async throws -> IdentityAPI.EnrolledResponse {
-        try await post("/v1/auth/passkey/login", assertion)
+        try await call(PixieAPI.passkeyLogin, assertion)
     }
 
     /// Ends this session (`POST /v1/auth/sessions/revoke`).
     public func revokeSession(_ session: String) async throws {
-        let response = try await exchange("POST", "/v1/auth/sessions/revoke", body: nil, session: session)
-        try Self.expect(response, 204, "/v1/auth/sessions/revoke")
+        try await callWithoutAnswer(PixieAPI.revokeSession, session: session, expect: 204)
     }
 
     public func siblings(session: String) async throws -> IdentityAPI.SiblingsResponse {
-        try await get("/v1/sync/siblings", session: session)
+        try await call(PixieAPI.siblings, session: session)
     }
 
     // MARK: key transparency
 
     public func lookup(label: String, since: UInt64?) async throws -> TransparencyAPI.LookupResponse {
-        try await post("/v1/kt/lookup", TransparencyAPI.LookupRequest(label: label, since: since))
+        try await call(PixieAPI.ktLookup, TransparencyAPI.LookupRequest(label: label, since: since))
     }
 
     /// The log's latest checkpoint, as its signed note.
     public func checkpoint() async throws -> String {
-        let response = try await exchange("GET", "/v1/kt/checkpoint", body: nil, session: nil)
-        try Self.expect(response, 200, "/v1/kt/checkpoint")
+        let endpoint = PixieAPI.ktCheckpoint
+        let target = endpoint.target()
+        let response = try await exchange(endpoint.method, target, body: nil, session: nil)
+        try Self.expect(response, 200, target)
         return String(decoding: response.body, as: UTF8.self)
     }
 
@@ -81,7 +84,8 @@ public struct PixieClient: Sendable {
     /// 5.6.7 and 6.6.1), to one second; nil when it sends none or one that does not parse. A device compares it
     /// with its own before it sends a sign-in request, which siblings drop when its time is off theirs.
     public func serverDate() async throws -> Date? {
-        let response = try await exchange("GET", "/healthz", body: nil, session: nil)
+        let endpoint = PixieAPI.health
+        let response = try await exchange(endpoint.method, endpoint.target(), body: nil, session: nil)
         return response.headers["date"].flatMap(Self.httpDate)
     }
 
@@ -97,19 +101,20 @@ public struct PixieClient: Sendable {
     // MARK: credential-svc
 
     public func senderCert(session: String) async throws -> CredentialAPI.SenderCertResponse {
-        let response = try await exchange("POST", "/v1/credentials/sender-cert", body: nil, session: session)
-        return try Self.decode(response, 200, "/v1/credentials/sender-cert")
+        try await call(PixieAPI.senderCert, session: session)
     }
 
     /// The key list of `tokenClass` and the key issuance uses now.
     public func tokenKeys(_ tokenClass: CredentialAPI.TokenClass = .send) async throws -> CredentialAPI.KeysResponse {
-        try await get(tokenClass == .send ? "/v1/tokens/keys" : "/v1/tokens/keys?class=\(tokenClass.rawValue)")
+        let query: [(name: String, value: String)] =
+            tokenClass == .send ? [] : [(name: "class", value: tokenClass.rawValue)]
+        return try await call(PixieAPI.tokenKeys, query: query)
     }
 
     /// The pre-session mint, budgeted per number.
     public func approvalTokens(phoneCert: Data, tokenRequest: Data) async throws -> CredentialAPI.TokenResponse {
-        try await post(
-            "/v1/approval-tokens/challenge",
+        try await call(
+            PixieAPI.approvalTokens,
             CredentialAPI.ApprovalTokenRequest(
                 phoneCert: Base64URLBytes(phoneCert), tokenRequest: Base64URLBytes(tokenRequest)))
     }
@@ -118,8 +123,8 @@ public struct PixieClient: Sendable {
     public func sessionTokens(
         tokenRequest: Data, session: String, tokenClass: CredentialAPI.TokenClass = .send
     ) async throws -> CredentialAPI.TokenResponse {
-        try await post(
-            "/v1/tokens",
+        try await call(
+            PixieAPI.sessionTokens,
             CredentialAPI.SessionTokenRequest(
                 tokenRequest: Base64URLBytes(tokenRequest), tokenClass: tokenClass == .send ? nil : tokenClass),
             session: session)
@@ -143,20 +148,24 @@ public struct PixieClient: Sendable {
     private func uploadBlob(
         _ body: PipedBody, mime: String, authorization: String
     ) async throws -> BlobAPI.UploadResponse {
+        let endpoint = PixieAPI.uploadBlob
+        let target = endpoint.target()
         let response = try await transport.send(
             TransportRequest(
-                method: "POST", target: "/v1/blobs", headers: ["Content-Type": mime, "Authorization": authorization],
-                bodyPipe: body))
-        return try Self.decode(response, 201, "/v1/blobs")
+                method: endpoint.method.rawValue, target: target,
+                headers: ["Content-Type": mime, "Authorization": authorization], bodyPipe: body))
+        return try Self.decode(response, 201, target)
     }
 
     /// Bytes `offset ..< offset + count` of the blob `name` (fewer at its end), and the blob's whole size, with one
     /// `Range` request: a download resumes by asking for what it has not got.
     public func blobRange(_ name: String, from offset: UInt64, count: Int) async throws -> (bytes: Data, size: UInt64) {
-        let path = "/v1/blobs/\(name)"
+        let endpoint = PixieAPI.downloadBlob
+        let path = endpoint.target(["blob_id": name])
         let response = try await transport.send(
             TransportRequest(
-                method: "GET", target: path, headers: ["Range": "bytes=\(offset)-\(offset + UInt64(count) - 1)"]))
+                method: endpoint.method.rawValue, target: path,
+                headers: ["Range": "bytes=\(offset)-\(offset + UInt64(count) - 1)"]))
         try Self.expect(response, 206, path)
         // Content-Range: bytes a-b/size
         guard let range = response.headers["content-range"], range.hasPrefix("bytes "),
@@ -172,8 +181,9 @@ public struct PixieClient: Sendable {
 
     /// `DELETE /v1/blobs/{name}`: the recipient's ack. A blob that is gone already (404) is fine.
     public func deleteBlob(_ name: String) async throws {
-        let path = "/v1/blobs/\(name)"
-        let response = try await transport.send(TransportRequest(method: "DELETE", target: path))
+        let endpoint = PixieAPI.ackBlob
+        let path = endpoint.target(["blob_id": name])
+        let response = try await transport.send(TransportRequest(method: endpoint.method.rawValue, target: path))
         guard response.status == 204 || response.status == 404 else {
             try Self.expect(response, 204, path)
             return
@@ -182,31 +192,53 @@ public struct PixieClient: Sendable {
 
     // MARK: the exchange
 
-    func post<Answer: Decodable>(
-        _ path: String, _ body: some Encodable, session: String? = nil, expect status: Int = 200
-    ) async throws -> Answer {
+    /// Sends `body` as JSON to `endpoint` (with `Authorization: Bearer session`, when given) and decodes its JSON
+    /// answer, which must come with `status`.
+    func call<Request: Encodable, Response: Decodable>(
+        _ endpoint: PixieAPI.Endpoint<Request, Response>, _ body: Request, session: String? = nil,
+        expect status: Int = 200
+    ) async throws -> Response {
+        let target = endpoint.target()
         let data: Data
         do {
             data = try JSONEncoder().encode(body)
         } catch {
-            throw PixieClientError.unexpected("the request to \(path) could not be encoded as JSON")
+            throw PixieClientError.unexpected("the request to \(target) could not be encoded as JSON")
         }
-        return try Self.decode(try await exchange("POST", path, body: data, session: session), status, path)
+        let response = try await exchange(endpoint.method, target, body: data, session: session)
+        return try Self.decode(response, status, target)
     }
 
-    func get<Answer: Decodable>(_ path: String, session: String? = nil) async throws -> Answer {
-        try Self.decode(try await exchange("GET", path, body: nil, session: session), 200, path)
+    /// Calls `endpoint`, which takes no body, with `query` (and `Authorization: Bearer session`, when given), and
+    /// decodes its JSON answer, which must come with `status`.
+    func call<Response: Decodable>(
+        _ endpoint: PixieAPI.Endpoint<PixieAPI.NoBody, Response>, query: [(name: String, value: String)] = [],
+        session: String? = nil, expect status: Int = 200
+    ) async throws -> Response {
+        let target = endpoint.target(query: query)
+        let response = try await exchange(endpoint.method, target, body: nil, session: session)
+        return try Self.decode(response, status, target)
+    }
+
+    /// Calls `endpoint`, which takes no body and answers none, and checks that it answered `status`.
+    func callWithoutAnswer(
+        _ endpoint: PixieAPI.Endpoint<PixieAPI.NoBody, PixieAPI.NoBody>, session: String? = nil, expect status: Int
+    ) async throws {
+        let target = endpoint.target()
+        let response = try await exchange(endpoint.method, target, body: nil, session: session)
+        try Self.expect(response, status, target)
     }
 
     private func exchange(
-        _ method: String, _ path: String, body: Data?, session: String?
+        _ method: PixieAPI.Method, _ target: String, body: Data?, session: String?
     ) async throws
         -> TransportResponse
     {
         var headers: [String: String] = [:]
         if body != nil { headers["Content-Type"] = "application/json" }
         if let session { headers["Authorization"] = "Bearer \(session)" }
-        return try await transport.send(TransportRequest(method: method, target: path, headers: headers, body: body))
+        return try await transport.send(
+            TransportRequest(method: method.rawValue, target: target, headers: headers, body: body))
     }
 
     private static func expect(_ response: TransportResponse, _ status: Int, _ path: String) throws {

@@ -39,7 +39,7 @@ public final class WebSocketRelayConnection: RelayConnection {
         let socket: WebSocket
         do {
             socket = try await WebSocketClient.connect(
-                host: host, port: UInt16(baseURL.port ?? 80), path: "/v1/relay")
+                host: host, port: UInt16(baseURL.port ?? 80), path: PixieAPI.relayConnect.target())
         } catch let error as WebSocketError {
             throw RelayConnectionError.closed("could not open the relay: \(error.reason)")
         }

@@ -153,11 +153,11 @@ public struct BlobService: Sendable {
 
     public func addRoutes(to router: inout Router) {
         let limit = max(configuration.maxBlobBytes, configuration.syncMaxBlobBytes)
-        router.post("/v1/blobs", body: .stream(limit: limit)) { request, _ in try await upload(request) }
-        router.get("/v1/blobs/:blob_id") { request, context in
+        router.on(PixieAPI.uploadBlob, body: .stream(limit: limit)) { request, _ in try await upload(request) }
+        router.on(PixieAPI.downloadBlob) { request, context in
             try download(request, blobID: try context.parameter("blob_id"))
         }
-        router.delete("/v1/blobs/:blob_id") { _, context in try acknowledge(blobID: try context.parameter("blob_id")) }
+        router.on(PixieAPI.ackBlob) { _, context in try acknowledge(blobID: try context.parameter("blob_id")) }
     }
 
     // MARK: - Upload

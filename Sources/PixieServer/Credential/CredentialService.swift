@@ -100,7 +100,7 @@ public struct CredentialService: Sendable {
     }
 
     public func addRoutes(to router: inout Router) {
-        router.post("/v1/credentials/sender-cert") { request, _ in try senderCert(request) }
+        router.on(PixieAPI.senderCert) { request, _ in try senderCert(request) }
         tokens.addRoutes(to: &router)
     }
 

@@ -73,9 +73,9 @@ struct TokenIssuance: Sendable {
     }
 
     func addRoutes(to router: inout Router) {
-        router.get("/v1/tokens/keys") { request, _ in try keys(request) }
-        router.post("/v1/approval-tokens/challenge") { request, _ in try challenge(request) }
-        router.post("/v1/tokens") { request, _ in try sessionTokens(request) }
+        router.on(PixieAPI.tokenKeys) { request, _ in try keys(request) }
+        router.on(PixieAPI.approvalTokens) { request, _ in try challenge(request) }
+        router.on(PixieAPI.sessionTokens) { request, _ in try sessionTokens(request) }
     }
 
     /// Logs the served key lists under `oprf-keys` and `oprf-keys/upload` unless the log already holds exactly

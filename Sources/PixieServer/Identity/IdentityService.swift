@@ -177,18 +177,18 @@ public struct IdentityService: Sendable {
     }
 
     public func addRoutes(to router: inout Router) {
-        router.post("/v1/auth/passkey/challenge") { request, _ in try passkeyChallenge(request) }
-        router.post("/v1/accounts") { request, _ in try await createAccount(request) }
-        router.post("/v1/discovery/own") { request, _ in try await lookupOwnDiscovery(request) }
-        router.post("/v1/auth/devices/grant") { request, _ in try mintGrant(request) }
-        router.post("/v1/auth/devices/register") { request, _ in try await registerWithGrant(request) }
-        router.post("/v1/auth/passkey/login") { request, _ in try passkeyLogin(request) }
-        router.post("/v1/auth/sessions/revoke") { request, _ in
+        router.on(PixieAPI.passkeyChallenge) { request, _ in try passkeyChallenge(request) }
+        router.on(PixieAPI.createAccount) { request, _ in try await createAccount(request) }
+        router.on(PixieAPI.lookupOwnDiscovery) { request, _ in try await lookupOwnDiscovery(request) }
+        router.on(PixieAPI.mintGrant) { request, _ in try mintGrant(request) }
+        router.on(PixieAPI.registerWithGrant) { request, _ in try await registerWithGrant(request) }
+        router.on(PixieAPI.passkeyLogin) { request, _ in try passkeyLogin(request) }
+        router.on(PixieAPI.revokeSession) { request, _ in
             try clientLimiter.admit(request)
             try sessions.revoke(request)
             return HTTPResponse(status: .noContent)
         }
-        router.get("/v1/sync/siblings") { request, _ in try await siblings(request) }
+        router.on(PixieAPI.siblings) { request, _ in try await siblings(request) }
         transparency.addRoutes(to: &router)
     }
 

@@ -132,11 +132,11 @@ struct KeyTransparency: Sendable {
     // MARK: - Endpoints
 
     func addRoutes(to router: inout Router) {
-        router.get("/v1/kt/checkpoint") { request, _ in try await checkpoint(request) }
-        router.get("/v1/kt/checkpoints") { request, _ in try await checkpointSizes(request) }
-        router.get("/v1/kt/consistency") { request, _ in try await consistency(request) }
-        router.get("/v1/kt/entries") { request, _ in try await entries(request) }
-        router.post("/v1/kt/lookup") { request, _ in try await lookup(request) }
+        router.on(PixieAPI.ktCheckpoint) { request, _ in try await checkpoint(request) }
+        router.on(PixieAPI.ktCheckpointSizes) { request, _ in try await checkpointSizes(request) }
+        router.on(PixieAPI.ktConsistency) { request, _ in try await consistency(request) }
+        router.on(PixieAPI.ktEntries) { request, _ in try await entries(request) }
+        router.on(PixieAPI.ktLookup) { request, _ in try await lookup(request) }
     }
 
     /// The latest checkpoint, or the one of `?size=N`, as its signed note (`text/plain`).

@@ -99,8 +99,8 @@ public struct PhoneVerifyService: Sendable {
     }
 
     public func addRoutes(to router: inout Router) {
-        router.post("/v1/phone/verifications") { request, _ in try await start(request) }
-        router.post("/v1/phone/verifications/check") { request, _ in try await check(request) }
+        router.on(PixieAPI.startPhoneVerification) { request, _ in try await start(request) }
+        router.on(PixieAPI.checkPhoneVerification) { request, _ in try await check(request) }
     }
 
     // MARK: - Start

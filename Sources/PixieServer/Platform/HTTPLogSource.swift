@@ -43,23 +43,25 @@ public struct HTTPLogSource: LogSource {
     }
 
     public func checkpointSizes(after size: UInt64, limit: Int) async throws -> [UInt64] {
-        try await json(TransparencyAPI.SizesResponse.self, "/v1/kt/checkpoints?after=\(size)&limit=\(limit)").sizes
+        let path = PixieAPI.ktCheckpointSizes.target(query: [("after", "\(size)"), ("limit", "\(limit)")])
+        return try await json(TransparencyAPI.SizesResponse.self, path).sizes
     }
 
     public func checkpoint(size: UInt64) async throws -> Checkpoint {
-        let note = String(decoding: try await get("/v1/kt/checkpoint?size=\(size)"), as: UTF8.self)
+        let path = PixieAPI.ktCheckpoint.target(query: [("size", "\(size)")])
+        let note = String(decoding: try await get(path), as: UTF8.self)
         return try Checkpoint(note: note, verifyingWith: logKey)
     }
 
     public func entries(_ range: Range<UInt64>) async throws -> [Entry] {
-        let path = "/v1/kt/entries?start=\(range.lowerBound)&end=\(range.upperBound)"
+        let path = PixieAPI.ktEntries.target(
+            query: [("start", "\(range.lowerBound)"), ("end", "\(range.upperBound)")])
         return try await json(TransparencyAPI.EntriesResponse.self, path).entries.map { try Entry(encoded: $0.data) }
     }
 
     public func consistencyProof(from oldSize: UInt64, to newSize: UInt64) async throws -> ConsistencyProof {
-        let proof = try await json(
-            TransparencyAPI.ProofResponse.self, "/v1/kt/consistency?from=\(oldSize)&to=\(newSize)"
-        ).proof
+        let path = PixieAPI.ktConsistency.target(query: [("from", "\(oldSize)"), ("to", "\(newSize)")])
+        let proof = try await json(TransparencyAPI.ProofResponse.self, path).proof
         return try ConsistencyProof(encoded: proof.data)
     }
 

@@ -112,7 +112,7 @@ public final class RelayService: Sendable {
     /// Adds `GET /v1/relay`.
     public func addRoutes(to router: inout Router) {
         // The header and a maximal token fit in 1 KiB beside the payload.
-        router.webSocket("/v1/relay", maximumMessageSize: configuration.maximumPayloadBytes + 1024) {
+        router.webSocket(PixieAPI.relayConnect, maximumMessageSize: configuration.maximumPayloadBytes + 1024) {
             [self] _, socket in
             RelayConnectionHandler(service: self, socket: socket)
         }
