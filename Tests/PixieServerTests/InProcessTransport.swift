@@ -7,8 +7,8 @@ import PixieDevice
 /// exactly as the server would (errors already turned into responses, streamed bodies collected).
 ///
 /// For tests that run a device against the services in one process, on the server's manual clock, with a
-/// middleware in front when the server is to misbehave. The relay is a WebSocket and is not carried here: tests
-/// that need it run the real binary.
+/// middleware in front when the server is to misbehave. The relay is not carried here: such tests use the
+/// in-memory relay (``InMemoryRelay``, DevicesInMemoryTests), or run the real binary.
 public struct InProcessTransport: HTTPTransport {
     public let responder: any HTTPResponder
     /// The peer address the server sees (loopback, as a local device would be).

@@ -213,7 +213,7 @@ public struct DeviceState: Codable, Sendable {
 
     var identity: HybridSignature.PrivateKey { get throws { try .init(seedRepresentation: identitySeed.data) } }
     var sealing: XWing.PrivateKey { get throws { try .init(seedRepresentation: sealingSeed.data) } }
-    var inbox: RelaySubjectKey {
+    @_spi(Testing) public var inbox: RelaySubjectKey {
         get throws { RelaySubjectKey(signingKey: try Curve25519.Signing.PrivateKey(rawRepresentation: inboxKey.data)) }
     }
 

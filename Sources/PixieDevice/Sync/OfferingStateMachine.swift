@@ -63,6 +63,30 @@ import PixieWire
 
     public init(check: SyncRequestCheck) { self.check = check }
 
+    /// Where the request with `requestID` is, as the table tests see it.
+    public enum Phase: Sendable, Equatable {
+        /// Never seen (or seen and forgotten: refused by the roster check, or pruned).
+        case unknown
+        case checking
+        case exporting
+        /// Exporting, and a cancel came: what the export made is deleted.
+        case stopping
+        case offering
+        case offered
+        /// Done with, or cancelled before it started: a request with this id starts nothing.
+        case answered
+    }
+
+    public func phase(of requestID: Data) -> Phase {
+        switch requests[requestID] {
+        case .checking?: .checking
+        case .exporting(_, let stopping)?: stopping ? .stopping : .exporting
+        case .offering?: .offering
+        case .offered?: .offered
+        case nil: answered[requestID] == nil ? .unknown : .answered
+        }
+    }
+
     static let unstartedCancel = "a cancel for a request this device has not started; it will start nothing"
 
     /// Takes `event`, returns what to do, in order.

@@ -1,0 +1,176 @@
+import Foundation
+@_spi(Testing) import PixieDevice
+import PixieDeviceTestSupport
+import PixieServer
+import PixieWire
+import Synchronization
+import Testing
+
+/// Two devices of one account in one process: pixie-server's services through ``InProcessTransport``, the relay in
+/// memory (``InMemoryRelay``), and, where the seed's timings are tested, a device clock the test moves
+/// (``ManualDeviceClock``), so that 35 seconds of re-sends and a 30-second grace take milliseconds.
+@Suite("Devices in memory: sign-in and absorbing over the in-memory relay", .serialized)
+struct DevicesInMemoryTests {
+    static let number = "+14155550146"
+    static let server = URL(string: "http://pixie.invalid")!
+
+    /// A phone with an account and a laptop signed in through the phone's approval, both over `relay`.
+    struct Account {
+        let fixture: Fixture
+        let relay: InMemoryRelay
+        let directory: URL
+        let phone: DeviceHome
+        let laptop: DeviceHome
+        let environment: DeviceEnvironment
+        let listener: Task<Void, any Error>
+
+        func stop() async {
+            listener.cancel()
+            _ = await listener.result
+            try? FileManager.default.removeItem(at: directory)
+        }
+    }
+
+    final class Box<Value: Sendable>: Sendable {
+        let value: Mutex<Value>
+        init(_ value: Value) { self.value = Mutex(value) }
+        var get: Value { value.withLock { $0 } }
+        func set(_ new: Value) { value.withLock { $0 = new } }
+        func append<Element>(_ element: Element) where Value == [Element] { value.withLock { $0.append(element) } }
+    }
+
+    static func account() async throws -> (Account, Box<[InboxListener.Outcome]>) {
+        let fixture = try Fixture(start: Date())
+        // The token key lists go into the log, as the server's run() does before it listens.
+        _ = try await fixture.application.reconcileTransparency()
+        let relay = InMemoryRelay()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("in-memory-\(UUID())")
+        let environment = DeviceEnvironment(
+            transport: { _ in InProcessTransport(fixture.router) }, relay: relay.connector)
+        let sms = fixture.sms
+        let code: OnboardingFlow.CodeSource = { number, _ in
+            guard let code = sms.lastCode(to: number) else { throw FixtureError("no code was sent to \(number)") }
+            return code
+        }
+        let bundle = await fixture.application.trustBundle()
+        let phone = try DeviceHome(directory: directory.appendingPathComponent("phone"))
+        _ = try await OnboardingFlow(home: phone, environment: environment).createAccount(
+            server: server, trustBundle: bundle, name: "phone", phoneNumber: number, code: code)
+
+        // The phone listens, and approves with the check code the laptop shows.
+        let checkCode = Box<String?>(nil)
+        let reports = Box<[InboxListener.Outcome]>([])
+        let listener = InboxListener(
+            context: try DeviceContext(home: phone, environment: environment), deviceFamily: "Phone")
+        let (ready, isReady) = AsyncStream.makeStream(of: Void.self)
+        let listening = Task {
+            try await listener.run(
+                ready: { isReady.yield() },
+                decide: { _ in
+                    for _ in 0..<3000 {
+                        if let code = checkCode.get { return .approve(checkCode: code) }
+                        try? await Task.sleep(for: .milliseconds(10))
+                    }
+                    return .ignore
+                },
+                report: { reports.append($0) })
+        }
+        for await _ in ready { break }
+
+        let laptop = try DeviceHome(directory: directory.appendingPathComponent("laptop"))
+        _ = try await OnboardingFlow(home: laptop, environment: environment).signIn(
+            server: server, trustBundle: bundle, name: "laptop", phoneNumber: number, code: code,
+            configuration: SignInApprovalRequester.Configuration(deviceModel: "Laptop"),
+            events: { event in
+                if case .waiting(let code) = event { checkCode.set(code) }
+            })
+        return (
+            Account(
+                fixture: fixture, relay: relay, directory: directory, phone: phone, laptop: laptop,
+                environment: environment, listener: listening), reports
+        )
+    }
+
+    @Test("the phone approves the laptop over the in-memory relay, and the laptop absorbs the phone's whole store")
+    func signInAndAbsorb() async throws {
+        let (account, reports) = try await Self.account()
+        let phoneStore = try DeviceStore(home: account.phone)
+        try phoneStore.put(.notebookNotes, id: "n1", fields: ["title": .text("List"), "body": .text("milk")])
+        try phoneStore.put(
+            .providerAPIKeys, id: "openai", fields: ["provider": .text("openai"), "api_key": .text("k")])
+
+        let sync = try await SyncService.connect(
+            context: try DeviceContext(home: account.laptop, environment: account.environment))
+        let outcome = try await sync.absorb()
+        await sync.close()
+        guard case .absorbed(let summary) = outcome else {
+            await account.stop()
+            Issue.record("expected the store, got \(outcome)")
+            return
+        }
+        let laptopStore = try DeviceStore(home: account.laptop)
+        #expect(summary.inserted == 2)
+        #expect(try laptopStore.row(.providerAPIKeys, id: "openai")?["api_key"] == .text("k"))
+        #expect(try laptopStore.row(.notebookNotes, id: "n1")?["body"] == .text("milk"))
+        // The frames went through the in-memory relay: the request and the ack to the phone's inbox, what the
+        // phone said (preparing, the offer) to the laptop's.
+        let phoneInbox = try account.phone.state().inbox.subject
+        let laptopInbox = try account.laptop.state().inbox.subject
+        #expect(account.relay.accepted.filter { $0.subject == phoneInbox }.count >= 2)
+        #expect(account.relay.accepted.filter { $0.subject == laptopInbox }.count >= 2)
+        // The phone heard the ack.
+        for _ in 0..<500 where !reports.get.contains(.sync(.acknowledged(ok: true, reason: ""))) {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(reports.get.contains(.sync(.acknowledged(ok: true, reason: ""))))
+        await account.stop()
+    }
+
+    @Test("the seed's timings on a clock the test moves: seven requests 5 s apart, the grace at 30 s, then noAnswer")
+    func seedTimings() async throws {
+        let (account, _) = try await Self.account()
+        // The phone is asleep: its listener stops, and nothing answers.
+        account.listener.cancel()
+        _ = await account.listener.result
+
+        let clock = ManualDeviceClock(Date())
+        var environment = account.environment
+        environment.clock = clock
+        let events = Box<[SyncService.Event]>([])
+        let sync = try await SyncService.connect(
+            context: try DeviceContext(home: account.laptop, environment: environment))
+        let finished = Box(false)
+        let absorbing = Task {
+            defer { finished.set(true) }
+            return try await sync.absorb { events.append($0) }
+        }
+
+        let laptopInbox = try account.laptop.state().inbox.subject
+        let phoneInbox = try account.phone.state().inbox.subject
+        func requestsSent() -> Int { account.relay.accepted.filter { $0.subject == phoneInbox }.count }
+        // The clock moves a second at a time, each time once the loop has re-armed its timers (the re-send
+        // timer, and the grace until it fires): a round's sends are out before its timer is.
+        var sendTimes: [Int] = []
+        var graceBefore30 = false
+        for elapsed in 0...40 {
+            let timers = elapsed < 30 ? 2 : 1
+            for _ in 0..<5000 where !finished.get && clock.sleeperCount < timers {
+                try await Task.sleep(for: .milliseconds(2))
+            }
+            while sendTimes.count < requestsSent() { sendTimes.append(elapsed) }
+            if elapsed < 30, events.get.contains(.mayContinue) { graceBefore30 = true }
+            if finished.get { break }
+            clock.advance(by: 1)
+        }
+        let outcome = try await absorbing.value
+        await sync.close()
+        await account.stop()
+
+        #expect(outcome == .noAnswer)
+        #expect(sendTimes == [0, 5, 10, 15, 20, 25, 30])
+        #expect(events.get.filter { if case .requesting = $0 { true } else { false } }.count == 7)
+        #expect(events.get.contains(.mayContinue) && !graceBefore30)
+        // Nothing was sent to the laptop: the phone never answered.
+        #expect(account.relay.accepted.allSatisfy { $0.subject != laptopInbox })
+    }
+}
