@@ -62,6 +62,17 @@ public struct ChannelKeys: Sendable {
             to: recipientKey, recipient: recipient)
     }
 
+    /// Seals `message` to the device at `recipient`, as ``seal(_:_:senderCert:to:recipientKey:recipient:)`` does
+    /// its type and bytes.
+    public func seal(
+        _ message: SiblingMessage, senderCert: SenderCert, to userIDHash: Data, recipientKey: XWing.PublicKey,
+        recipient: RelaySubject
+    ) throws -> Data {
+        try seal(
+            message.type, try message.encoded, senderCert: senderCert, to: userIDHash, recipientKey: recipientKey,
+            recipient: recipient)
+    }
+
     /// Opens an envelope delivered to this device's `inbox`: the verified sender, the type and the payload, or an
     /// error (the frame is rejected) when the cert does not verify, no key resolves, or the MAC is not under it.
     public func open(

@@ -25,7 +25,7 @@ public struct SignInAttempt: Sendable {
         let replySubjectKey = RelaySubjectKey()
         let request = SignInRequest(
             deviceModel: deviceModel, replySubject: replySubjectKey.subject, sealingKey: sealingKey, timestamp: now)
-        let (box, replies) = try DiscoveryBox(phoneCert: phoneCert, type: .signInRequest, payload: try request.encoded)
+        let (box, replies) = try DiscoveryBox(phoneCert: phoneCert, message: .signInRequest(request))
             .sealed(to: discoveryKey)
         self.request = request
         self.box = box
@@ -51,16 +51,11 @@ public struct SignInAttempt: Sendable {
     /// another request's reply) throws, and the caller drops it and keeps waiting.
     public func read(_ reply: some DataProtocol) throws(PixieWireError) -> Answer {
         let (type, payload) = try replies.open(reply)
-        switch type {
-        case .signInAck:
-            return .acknowledged(deviceFamily: try SignInAck(decoding: payload).deviceFamily)
-        case .signInApproval:
-            switch try SignInApproval(decoding: payload) {
-            case .approved(let approved): return .approved(approved)
-            case .rejected: return .rejected
-            }
-        default:
-            throw PixieWireError(.malformed, "a \(type) frame on a sign-in reply subject")
+        switch try SiblingMessage(type: type, payload: payload) {
+        case .signInAck(let ack): return .acknowledged(deviceFamily: ack.deviceFamily)
+        case .signInApproval(.approved(let approved)): return .approved(approved)
+        case .signInApproval(.rejected): return .rejected
+        default: throw PixieWireError(.malformed, "a \(type) frame on a sign-in reply subject")
         }
     }
 

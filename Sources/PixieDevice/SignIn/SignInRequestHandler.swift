@@ -49,7 +49,7 @@ public struct SignInRequestHandler: Sendable {
 
         /// The signin_ack to send to ``SignInRequest/replySubject`` at once, before the person answers.
         public func acknowledgement(deviceFamily: String) throws -> Data {
-            try replies.seal(.signInAck, try SignInAck(deviceFamily: deviceFamily).encoded)
+            try replies.seal(.signInAck(SignInAck(deviceFamily: deviceFamily)))
         }
 
         /// Whether `typed` is the check code the new device shows.
@@ -60,12 +60,12 @@ public struct SignInRequestHandler: Sendable {
         /// made for this number cannot be approved by a tap alone.
         public func approval(_ approved: SignInApproval.Approved, checkCode typed: String) throws -> Data {
             guard replies.matches(checkCode: typed) else { throw SignInError.wrongCheckCode }
-            return try replies.seal(.signInApproval, try SignInApproval.approved(approved).encoded)
+            return try replies.seal(.signInApproval(.approved(approved)))
         }
 
         /// The signin_approval for Reject: it carries no grant, and no seed.
         public func rejection() throws -> Data {
-            try replies.seal(.signInApproval, try SignInApproval.rejected.encoded)
+            try replies.seal(.signInApproval(.rejected))
         }
 
         /// The frame for the discovery inbox that tells the other siblings this request is settled, so they
@@ -128,7 +128,7 @@ public struct SignInRequestHandler: Sendable {
             return .failure(.certificateRefused(error.code))
         }
         // 3. The payload is a signin_request.
-        guard opened.type == .signInRequest, let request = try? SignInRequest(decoding: opened.payload) else {
+        guard case .signInRequest(let request)? = try? SiblingMessage(type: opened.type, payload: opened.payload) else {
             return .failure(.notASignInRequest)
         }
         // 4. The cert is for this device's own number.

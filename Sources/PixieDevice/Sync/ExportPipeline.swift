@@ -12,7 +12,7 @@ struct ExportPipeline: Sendable {
     let context: DeviceContext
     let configuration: SyncService.Configuration
     /// Seals and sends a sync message to the new device.
-    let send: @Sendable (PayloadType, Data, RelaySubject, XWing.PublicKey) async throws -> Void
+    let send: @Sendable (SiblingMessage, RelaySubject, XWing.PublicKey) async throws -> Void
 
     /// Runs the pipeline for `request`. Cancelling the task stops it (``OfferingStateMachine/ExportResult/stopped(uploadedBlob:)``).
     func run(for request: SyncRequest) async -> OfferingStateMachine.ExportResult {
@@ -21,8 +21,7 @@ struct ExportPipeline: Sendable {
             (context.client, context.wallet, context.bindings, context.store, context.clock)
         let estimate = BlobCrypto.sealedByteCount(plaintextByteCount: store.byteCount)
         do {
-            try await send(
-                .syncPreparing, try SyncPreparing(requestID: id, estimatedBytes: estimate).encoded, reply, key)
+            try await send(.syncPreparing(SyncPreparing(requestID: id, estimatedBytes: estimate)), reply, key)
         } catch {
             return .failed(.exportFailed, reason: "could not answer the request: \(error)", uploadedBlob: nil)
         }
@@ -53,7 +52,7 @@ struct ExportPipeline: Sendable {
                 guard done > reported else { continue }
                 reported = done
                 let progress = SyncPreparing(requestID: id, estimatedBytes: max(estimate, done), doneBytes: done)
-                if let payload = try? progress.encoded { try? await send(.syncPreparing, payload, reply, key) }
+                try? await send(.syncPreparing(progress), reply, key)
             }
         }
         let sealed: Result<Sealed, any Error> = await withTaskCancellationHandler {

@@ -160,35 +160,15 @@ public final class SyncService: Sendable {
     /// SenderCert. A device that does not know its own account refuses everything.
     public func isSameAccount(_ senderUserIDHash: Data) -> Bool { check.isSameAccount(senderUserIDHash) }
 
-    /// A sync frame, opened and checked: who sent it (a verified cert of this account) and what it says.
-    enum Frame {
-        case request(SyncRequest)
-        case preparing(SyncPreparing)
-        case offer(SyncOffer)
-        case ack(SyncAck)
-        case failure(SyncFailure)
-        case cancel(SyncCancel)
-    }
-
     /// Opens a delivery to this device's inbox. Throws (the frame is dropped) unless it opens under this device's
     /// sealing key, its SenderCert verifies, its MAC is under the channel key that cert resolves, the sender is this
-    /// account (isSameAccount), and it is a sync message.
-    func open(_ envelope: Data) throws -> (sender: SenderCert, frame: Frame) {
+    /// account (isSameAccount), and it is a message this build reads.
+    func open(_ envelope: Data) throws -> (sender: SenderCert, message: SiblingMessage) {
         let opened = try channelKeys.open(
             envelope, sealingKey: try context.state.sealing, inbox: inbox, senderCerts: senderCerts, now: clock.now)
         // The seed's guard, after the MAC: a contact's frame has a valid MAC under its own channel key.
         guard isSameAccount(opened.sender.userIDHash) else { throw DropReason("a frame from another account") }
-        let frame: Frame
-        switch opened.type {
-        case .syncRequest: frame = .request(try SyncRequest(decoding: opened.payload))
-        case .syncPreparing: frame = .preparing(try SyncPreparing(decoding: opened.payload))
-        case .syncOffer: frame = .offer(try SyncOffer(decoding: opened.payload))
-        case .syncAck: frame = .ack(try SyncAck(decoding: opened.payload))
-        case .syncFailed: frame = .failure(try SyncFailure(decoding: opened.payload))
-        case .syncCancel: frame = .cancel(try SyncCancel(decoding: opened.payload))
-        default: throw DropReason("a \(opened.type) frame, which is not a sync message")
-        }
-        return (opened.sender, frame)
+        return (opened.sender, try SiblingMessage(type: opened.type, payload: opened.payload))
     }
 
     struct DropReason: Error, CustomStringConvertible {
@@ -196,12 +176,13 @@ public final class SyncService: Sendable {
         init(_ description: String) { self.description = description }
     }
 
-    /// Seals `payload` for the device with `key` at `subject` and sends it.
-    func send(_ type: PayloadType, _ payload: Data, to subject: RelaySubject, key: XWing.PublicKey) async throws {
+    /// Seals `message` for the device with `key` at `subject` and sends it.
+    func send(_ message: SiblingMessage, to subject: RelaySubject, key: XWing.PublicKey) async throws {
         let envelope = try channelKeys.seal(
-            type, payload, senderCert: try await context.credentials.currentSenderCert(),
+            message, senderCert: try await context.credentials.currentSenderCert(),
             to: check.ownUserIDHash ?? Data(), recipientKey: key, recipient: subject)
-        try await relay.send(envelope, to: subject, wake: type.wakeClass, token: try await context.wallet.take())
+        try await relay.send(
+            envelope, to: subject, wake: message.type.wakeClass, token: try await context.wallet.take())
     }
 }
 
@@ -213,22 +194,24 @@ extension SyncService {
     /// request's export runs on in a task of its own, and `report` hears how it ended.
     public func respond(to envelope: Data, report: @escaping @Sendable (SiblingOutcome) -> Void) async {
         let sender: SenderCert
-        let frame: Frame
+        let message: SiblingMessage
         do {
-            (sender, frame) = try open(envelope)
+            (sender, message) = try open(envelope)
         } catch {
             report(.dropped("\(error)"))
             return
         }
-        switch frame {
-        case .request(let request):
+        switch message {
+        case .syncRequest(let request):
             await offer(.request(request, from: sender.deviceKey, now: clock.now), report: report)
-        case .ack(let ack):
+        case .syncAck(let ack):
             await offer(.ack(ack), report: report)
-        case .cancel(let cancel):
+        case .syncCancel(let cancel):
             await offer(.cancel(requestID: cancel.requestID, now: clock.now), report: report)
-        case .preparing, .offer, .failure:
+        case .syncPreparing, .syncOffer, .syncFailed:
             report(.dropped("a frame for a new device, and this one is not absorbing"))
+        case .signInRequest, .signInAck, .signInApproval, .signInSettled:
+            report(.dropped("a \(message.type) frame, which is not a sync message"))
         }
     }
 
@@ -252,8 +235,8 @@ extension SyncService {
             case .startExport(let request):
                 let id = request.requestID
                 let pipeline = ExportPipeline(context: context, configuration: configuration) {
-                    [self] type, payload, subject, key in
-                    try await send(type, payload, to: subject, key: key)
+                    [self] message, subject, key in
+                    try await send(message, to: subject, key: key)
                 }
                 // Registered under the lock the task's own removal takes, so the removal always finds it.
                 exports.withLock { running in
@@ -268,15 +251,13 @@ extension SyncService {
             case .sendOffer(let offer, let request):
                 var error: String?
                 do {
-                    try await send(.syncOffer, try offer.encoded, to: request.replySubject, key: request.replyPubkey)
+                    try await send(.syncOffer(offer), to: request.replySubject, key: request.replyPubkey)
                 } catch let failed {
                     error = "\(failed)"
                 }
                 await self.offer(.offerSent(requestID: offer.requestID, error: error), report: report)
             case .sendFailure(let failure, let request):
-                if let payload = try? failure.encoded {
-                    try? await send(.syncFailed, payload, to: request.replySubject, key: request.replyPubkey)
-                }
+                try? await send(.syncFailed(failure), to: request.replySubject, key: request.replyPubkey)
             case .deleteBlob(let blob):
                 try? await context.client.deleteBlob(blob)
             }
@@ -349,12 +330,14 @@ extension SyncService {
         let reader = Task { [relay] in
             for await delivery in relay.deliveries {
                 do {
-                    let (sender, frame) = try open(delivery.payload)
-                    switch frame {
-                    case .preparing(let preparing): arrive.yield(.preparing(from: sender.deviceKey, preparing))
-                    case .failure(let failure): arrive.yield(.failure(from: sender.deviceKey, failure))
-                    case .offer(let offer): arrive.yield(.offer(from: sender.deviceKey, offer))
-                    case .request, .ack, .cancel: continue
+                    let (sender, message) = try open(delivery.payload)
+                    switch message {
+                    case .syncPreparing(let preparing): arrive.yield(.preparing(from: sender.deviceKey, preparing))
+                    case .syncFailed(let failure): arrive.yield(.failure(from: sender.deviceKey, failure))
+                    case .syncOffer(let offer): arrive.yield(.offer(from: sender.deviceKey, offer))
+                    case .syncRequest, .syncAck, .syncCancel: continue
+                    case .signInRequest, .signInAck, .signInApproval, .signInSettled:
+                        events(.dropped("a \(message.type) frame, which is not a sync message"))
                     }
                 } catch {
                     events(.dropped("\(error)"))
@@ -380,16 +363,12 @@ extension SyncService {
                     let request = SyncRequest(
                         requestID: machine.siblings[index].requestID, replySubject: inbox, replyPubkey: sealing,
                         timestamp: clock.now)
-                    try? await send(
-                        .syncRequest, try request.encoded, to: addresses[index].subject, key: addresses[index].key)
+                    try? await send(.syncRequest(request), to: addresses[index].subject, key: addresses[index].key)
                 case .sendCancel(let index):
-                    if let cancel = try? SyncCancel(requestID: machine.siblings[index].requestID).encoded {
-                        try? await send(.syncCancel, cancel, to: addresses[index].subject, key: addresses[index].key)
-                    }
+                    let cancel = SyncCancel(requestID: machine.siblings[index].requestID)
+                    try? await send(.syncCancel(cancel), to: addresses[index].subject, key: addresses[index].key)
                 case .sendAck(let ack, let index):
-                    if let payload = try? ack.encoded {
-                        try? await send(.syncAck, payload, to: addresses[index].subject, key: addresses[index].key)
-                    }
+                    try? await send(.syncAck(ack), to: addresses[index].subject, key: addresses[index].key)
                 case .deleteBlob(let blob):
                     try? await context.client.deleteBlob(blob)
                 case .startTimer(let timer, let after):
@@ -433,11 +412,11 @@ extension SyncService {
         try? PrivateFiles.remove(download.offerFile)
         switch result {
         case .success(let imported):
-            try? await send(.syncAck, try SyncAck(requestID: offer.requestID, ok: true).encoded, to: subject, key: key)
+            try? await send(.syncAck(SyncAck(requestID: offer.requestID, ok: true)), to: subject, key: key)
             return .absorbed(imported)
         case .failure(let error):
             let ack = SyncAck(requestID: offer.requestID, ok: false, reason: clipped(error.description))
-            try? await send(.syncAck, try ack.encoded, to: subject, key: key)
+            try? await send(.syncAck(ack), to: subject, key: key)
             throw error
         }
     }

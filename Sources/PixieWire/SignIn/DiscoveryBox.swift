@@ -35,6 +35,11 @@ public struct DiscoveryBox: Sendable, Equatable {
         self.payload = payload
     }
 
+    /// A box carrying `message`.
+    public init(phoneCert: Data, message: SiblingMessage) throws(PixieWireError) {
+        self.init(phoneCert: phoneCert, type: message.type, payload: try message.encoded)
+    }
+
     /// Seals this box to `discoveryKey`; the sealed bytes, and the channel its answers come back on.
     public func sealed(to discoveryKey: XWing.PublicKey) throws -> (box: Data, replies: SignInReplyChannel) {
         guard phoneCert.count == PhoneOwnershipCert.byteCount else {

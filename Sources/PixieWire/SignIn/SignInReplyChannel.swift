@@ -47,6 +47,9 @@ public struct SignInReplyChannel: Sendable {
         return safeCompare(Data(digits.utf8), Data(checkCode.utf8))
     }
 
+    /// Seals `message` as a reply.
+    public func seal(_ message: SiblingMessage) throws -> Data { try seal(message.type, try message.encoded) }
+
     /// Seals a reply of `type` carrying `payload`.
     public func seal(_ type: PayloadType, _ payload: Data) throws -> Data {
         var header = Data([Self.version])

@@ -55,7 +55,7 @@ public struct SignInSettlement: Sendable, Equatable {
         guard requestDigest.count == digestByteCount else {
             throw PixieWireError(.malformed, "a settlement names its request by a 32-byte SHA-256")
         }
-        return Data([marker]) + requestDigest + (try replies.seal(.signInSettled, Data([outcome.rawValue])))
+        return Data([marker]) + requestDigest + (try replies.seal(.signInSettled(outcome)))
     }
 
     /// Opens a settlement frame with the channel of the request it names; throws for anything else (another
@@ -69,9 +69,8 @@ public struct SignInSettlement: Sendable, Equatable {
             throw PixieWireError(.malformed, "not a sign-in settlement")
         }
         let (type, payload) = try replies.open(Data(frame).dropFirst(1 + digestByteCount))
-        guard type == .signInSettled, payload.count == 1, let outcome = Outcome(rawValue: payload[payload.startIndex])
-        else {
-            throw PixieWireError(.malformed, "the settlement does not carry an outcome")
+        guard case .signInSettled(let outcome) = try SiblingMessage(type: type, payload: payload) else {
+            throw PixieWireError(.malformed, "a \(type) frame where a settlement was expected")
         }
         return SignInSettlement(requestDigest: digest, outcome: outcome)
     }
