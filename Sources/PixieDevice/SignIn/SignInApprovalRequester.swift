@@ -121,11 +121,9 @@ public struct SignInApprovalRequester: Sendable {
             deviceModel: configuration.deviceModel, phoneCert: phoneCert, sealingKey: sealingKey,
             discoveryKey: discoveryKey, now: now)
         try await relay.subscribe(attempt.replySubjectKey)
-        let acknowledged = AcknowledgedFlag()
         let approved: SignInApproval.Approved
         do {
-            approved = try await wait(
-                for: attempt, inbox: inbox, wallet: wallet, acknowledged: acknowledged, events: events)
+            approved = try await wait(for: attempt, inbox: inbox, wallet: wallet, events: events)
         } catch let error as SignInError where error == .noAnswer(waited: configuration.maximumWait) {
             await settle(attempt, inbox: inbox, wallet: wallet)
             throw error
@@ -149,59 +147,81 @@ public struct SignInApprovalRequester: Sendable {
             accountSeed: approved.accountSeed, discoverySeed: approved.discoverySeed)
     }
 
-    /// Sends the request on its schedule and waits for the answer, until the deadline.
+    /// Sends the request on its schedule and waits for the answer, until the deadline: the I/O around
+    /// ``SignInApprovalStateMachine``. Each send, each timer and the reply subject's reader are tasks of their own
+    /// that hand the machine events.
     private func wait(
-        for attempt: SignInAttempt, inbox: RelaySubject, wallet: TokenWallet, acknowledged: AcknowledgedFlag,
+        for attempt: SignInAttempt, inbox: RelaySubject, wallet: TokenWallet,
         events: @escaping @Sendable (Event) -> Void
     ) async throws -> SignInApproval.Approved {
         let relay = relay
-        let configuration = configuration
         let clock = environment.clock
-        return try await withThrowingTaskGroup(of: SignInApproval.Approved?.self) { group in
-            group.addTask {
-                for await delivery in relay.deliveries where delivery.subject == attempt.replySubjectKey.subject {
-                    // Anything not sealed on this request's channel (a forgery) is dropped, and the wait goes on.
-                    switch try? attempt.read(delivery.payload) {
-                    case .acknowledged(let family)?:
-                        acknowledged.set()
-                        events(.acknowledged(deviceFamily: family))
-                    case .approved(let approved)?: return approved
-                    case .rejected?: throw SignInError.rejected
-                    case nil: continue
+        var machine = SignInApprovalStateMachine(
+            checkCode: attempt.checkCode, schedule: configuration.sendSchedule,
+            maximumWait: configuration.maximumWait)
+        let (arrivals, arrive) = AsyncStream.makeStream(of: SignInApprovalStateMachine.Event.self)
+        let reader = Task {
+            for await delivery in relay.deliveries where delivery.subject == attempt.replySubjectKey.subject {
+                // Anything not sealed on this request's channel (a forgery) is dropped, and the wait goes on.
+                if let answer = try? attempt.read(delivery.payload) { arrive.yield(.answer(answer)) }
+            }
+            arrive.yield(.relayClosed)
+        }
+        let firstSendError = FirstSendError()
+        var tasks: [Task<Void, Never>] = []
+        var timers: [SignInApprovalStateMachine.Timer: Task<Void, Never>] = [:]
+        defer {
+            reader.cancel()
+            for task in tasks + timers.values { task.cancel() }
+            arrive.finish()
+        }
+        let start = clock.now
+        var pending = machine.handle(.start)
+        var iterator = arrivals.makeAsyncIterator()
+        while true {
+            for action in pending {
+                switch action {
+                case .report(let event):
+                    events(event)
+                case .send(let index):
+                    tasks.append(
+                        Task {
+                            do {
+                                try await relay.send(
+                                    attempt.box, to: inbox, wake: PayloadType.signInRequest.wakeClass,
+                                    token: try await wallet.take())
+                                arrive.yield(.sendEnded(index: index, succeeded: true))
+                            } catch {
+                                if index == 0 { firstSendError.error.withLock { $0 = error } }
+                                arrive.yield(.sendEnded(index: index, succeeded: false))
+                            }
+                        })
+                case .startTimer(let timer, let at):
+                    timers[timer]?.cancel()
+                    timers[timer] = Task {
+                        guard (try? await clock.sleep(until: start.addingTimeInterval(at.timeInterval))) != nil,
+                            !Task.isCancelled
+                        else { return }
+                        arrive.yield(.timerFired(timer))
                     }
+                case .cancelTimer(let timer):
+                    timers.removeValue(forKey: timer)?.cancel()
+                case .approve(let approved):
+                    return approved
+                case .fail(.rejected):
+                    throw SignInError.rejected
+                case .fail(.noAnswer):
+                    throw SignInError.noAnswer(waited: configuration.maximumWait)
+                case .fail(.relayClosed):
+                    throw RelayConnectionError.closed("the relay connection ended while waiting for a sibling")
+                case .fail(.firstSendFailed):
+                    throw firstSendError.error.withLock { $0 }
+                        ?? RelayConnectionError.closed("the request could not be sent")
                 }
-                throw RelayConnectionError.closed("the relay connection ended while waiting for a sibling")
             }
-            let start = clock.now
-            group.addTask {
-                // The code first: a fast acknowledgement must not be shown before it.
-                events(.waiting(checkCode: attempt.checkCode))
-                for (index, time) in configuration.sendSchedule.enumerated() {
-                    try await clock.sleep(until: start.addingTimeInterval(time.timeInterval))
-                    if index > 0, acknowledged.isSet { break }
-                    do {
-                        try await relay.send(
-                            attempt.box, to: inbox, wake: PayloadType.signInRequest.wakeClass,
-                            token: try await wallet.take())
-                    } catch let error where index > 0 && !(error is CancellationError) {
-                        // A re-send that fails (the relay busy, the token budget spent) ends the re-sends, not the
-                        // wait: the request already went out once.
-                        break
-                    }
-                }
-                return nil
-            }
-            // The deadline on its own, so that a send stuck on the relay cannot hold the wait open past it.
-            group.addTask {
-                try await clock.sleep(until: start.addingTimeInterval(configuration.maximumWait.timeInterval))
-                throw SignInError.noAnswer(waited: configuration.maximumWait)
-            }
-            defer { group.cancelAll() }
-            // The sender finishing (nil) is no answer; the reader's approval, or a throw, ends the wait.
-            while let result = try await group.next() {
-                if let approved = result { return approved }
-            }
-            throw SignInError.noAnswer(waited: configuration.maximumWait)
+            // The stream ends only when this task is cancelled.
+            guard let event = await iterator.next() else { throw CancellationError() }
+            pending = machine.handle(event)
         }
     }
 
@@ -219,9 +239,7 @@ public struct SignInApprovalRequester: Sendable {
     }
 }
 
-/// Set once a sibling acknowledged the request: the re-sends stop.
-private final class AcknowledgedFlag: Sendable {
-    private let flag = Mutex(false)
-    func set() { flag.withLock { $0 = true } }
-    var isSet: Bool { flag.withLock { $0 } }
+/// The first send's error, kept for the wait to end with.
+private final class FirstSendError: Sendable {
+    let error = Mutex<(any Error)?>(nil)
 }
