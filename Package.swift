@@ -251,7 +251,7 @@ let package = Package(
         // tests only.
         .target(
             name: "SiblingsTestSupport",
-            dependencies: ["CZlib", "Storage", "StoragePostgreSQL", "Processes"],
+            dependencies: ["CZlib", "Storage", "StoragePostgreSQL", "Processes", "SystemCalls"],
             path: "Tests/SiblingsTestSupport",
             swiftSettings: strict
         ),

@@ -78,12 +78,19 @@ struct DevicesInMemoryTests {
         for await _ in ready { break }
 
         let laptop = try DeviceHome(directory: directory.appendingPathComponent("laptop"))
-        _ = try await OnboardingFlow(home: laptop, environment: environment).signIn(
-            server: server, trustBundle: bundle, name: "laptop", phoneNumber: number, code: code,
-            configuration: SignInApprovalRequester.Configuration(deviceModel: "Laptop"),
-            events: { event in
-                if case .waiting(let code) = event { checkCode.set(code) }
-            })
+        do {
+            _ = try await OnboardingFlow(home: laptop, environment: environment).signIn(
+                server: server, trustBundle: bundle, name: "laptop", phoneNumber: number, code: code,
+                configuration: SignInApprovalRequester.Configuration(deviceModel: "Laptop"),
+                events: { event in
+                    if case .waiting(let code) = event { checkCode.set(code) }
+                })
+        } catch {
+            listening.cancel()
+            _ = await listening.result
+            try? FileManager.default.removeItem(at: directory)
+            throw error
+        }
         return (
             Account(
                 fixture: fixture, relay: relay, directory: directory, phone: phone, laptop: laptop,
@@ -94,6 +101,16 @@ struct DevicesInMemoryTests {
     @Test("the phone approves the laptop over the in-memory relay, and the laptop absorbs the phone's whole store")
     func signInAndAbsorb() async throws {
         let (account, reports) = try await Self.account()
+        do {
+            try await absorbs(account, reports)
+        } catch {
+            await account.stop()
+            throw error
+        }
+        await account.stop()
+    }
+
+    func absorbs(_ account: Account, _ reports: Box<[InboxListener.Outcome]>) async throws {
         let phoneStore = try DeviceStore(home: account.phone)
         try phoneStore.put(.notebookNotes, id: "n1", fields: ["title": .text("List"), "body": .text("milk")])
         try phoneStore.put(
@@ -104,7 +121,6 @@ struct DevicesInMemoryTests {
         let outcome = try await sync.absorb()
         await sync.close()
         guard case .absorbed(let summary) = outcome else {
-            await account.stop()
             Issue.record("expected the store, got \(outcome)")
             return
         }
@@ -123,12 +139,21 @@ struct DevicesInMemoryTests {
             try await Task.sleep(for: .milliseconds(10))
         }
         #expect(reports.get.contains(.sync(.acknowledged(ok: true, reason: ""))))
-        await account.stop()
     }
 
     @Test("the seed's timings on a clock the test moves: seven requests 5 s apart, the grace at 30 s, then noAnswer")
     func seedTimings() async throws {
         let (account, _) = try await Self.account()
+        do {
+            try await timings(account)
+        } catch {
+            await account.stop()
+            throw error
+        }
+        await account.stop()
+    }
+
+    func timings(_ account: Account) async throws {
         // The phone is asleep: its listener stops, and nothing answers.
         account.listener.cancel()
         _ = await account.listener.result
@@ -164,7 +189,6 @@ struct DevicesInMemoryTests {
         }
         let outcome = try await absorbing.value
         await sync.close()
-        await account.stop()
 
         #expect(outcome == .noAnswer)
         #expect(sendTimes == [0, 5, 10, 15, 20, 25, 30])

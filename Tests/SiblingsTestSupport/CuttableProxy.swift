@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import SystemCalls
 
 #if canImport(Glibc)
     import Glibc
@@ -78,11 +79,8 @@ public final class CuttableProxy: Sendable {
 
     private func acceptLoop() {
         while true {
-            let client = accept(listener, nil, nil)
-            if client < 0 {
-                if errno == EINTR { continue }
-                return
-            }
+            let client = retryingInterrupts { accept(listener, nil, nil) }
+            if client < 0 { return }
             let (refuse, stopped) = state.withLock { ($0.cut, $0.stopped) }
             if stopped {
                 close(client)
@@ -114,11 +112,8 @@ public final class CuttableProxy: Sendable {
         var buffer = [UInt8](repeating: 0, count: 64 << 10)
         var fds = [pollfd(fd: a, events: Int16(POLLIN), revents: 0), pollfd(fd: b, events: Int16(POLLIN), revents: 0)]
         loop: while true {
-            let ready = poll(&fds, 2, 1000)
-            if ready < 0 {
-                if errno == EINTR { continue }
-                break
-            }
+            let ready = retryingInterrupts { poll(&fds, 2, 1000) }
+            if ready < 0 { break }
             if state.withLock({ $0.cut }) { break }
             for (index, entry) in fds.enumerated() where entry.revents != 0 {
                 let from = entry.fd

@@ -131,6 +131,11 @@ public struct SignInApprovalRequester: Sendable {
             // Given up on this device: the siblings showing the prompt are told to take it away.
             await settle(attempt, inbox: inbox, wallet: wallet)
             throw SignInError.cancelled
+        } catch let error where !(error is SignInError) {
+            // The first send failed, or the relay went away: a sibling may have the request and prompt for it
+            // all the same, so it is told to dismiss it (best effort: this may not get through either).
+            await settle(attempt, inbox: inbox, wallet: wallet)
+            throw error
         }
         // The approval must be for this number's account, as the log binds it, and carry this account's discovery
         // key: otherwise whoever could open the request (a removed device that kept the discovery seed) could

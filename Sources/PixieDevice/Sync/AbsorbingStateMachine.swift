@@ -47,7 +47,11 @@ import PixieWire
         /// Delete a blob this device will not take, so it does not wait out its TTL.
         case deleteBlob(String)
         case report(SyncService.Event)
+        /// Start a timer that fires this long from now.
         case startTimer(Timer, after: Duration)
+        /// Start a timer that fires this long after the start (the re-sends and the grace: slow sends do not
+        /// stretch the seed's schedule).
+        case scheduleTimer(Timer, at: Duration)
         case cancelTimer(Timer)
         /// Run the download pipeline on this offer from the sibling at this index.
         case download(SyncOffer, from: Int)
@@ -107,8 +111,8 @@ import PixieWire
             return [.report(.requesting(siblings: siblings.count, attempt: 1))]
                 + siblings.indices.map { .sendRequest(to: $0) }
                 + [
-                    .startTimer(.resend, after: configuration.resendInterval),
-                    .startTimer(.grace, after: configuration.grace),
+                    .scheduleTimer(.resend, at: configuration.resendInterval),
+                    .scheduleTimer(.grace, at: configuration.grace),
                 ]
         case (.idle, _):
             return []
@@ -121,7 +125,7 @@ import PixieWire
             let waiting = siblings.indices.filter { !answered[$0] }
             return [.report(.requesting(siblings: waiting.count, attempt: attempt + 1))]
                 + waiting.map { .sendRequest(to: $0) }
-                + [.startTimer(.resend, after: configuration.resendInterval)]
+                + [.scheduleTimer(.resend, at: configuration.resendInterval * (attempt + 1))]
         case (_, .timerFired(.resend)):
             return []
 

@@ -52,7 +52,7 @@ import PixieWire
     enum RequestState: Sendable, Equatable {
         case checking(SyncRequest)
         case exporting(SyncRequest, stopping: Bool)
-        case offering(blob: String, rows: Int, bytes: UInt64)
+        case offering(SyncRequest, blob: String, rows: Int, bytes: UInt64)
         case offered(blob: String)
     }
 
@@ -122,7 +122,7 @@ import PixieWire
                     requests[id] = nil
                     return [.deleteBlob(blob)]
                 }
-                requests[id] = .offering(blob: blob, rows: rows, bytes: bytes)
+                requests[id] = .offering(request, blob: blob, rows: rows, bytes: bytes)
                 return [.sendOffer(offer, to: request)]
             case .failed(let kind, let reason, let blob):
                 requests[id] = nil
@@ -139,15 +139,19 @@ import PixieWire
             }
 
         case .offerSent(let id, let error):
-            guard case .offering(let blob, let rows, let bytes)? = requests[id] else { return [] }
+            guard case .offering(let request, let blob, let rows, let bytes)? = requests[id] else { return [] }
             guard let error else {
                 requests[id] = .offered(blob: blob)
                 return [.report(.sent(rows: rows, bytes: bytes))]
             }
-            // The new device cannot know the blob: it goes now, not in a day. (The failure cannot be sent
-            // either, most likely, but it is tried.)
+            // The new device cannot know the blob: it goes now, not in a day. It is told, so that it does not
+            // wait out its preparing timeout (the failure may not get through either, but it is tried).
             requests[id] = nil
-            return [.deleteBlob(blob), .report(.failed("the offer could not be sent: \(error)"))]
+            let reason = "the offer could not be sent: \(error)"
+            return [
+                .deleteBlob(blob), .report(.failed(reason)),
+                .sendFailure(SyncFailure(requestID: id, kind: .uploadFailed, reason: clipped(reason)), to: request),
+            ]
 
         case .cancel(let id, let now):
             switch requests[id] {
@@ -159,7 +163,7 @@ import PixieWire
                 guard !stopping else { return [] }
                 requests[id] = .exporting(request, stopping: true)
                 return [.stopExport(requestID: id), .report(.cancelled)]
-            case .offering(let blob, _, _)?, .offered(let blob)?:
+            case .offering(_, let blob, _, _)?, .offered(let blob)?:
                 // The new device took another sibling's offer.
                 requests[id] = nil
                 return [.deleteBlob(blob), .report(.cancelled)]
@@ -168,7 +172,12 @@ import PixieWire
         case .ack(let ack):
             var actions: [Action] = []
             switch requests[ack.requestID] {
-            case .offering(let blob, _, _)?, .offered(let blob)?:
+            case .offering(_, let blob, let rows, let bytes)?:
+                // The ack overtook the offer's own end: the offer went out.
+                requests[ack.requestID] = nil
+                actions.append(.report(.sent(rows: rows, bytes: bytes)))
+                if !ack.ok { actions.append(.deleteBlob(blob)) }
+            case .offered(let blob)?:
                 requests[ack.requestID] = nil
                 // ok: true: the new device deleted the blob itself. Otherwise it may not have.
                 if !ack.ok { actions.append(.deleteBlob(blob)) }

@@ -221,8 +221,7 @@ extension SyncService {
     )
         async
     {
-        // The machine's state changes under the lock; an export task is registered under it too, so that a cancel
-        // handled at the same moment finds it.
+        // The machine's state changes under its lock; the actions run outside it.
         let actions = offering.withLock { $0.handle(event) }
         for action in actions {
             switch action {
@@ -246,6 +245,9 @@ extension SyncService {
                         await offer(.exportEnded(requestID: id, result), report: report)
                     }
                 }
+                // A cancel handled between the machine's answer and the registration found no task to stop: the
+                // machine says so by now, and the task is stopped here.
+                if offering.withLock({ $0.phase(of: id) }) == .stopping { exports.withLock { $0[id] }?.cancel() }
             case .stopExport(let id):
                 exports.withLock { $0[id] }?.cancel()
             case .sendOffer(let offer, let request):
@@ -351,6 +353,8 @@ extension SyncService {
             for timer in timers.values { timer.cancel() }
             arrive.finish()
         }
+        // The re-sends and the grace count from here, however long the sends take.
+        let start = clock.now
         var pending = machine.handle(.start)
         var iterator = arrivals.makeAsyncIterator()
         while true {
@@ -377,6 +381,14 @@ extension SyncService {
                         guard (try? await clock.sleep(for: after)) != nil, !Task.isCancelled else { return }
                         arrive.yield(.timerFired(timer))
                     }
+                case .scheduleTimer(let timer, let at):
+                    timers[timer]?.cancel()
+                    timers[timer] = Task { [clock] in
+                        guard (try? await clock.sleep(until: start.addingTimeInterval(at.timeInterval))) != nil,
+                            !Task.isCancelled
+                        else { return }
+                        arrive.yield(.timerFired(timer))
+                    }
                 case .cancelTimer(let timer):
                     timers.removeValue(forKey: timer)?.cancel()
                 case .download(let offer, let index):
@@ -395,6 +407,8 @@ extension SyncService {
                 continue
             }
             guard let event = await iterator.next() else {
+                // The stream ends only when this task is cancelled.
+                try Task.checkCancellation()
                 throw RelayConnectionError.closed(AbsorbingStateMachine.closedReason)
             }
             pending = machine.handle(event)

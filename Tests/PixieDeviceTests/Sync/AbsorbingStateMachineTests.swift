@@ -70,7 +70,7 @@ struct AbsorbingStateMachineTests {
     enum Input: String, CaseIterable {
         case start, resend, grace, preparingTimeout
         case phonePreparing, tabletPreparing, strangerPreparing
-        case phoneFailure, tabletFailure
+        case phoneFailure, tabletFailure, strangerFailure
         case phoneOffer, tabletOffer, strangerOffer
         case downloaded, relayClosed
 
@@ -86,6 +86,8 @@ struct AbsorbingStateMachineTests {
             case .strangerPreparing: .preparing(from: strangerKey, AbsorbingStateMachineTests.phonePreparing)
             case .phoneFailure: .failure(from: phoneKey, phoneDeclined)
             case .tabletFailure: .failure(from: tabletKey, tabletBroke)
+            // The phone's request_id and reason, from a key that is not the phone's.
+            case .strangerFailure: .failure(from: strangerKey, phoneDeclined)
             case .phoneOffer: .offer(from: phoneKey, AbsorbingStateMachineTests.phoneOffer)
             case .tabletOffer: .offer(from: tabletKey, AbsorbingStateMachineTests.tabletOffer)
             case .strangerOffer: .offer(from: strangerKey, AbsorbingStateMachineTests.phoneOffer)
@@ -122,7 +124,7 @@ struct AbsorbingStateMachineTests {
                 start: .idle, input: .start,
                 actions: [
                     .report(.requesting(siblings: 2, attempt: 1)), .sendRequest(to: 0), .sendRequest(to: 1),
-                    .startTimer(.resend, after: .seconds(5)), .startTimer(.grace, after: .seconds(30)),
+                    .scheduleTimer(.resend, at: .seconds(5)), .scheduleTimer(.grace, at: .seconds(30)),
                 ], phase: .requesting(attempt: 1))
         ]
         + nothing(.idle, Input.allCases.filter { $0 != .start })
@@ -132,7 +134,7 @@ struct AbsorbingStateMachineTests {
                 start: .requesting, input: .resend,
                 actions: [
                     .report(.requesting(siblings: 2, attempt: 2)), .sendRequest(to: 0), .sendRequest(to: 1),
-                    .startTimer(.resend, after: .seconds(5)),
+                    .scheduleTimer(.resend, at: .seconds(10)),
                 ], phase: .requesting(attempt: 2)),
             Row(start: .requesting, input: .grace, actions: [.report(.mayContinue)], phase: .requesting(attempt: 1)),
             Row(
@@ -164,7 +166,8 @@ struct AbsorbingStateMachineTests {
                 phase: .downloading(chosen: 1)),
             Row(start: .requesting, input: .relayClosed, actions: stopTimers + [closed], phase: .finished),
         ]
-        + nothing(.requesting, [.start, .preparingTimeout, .strangerPreparing, .strangerOffer, .downloaded])
+        + nothing(
+            .requesting, [.start, .preparingTimeout, .strangerPreparing, .strangerFailure, .strangerOffer, .downloaded])
         // Requesting, the last round: the budget runs out at the next re-send; the rest is as in round one.
         + [
             Row(start: .lastRound, input: .resend, actions: stopTimers + [.finish(.noAnswer)], phase: .finished),
@@ -198,7 +201,8 @@ struct AbsorbingStateMachineTests {
                 phase: .downloading(chosen: 1)),
             Row(start: .lastRound, input: .relayClosed, actions: stopTimers + [closed], phase: .finished),
         ]
-        + nothing(.lastRound, [.start, .preparingTimeout, .strangerPreparing, .strangerOffer, .downloaded])
+        + nothing(
+            .lastRound, [.start, .preparingTimeout, .strangerPreparing, .strangerFailure, .strangerOffer, .downloaded])
         // Preparing: the phone was chosen, the tablet cancelled.
         + [
             Row(start: .preparing, input: .grace, actions: [.report(.mayContinue)], phase: .preparing(chosen: 0)),
@@ -235,7 +239,9 @@ struct AbsorbingStateMachineTests {
                 ], phase: .preparing(chosen: 0)),
             Row(start: .preparing, input: .relayClosed, actions: stopTimers + [closed], phase: .finished),
         ]
-        + nothing(.preparing, [.start, .resend, .tabletPreparing, .strangerPreparing, .strangerOffer, .downloaded])
+        + nothing(
+            .preparing,
+            [.start, .resend, .tabletPreparing, .strangerPreparing, .strangerFailure, .strangerOffer, .downloaded])
         // Downloading the phone's blob: only the pipeline's end, and a late offer, do anything.
         + [
             Row(
@@ -252,7 +258,7 @@ struct AbsorbingStateMachineTests {
             .downloading,
             [
                 .start, .resend, .grace, .preparingTimeout, .phonePreparing, .tabletPreparing, .strangerPreparing,
-                .phoneFailure, .tabletFailure, .phoneOffer, .strangerOffer, .relayClosed,
+                .phoneFailure, .tabletFailure, .strangerFailure, .phoneOffer, .strangerOffer, .relayClosed,
             ])
         // Finished: nothing moves it.
         + nothing(.finished, Input.allCases)
@@ -304,7 +310,7 @@ struct AbsorbingStateMachineTests {
         #expect(
             machine.handle(.timerFired(.resend)) == [
                 .report(.requesting(siblings: 1, attempt: 2)), .sendRequest(to: 1),
-                .startTimer(.resend, after: .seconds(5)),
+                .scheduleTimer(.resend, at: .seconds(10)),
             ])
     }
 

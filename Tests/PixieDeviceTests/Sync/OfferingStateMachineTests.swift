@@ -87,7 +87,7 @@ struct OfferingStateMachineTests {
             case .exportFailed:
                 .exportEnded(
                     requestID: id, .failed(.uploadFailed, reason: "blob-svc said no", uploadedBlob: "blob-half"))
-            case .exportStopped: .exportEnded(requestID: id, .stopped(uploadedBlob: nil))
+            case .exportStopped: .exportEnded(requestID: id, .stopped(uploadedBlob: "blob-stopped"))
             case .offerSent: .offerSent(requestID: id, error: nil)
             case .offerNotSent: .offerSent(requestID: id, error: "relay gone")
             case .cancel: .cancel(requestID: id, now: now)
@@ -117,7 +117,7 @@ struct OfferingStateMachineTests {
         [
             Row(start: start, input: .exportUploaded, actions: [.deleteBlob("blob-new")], phase: start.phase),
             Row(start: start, input: .exportFailed, actions: [.deleteBlob("blob-half")], phase: start.phase),
-            Row(start: start, input: .exportStopped, actions: [], phase: start.phase),
+            Row(start: start, input: .exportStopped, actions: [.deleteBlob("blob-stopped")], phase: start.phase),
         ]
     }
 
@@ -161,7 +161,9 @@ struct OfferingStateMachineTests {
                     .sendFailure(
                         SyncFailure(requestID: id, kind: .uploadFailed, reason: "blob-svc said no"), to: request),
                 ], phase: .answered),
-            Row(start: .exporting, input: .exportStopped, actions: [.report(.cancelled)], phase: .answered),
+            Row(
+                start: .exporting, input: .exportStopped, actions: [.deleteBlob("blob-stopped"), .report(.cancelled)],
+                phase: .answered),
             Row(
                 start: .exporting, input: .cancel, actions: [.stopExport(requestID: id), .report(.cancelled)],
                 phase: .stopping),
@@ -173,7 +175,7 @@ struct OfferingStateMachineTests {
         + [
             Row(start: .stopping, input: .exportUploaded, actions: [.deleteBlob("blob-new")], phase: .answered),
             Row(start: .stopping, input: .exportFailed, actions: [.deleteBlob("blob-half")], phase: .answered),
-            Row(start: .stopping, input: .exportStopped, actions: [], phase: .answered),
+            Row(start: .stopping, input: .exportStopped, actions: [.deleteBlob("blob-stopped")], phase: .answered),
             Row(start: .stopping, input: .ackOK, actions: [ackOK], phase: .stopping),
             Row(start: .stopping, input: .ackNotOK, actions: [ackNotOK], phase: .stopping),
         ]
@@ -184,11 +186,21 @@ struct OfferingStateMachineTests {
             Row(start: .offering, input: .offerSent, actions: [.report(.sent(rows: 3, bytes: 9))], phase: .offered),
             Row(
                 start: .offering, input: .offerNotSent,
-                actions: [.deleteBlob(blob), .report(.failed("the offer could not be sent: relay gone"))],
-                phase: .answered),
+                actions: [
+                    .deleteBlob(blob), .report(.failed("the offer could not be sent: relay gone")),
+                    .sendFailure(
+                        SyncFailure(
+                            requestID: id, kind: .uploadFailed, reason: "the offer could not be sent: relay gone"),
+                        to: request),
+                ], phase: .answered),
             Row(start: .offering, input: .cancel, actions: [.deleteBlob(blob), .report(.cancelled)], phase: .answered),
-            Row(start: .offering, input: .ackOK, actions: [ackOK], phase: .answered),
-            Row(start: .offering, input: .ackNotOK, actions: [.deleteBlob(blob), ackNotOK], phase: .answered),
+            // The ack overtook the offer's own end: the offer is reported as sent all the same.
+            Row(
+                start: .offering, input: .ackOK, actions: [.report(.sent(rows: 3, bytes: 9)), ackOK], phase: .answered),
+            Row(
+                start: .offering, input: .ackNotOK,
+                actions: [.report(.sent(rows: 3, bytes: 9)), .deleteBlob(blob), ackNotOK],
+                phase: .answered),
         ]
         + strayExports(.offering)
         + nothing(.offering, [.request, .staleRequest, .rosterAllowed, .rosterRefused])
