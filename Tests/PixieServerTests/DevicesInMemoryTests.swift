@@ -197,4 +197,81 @@ struct DevicesInMemoryTests {
         // Nothing was sent to the laptop: the phone never answered.
         #expect(account.relay.accepted.allSatisfy { $0.subject != laptopInbox })
     }
+
+    /// Runs `body` on a fresh account, and stops it however `body` ends.
+    static func withAccount(_ body: (Account, Box<[InboxListener.Outcome]>) async throws -> Void) async throws {
+        let (account, reports) = try await account()
+        do {
+            try await body(account, reports)
+        } catch {
+            await account.stop()
+            throw error
+        }
+        await account.stop()
+    }
+
+    @Test("the relay drops the first two requests: the third, 10 s later on the laptop's clock, gets the store")
+    func droppedRequests() async throws {
+        try await Self.withAccount { account, _ in
+            try DeviceStore(home: account.phone).put(
+                .notebookNotes, id: "n1", fields: ["title": .text("List"), "body": .text("milk")])
+            let phoneInbox = try account.phone.state().inbox.subject
+            account.relay.inject(.drop, count: 2) { $0.subject == phoneInbox }
+            let clock = ManualDeviceClock(Date())
+            var environment = account.environment
+            environment.clock = clock
+            let sync = try await SyncService.connect(
+                context: try DeviceContext(home: account.laptop, environment: environment))
+            let finished = Box(false)
+            let absorbing = Task {
+                defer { finished.set(true) }
+                return try await sync.absorb()
+            }
+            // Two rounds go nowhere; the clock moves on to the third.
+            for _ in 0..<2 {
+                for _ in 0..<5000 where !finished.get && clock.sleeperCount < 2 {
+                    try await Task.sleep(for: .milliseconds(2))
+                }
+                clock.advance(by: 5)
+            }
+            let outcome = try await absorbing.value
+            await sync.close()
+            guard case .absorbed(let summary) = outcome else {
+                Issue.record("expected the store, got \(outcome)")
+                return
+            }
+            #expect(summary.inserted == 1)
+            #expect(try DeviceStore(home: account.laptop).row(.notebookNotes, id: "n1")?["body"] == .text("milk"))
+            // Three requests (the only frames of wake class Sync) were paid for; the phone saw only the third.
+            #expect(account.relay.accepted.filter { $0.subject == phoneInbox && $0.wake == .sync }.count == 3)
+        }
+    }
+
+    @Test("the phone's frames reach the laptop newest first (the offer before the preparing): absorbed all the same")
+    func reorderedAnswers() async throws {
+        try await Self.withAccount { account, _ in
+            try DeviceStore(home: account.phone).put(
+                .notebookNotes, id: "n1", fields: ["title": .text("List"), "body": .text("milk")])
+            let laptopInbox = try account.laptop.state().inbox.subject
+            account.relay.inject(.hold, count: 2) { $0.subject == laptopInbox }
+            let sync = try await SyncService.connect(
+                context: try DeviceContext(home: account.laptop, environment: account.environment))
+            let seen = Box<[SyncService.Event]>([])
+            let absorbing = Task { try await sync.absorb { seen.append($0) } }
+            // The SyncPreparing and the offer are both held, then let go in reverse.
+            for _ in 0..<5000 where account.relay.accepted.filter({ $0.subject == laptopInbox }).count < 2 {
+                try await Task.sleep(for: .milliseconds(2))
+            }
+            account.relay.releaseHeld()
+            let outcome = try await absorbing.value
+            await sync.close()
+            guard case .absorbed(let summary) = outcome else {
+                Issue.record("expected the store, got \(outcome)")
+                return
+            }
+            #expect(summary.inserted == 1)
+            // The offer came first, so the download began without a preparing phase.
+            #expect(!seen.get.contains { if case .preparing = $0 { true } else { false } })
+        }
+    }
 }
