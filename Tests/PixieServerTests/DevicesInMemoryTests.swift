@@ -100,14 +100,7 @@ struct DevicesInMemoryTests {
 
     @Test("the phone approves the laptop over the in-memory relay, and the laptop absorbs the phone's whole store")
     func signInAndAbsorb() async throws {
-        let (account, reports) = try await Self.account()
-        do {
-            try await absorbs(account, reports)
-        } catch {
-            await account.stop()
-            throw error
-        }
-        await account.stop()
+        try await Self.withAccount { account, reports in try await absorbs(account, reports) }
     }
 
     func absorbs(_ account: Account, _ reports: Box<[InboxListener.Outcome]>) async throws {
@@ -143,14 +136,7 @@ struct DevicesInMemoryTests {
 
     @Test("the seed's timings on a clock the test moves: seven requests 5 s apart, the grace at 30 s, then noAnswer")
     func seedTimings() async throws {
-        let (account, _) = try await Self.account()
-        do {
-            try await timings(account)
-        } catch {
-            await account.stop()
-            throw error
-        }
-        await account.stop()
+        try await Self.withAccount { account, _ in try await timings(account) }
     }
 
     func timings(_ account: Account) async throws {

@@ -18,6 +18,15 @@ extension DeviceClock {
         let left = deadline.timeIntervalSince(now)
         if left > 0 { try await sleep(for: .seconds(left)) } else { try Task.checkCancellation() }
     }
+
+    /// A state machine's timer: a task that calls `fire` once this clock reads `deadline`, unless it is
+    /// cancelled first (then `fire` is never called).
+    func timer(until deadline: Date, fire: @escaping @Sendable () -> Void) -> Task<Void, Never> {
+        Task {
+            guard (try? await sleep(until: deadline)) != nil, !Task.isCancelled else { return }
+            fire()
+        }
+    }
 }
 
 /// The system's clocks: `Date()` for the wall, and the continuous clock for waits (a wait is not cut short or

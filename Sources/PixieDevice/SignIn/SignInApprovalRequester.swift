@@ -203,10 +203,7 @@ public struct SignInApprovalRequester: Sendable {
                         })
                 case .startTimer(let timer, let at):
                     timers[timer]?.cancel()
-                    timers[timer] = Task {
-                        guard (try? await clock.sleep(until: start.addingTimeInterval(at.timeInterval))) != nil,
-                            !Task.isCancelled
-                        else { return }
+                    timers[timer] = clock.timer(until: start.addingTimeInterval(at.timeInterval)) {
                         arrive.yield(.timerFired(timer))
                     }
                 case .cancelTimer(let timer):

@@ -377,16 +377,12 @@ extension SyncService {
                     try? await context.client.deleteBlob(blob)
                 case .startTimer(let timer, let after):
                     timers[timer]?.cancel()
-                    timers[timer] = Task { [clock] in
-                        guard (try? await clock.sleep(for: after)) != nil, !Task.isCancelled else { return }
+                    timers[timer] = clock.timer(until: clock.now.addingTimeInterval(after.timeInterval)) {
                         arrive.yield(.timerFired(timer))
                     }
                 case .scheduleTimer(let timer, let at):
                     timers[timer]?.cancel()
-                    timers[timer] = Task { [clock] in
-                        guard (try? await clock.sleep(until: start.addingTimeInterval(at.timeInterval))) != nil,
-                            !Task.isCancelled
-                        else { return }
+                    timers[timer] = clock.timer(until: start.addingTimeInterval(at.timeInterval)) {
                         arrive.yield(.timerFired(timer))
                     }
                 case .cancelTimer(let timer):
