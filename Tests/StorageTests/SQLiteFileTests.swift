@@ -15,6 +15,39 @@ struct SQLiteFileTests {
         #expect(FileManager.default.fileExists(atPath: directory.path("data/pixie.sqlite-wal")))
     }
 
+    @Test(
+        "a bulk load writes a new file with no journal, reads back after closeDurably, and leaves attached files alone")
+    func bulkLoading() throws {
+        let directory = try TestDirectory()
+        let live = try SQLiteDatabase(path: directory.path("live.sqlite"))
+        try live.execute("CREATE TABLE rows (id INTEGER PRIMARY KEY, body TEXT)")
+        try live.execute("INSERT INTO rows VALUES (1, 'live')")
+
+        let bulk = try SQLiteDatabase.bulkLoading(newFileAt: directory.path("new.sqlite"))
+        #expect(try bulk.queryOne("PRAGMA main.journal_mode")?.string("journal_mode") == "off")
+        try bulk.execute("CREATE TABLE rows (id INTEGER PRIMARY KEY, body TEXT)")
+        try bulk.execute("BEGIN")
+        for id in 2...100 { try bulk.execute("INSERT INTO rows VALUES (?, 'new')", [.integer(Int64(id))]) }
+        try bulk.execute("COMMIT")
+        // An attached database keeps its own journal and locking: the live file's writer is not locked out.
+        try bulk.execute("ATTACH DATABASE ? AS live", [.text(directory.path("live.sqlite"))])
+        try bulk.execute("INSERT INTO main.rows SELECT * FROM live.rows")
+        try live.execute("INSERT INTO rows VALUES (101, 'live, while attached')")
+        try bulk.execute("DETACH DATABASE live")
+        try bulk.closeDurably()
+        #expect(!FileManager.default.fileExists(atPath: directory.path("new.sqlite-journal")))
+
+        let reopened = try SQLiteDatabase(path: directory.path("new.sqlite"))
+        #expect(try reopened.queryOne("SELECT count(*) AS n FROM rows")?.int("n") == 100)
+        #expect(try reopened.queryOne("SELECT body FROM rows WHERE id = 1")?.string("body") == "live")
+
+        // Only a new, empty file: never one that holds a database already.
+        let error = try #require(throws: StorageError.self) {
+            try SQLiteDatabase.bulkLoading(newFileAt: directory.path("live.sqlite"))
+        }
+        #expect(error.code == .open && error.reason.contains("is not empty"))
+    }
+
     @Test("foreign keys are enforced")
     func foreignKeys() throws {
         let directory = try TestDirectory()

@@ -31,6 +31,8 @@ public final class SQLiteDatabase: SQLDatabase {
     private let writerThread = Atomic<UInt>(0)
     private let idleReaderLimit: Int
     private let busyTimeoutMilliseconds: Int32
+    /// True when every statement runs on the one writer connection (in memory, or a bulk load).
+    private let isSingleConnection: Bool
 
     private struct ReaderPool {
         var idle: [SQLiteConnection] = []
@@ -69,14 +71,16 @@ public final class SQLiteDatabase: SQLDatabase {
         self.readers = Mutex(ReaderPool())
         self.idleReaderLimit = max(0, readers)
         self.busyTimeoutMilliseconds = timeout
+        self.isSingleConnection = false
     }
 
-    private init(inMemoryConnection connection: SQLiteConnection) {
-        self.path = nil
+    private init(singleConnection connection: SQLiteConnection, path: String?) {
+        self.path = path
         self.writer = Mutex(connection)
         self.readers = Mutex(ReaderPool())
         self.idleReaderLimit = 0
         self.busyTimeoutMilliseconds = 0
+        self.isSingleConnection = true
     }
 
     /// A new, empty, private in-memory database (for tests); it is gone when the last reference goes.
@@ -84,7 +88,51 @@ public final class SQLiteDatabase: SQLDatabase {
         let connection = try SQLiteConnection(
             path: ":memory:", location: "(in memory)", readOnly: false, busyTimeoutMilliseconds: 0)
         try configureWriter(connection, expectWAL: false)
-        return SQLiteDatabase(inMemoryConnection: connection)
+        return SQLiteDatabase(singleConnection: connection, path: nil)
+    }
+
+    /// A database for one bulk load into the new, empty file at `path` (created if absent; its mode is the
+    /// caller's to set first): one connection holding the file's lock for its whole life, `journal_mode=OFF` and
+    /// `synchronous=OFF`, so each page is written once, to the file itself, and nothing is synced until
+    /// ``closeDurably()``. A failure or a crash part-way leaves the file damaged: it is only for a file nobody else
+    /// reads until it is whole, to be thrown away if the load fails (SQLite's own advice for bulk loads,
+    /// <https://sqlite.org/pragma.html#pragma_journal_mode>). Do not roll back a transaction on it: with no journal,
+    /// SQLite cannot; discard the file instead.
+    ///
+    /// - Parameter busyTimeout: how long a statement on a database attached to it waits for another process's lock.
+    /// - Throws: ``StorageError/Code/open`` if the file holds anything already, or cannot be opened.
+    public static func bulkLoading(newFileAt path: String, busyTimeout: Duration = .seconds(5)) throws -> SQLiteDatabase
+    {
+        let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? UInt64) ?? 0
+        guard size == 0 else {
+            throw StorageError(
+                .open, "\(path) is not empty: a bulk load writes a new file only; remove it or choose another name")
+        }
+        let connection = try SQLiteConnection(
+            path: path, location: path, readOnly: false, busyTimeoutMilliseconds: milliseconds(busyTimeout))
+        // The first statement reads the file; "off" is echoed back. `main.`: a database attached later (to merge
+        // from it) keeps the usual locking and journal.
+        _ = try connection.run("PRAGMA main.journal_mode = OFF", [])
+        _ = try connection.execute("PRAGMA main.synchronous = OFF", [])
+        _ = try connection.run("PRAGMA main.locking_mode = EXCLUSIVE", [])
+        _ = try connection.execute("PRAGMA foreign_keys = ON", [])
+        return SQLiteDatabase(singleConnection: connection, path: path)
+    }
+
+    /// Closes the database and then flushes its file to the disk (`fsync(2)`): after a bulk load, before the file is
+    /// moved into place, so that the move never points at pages still in memory.
+    public func closeDurably() throws {
+        close()
+        guard let path else { return }
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            throw StorageError(.open, "cannot open \(path) to sync it: \(String(cString: strerror(errno)))")
+        }
+        defer { closeDescriptor(descriptor) }
+        guard fsync(descriptor) == 0 else {
+            throw StorageError(
+                .query, "cannot sync \(path) to the disk: \(String(cString: strerror(errno))) (is the disk full?)")
+        }
     }
 
     private static func configureWriter(_ connection: SQLiteConnection, expectWAL: Bool) throws(StorageError) {
@@ -201,7 +249,7 @@ public final class SQLiteDatabase: SQLDatabase {
     }
 
     private func withReader<R>(_ body: (SQLiteConnection) throws -> R) throws -> R {
-        guard let path else { return try withWriter(body) }
+        guard let path, !isSingleConnection else { return try withWriter(body) }
         try refuseNested(currentThread())
         let idle = try readers.withLock { pool throws(StorageError) -> SQLiteConnection? in
             guard !pool.isClosed else { throw closedError() }
@@ -274,6 +322,11 @@ final class SQLiteTransaction: SQLTransaction {
     func executeScript(_ sql: String) throws {
         try open().executeScript(sql)
     }
+}
+
+/// close(2), which the class's own `close()` hides inside it.
+private func closeDescriptor(_ descriptor: Int32) {
+    _ = close(descriptor)
 }
 
 /// An identifier of the calling thread, unique among live threads (each backend's check for nested use).
