@@ -79,9 +79,8 @@ extension DeviceHome {
     public func erase() throws {
         try locked {
             do throws(PrivateFilesError) {
-                for name in ["store.sqlite-wal", "store.sqlite-shm", "store.sqlite", Self.answeredSignInsFile] {
-                    try PrivateFiles.remove(directory.appendingPathComponent(name))
-                }
+                StoreFile.removeAll(link: directory.appendingPathComponent(DeviceStore.fileName))
+                try PrivateFiles.remove(directory.appendingPathComponent(Self.answeredSignInsFile))
                 try PrivateFiles.remove(file)
                 try PrivateFiles.syncDirectory(directory)
             } catch {

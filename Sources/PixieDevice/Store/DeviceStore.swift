@@ -17,40 +17,58 @@ import Storage
 /// The file is created mode 0600 (SQLite gives its `-wal` and `-shm` files the same mode) in the home's 0700
 /// directory: it holds provider API keys and every contact's channel key.
 public final class DeviceStore: Sendable {
-    private let database: any SQLDatabase
-    /// The file, or nil for a store in memory.
+    let backing: Backing
+    /// `store.sqlite` (the name every reader opens; after an import, a link to the store's current file), or nil
+    /// for a store in memory.
     public let path: String?
+
+    enum Backing: Sendable {
+        case memory(SQLiteDatabase)
+        case file(StoreFile)
+    }
+
+    /// The store's name in a device's home.
+    static let fileName = "store.sqlite"
 
     /// Opens (creating it if needed) `store.sqlite` in `home`.
     public convenience init(home: DeviceHome) throws {
-        try self.init(file: home.directory.appendingPathComponent("store.sqlite"))
+        try self.init(file: home.directory.appendingPathComponent(Self.fileName))
     }
 
     init(file: URL) throws {
-        do {
-            if !FileManager.default.fileExists(atPath: file.path) {
-                // SQLite takes an empty file as an empty database; created here, it is this user's alone.
-                try PrivateFiles.write(Data(), to: file)
-            }
-            let database = try SQLiteDatabase(path: file.path, readers: 2)
-            try Self.migrate(database)
-            self.database = database
-            self.path = file.path
-        } catch let error as PrivateFilesError {
-            throw DeviceStoreError.unusable(error.reason)
-        } catch let error as StorageError {
-            throw DeviceStoreError.unusable(
-                "the device store \(file.path) cannot be opened: \(error.reason). Move it away to start with an empty "
-                    + "store (a sibling's snapshot can fill it again)")
-        }
+        self.backing = .file(try StoreFile(link: file))
+        self.path = file.path
     }
 
     /// An empty store in memory, for tests.
     @_spi(Testing) public init() throws {
         let database = try SQLiteDatabase.inMemory()
         try Self.migrate(database)
-        self.database = database
+        self.backing = .memory(database)
         self.path = nil
+    }
+
+    /// Opens the SQLite file at `path` as a device store, migrating it.
+    static func open(_ path: String) throws -> SQLiteDatabase {
+        do {
+            let database = try SQLiteDatabase(path: path, readers: 2)
+            try migrate(database)
+            return database
+        } catch let error as StorageError {
+            throw DeviceStoreError.unusable(
+                "the device store \(path) cannot be opened: \(error.reason). Move it away to start with an empty "
+                    + "store (a sibling's snapshot can fill it again)")
+        }
+    }
+
+    /// The database to read: the store's current file.
+    var database: any SQLDatabase {
+        get throws {
+            switch backing {
+            case .memory(let database): database
+            case .file(let file): try file.database()
+            }
+        }
     }
 
     static let component = "device-store"
@@ -73,7 +91,7 @@ public final class DeviceStore: Sendable {
         return [Migration(version: 1, sql: (tables + [index]).joined(separator: "\n"))]
     }
 
-    private static func migrate(_ database: any SQLDatabase) throws {
+    static func migrate(_ database: any SQLDatabase) throws {
         do {
             try database.migrate(component: component, migrations: migrations)
         } catch let error as StorageError where error.code == .migration {
@@ -155,9 +173,14 @@ public final class DeviceStore: Sendable {
         return StoreRow(category: category, id: id, version: version, isDeleted: true, fields: [:])
     }
 
+    /// Runs `body` in one transaction on the store's current file, holding the store's lock shared (``StoreFile``):
+    /// an import cannot move a new store into place between finding the file and committing to it.
     private func write<T>(_ body: (any SQLTransaction) throws -> T) throws -> T {
         do {
-            return try database.transaction(body)
+            switch backing {
+            case .memory(let database): return try database.transaction(body)
+            case .file(let file): return try file.withLock(exclusive: false) { try file.database().transaction(body) }
+            }
         } catch let error as StorageError {
             throw DeviceStoreError.unusable("the device store could not be written: \(error.reason)")
         }
@@ -167,13 +190,13 @@ public final class DeviceStore: Sendable {
 
     /// The row `id` of `category`, tombstone or not; nil if this store never had it.
     public func row(_ category: StoreCategory, id: String) throws -> StoreRow? {
-        try reading { try Self.read(category, id: id, in: database) }
+        try reading { try Self.read(category, id: id, in: try database) }
     }
 
     /// Every row of `category` in the order they were first written; tombstones only when asked for.
     public func rows(_ category: StoreCategory, includingDeleted: Bool = false) throws -> [StoreRow] {
         try reading {
-            try database.query(
+            try (try database).query(
                 "SELECT * FROM \(category.table)\(includingDeleted ? "" : " WHERE deleted = 0") ORDER BY rowid", []
             ).map { try Self.decode($0, category) }
         }
@@ -182,7 +205,7 @@ public final class DeviceStore: Sendable {
     /// The live contact whose userIDHash is `userIDHash`, if any.
     public func contact(userIDHash: Data) throws -> StoreRow? {
         try reading {
-            try database.queryOne(
+            try (try database).queryOne(
                 "SELECT * FROM contacts WHERE user_id_hash = ? AND deleted = 0", [.blob(userIDHash)]
             ).map { try Self.decode($0, .contacts) }
         }
@@ -235,7 +258,7 @@ public final class DeviceStore: Sendable {
 
     /// The store's size on disk (its file and write-ahead log): about what a snapshot of it holds, for progress.
     public var byteCount: UInt64 {
-        guard let path else { return 0 }
+        guard case .file(let file) = backing, let path = try? StoreFile.target(of: file.link) else { return 0 }
         return [path, path + "-wal"].reduce(0) { total, file in
             total + ((try? FileManager.default.attributesOfItem(atPath: file)[.size] as? UInt64) ?? 0)
         }
@@ -247,7 +270,7 @@ public final class DeviceStore: Sendable {
     /// steps to them, so a store of any size, and of rows of any size, is never whole in memory.
     func forEachRow(of categories: [StoreCategory], _ body: (StoreRow) throws -> Void) throws {
         do {
-            try database.readTransaction { reads in
+            try (try database).readTransaction { reads in
                 for category in categories {
                     try reads.forEachRow("SELECT * FROM \(category.table) ORDER BY rowid", []) { row in
                         try body(try Self.decode(row, category))
@@ -259,32 +282,9 @@ public final class DeviceStore: Sendable {
         }
     }
 
-    /// Runs `body` in one transaction and gives it `insert`, which writes a row only if this store has no row of
-    /// that id (tombstone or not) and says whether it did: the seed's insert-if-absent by row id (planID for
-    /// plans), so importing the same rows again changes nothing. A live row's fields are checked as ``put(_:id:fields:)``
-    /// checks them; a contact whose userIDHash another live contact has already is skipped, like a present id.
-    /// Nothing is kept unless `body` returns.
-    func insertIfAbsent<T>(_ body: (_ insert: (StoreRow) throws -> Bool) throws -> T) throws -> T {
-        try write { transaction in
-            try body { row in
-                try Self.check(id: row.id)
-                if !row.isDeleted { try Self.check(row.fields, for: row.category) }
-                let category = row.category
-                let names = [category.idColumn, "version", "deleted"] + category.columns.map(\.name)
-                let values: [SQLValue] =
-                    [.text(row.id), .integer(row.version), .integer(row.isDeleted ? 1 : 0)]
-                    + category.columns.map { row.isDeleted ? .null : Self.sql(row.fields[$0.name]!) }
-                return try transaction.execute(
-                    "INSERT INTO \(category.table) (\(names.joined(separator: ", "))) "
-                        + "VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", "))) ON CONFLICT DO NOTHING",
-                    values) == 1
-            }
-        }
-    }
-
     // MARK: checks
 
-    private static func check(id: String) throws {
+    static func check(id: String) throws {
         guard (1...128).contains(id.utf8.count),
             id.unicodeScalars.allSatisfy({ !$0.properties.isWhitespace && !(0..<0x20).contains($0.value) })
         else {
@@ -314,7 +314,7 @@ public final class DeviceStore: Sendable {
         }
     }
 
-    private static func sql(_ value: StoreValue) -> SQLValue {
+    static func sql(_ value: StoreValue) -> SQLValue {
         switch value {
         case .text(let text): .text(text)
         case .integer(let integer): .integer(integer)

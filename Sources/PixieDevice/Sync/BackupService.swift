@@ -68,27 +68,48 @@ public struct BackupService: Sendable {
         return summary
     }
 
-    /// Imports a snapshot whose pieces `source` hands to the `feed` it is given, in order. Everything happens in
-    /// one transaction, committed only when `source` returns and the snapshot's end record has been read: if
-    /// `source` throws (a chunk that does not authenticate), or the snapshot is cut or damaged, nothing is kept.
+    /// Imports a snapshot whose pieces `source` hands to the `feed` it is given, in order, as one ``StoreImport``:
+    /// written beside the live store and moved into place only when `source` returns and the snapshot's end record
+    /// has been read. If `source` throws (a chunk that does not authenticate), or the snapshot is cut or damaged,
+    /// nothing is kept.
     @discardableResult
     public func importRawPayload(_ source: (_ feed: (Data) throws -> Void) throws -> Void) throws -> ImportSummary {
-        try store.insertIfAbsent { insert in
-            // `insert` is used only while `source` runs, inside this body.
-            try withoutActuallyEscaping(insert) { insert in
-                var reader = StoreSnapshot.Reader()
-                var summary = ImportSummary(rows: 0, inserted: 0, present: 0)
-                try source { piece in
-                    try reader.feed(piece) { row in
-                        summary.rows += 1
-                        if try insert(row) { summary.inserted += 1 } else { summary.present += 1 }
-                    }
-                }
-                try reader.finish()
-                return summary
-            }
+        var load = SnapshotLoad(into: try StoreImport(into: store))
+        try source { piece in try load.feed(piece) }
+        return try load.commit()
+    }
+}
+
+/// A snapshot's rows on their way into a ``StoreImport``, fed in pieces as they are opened: the summary counts as
+/// they go, and nothing is kept until ``commit()`` finds the end record.
+struct SnapshotLoad {
+    private let target: StoreImport
+    private var reader = StoreSnapshot.Reader()
+    private var summary = BackupService.ImportSummary(rows: 0, inserted: 0, present: 0)
+
+    init(into target: StoreImport) { self.target = target }
+
+    mutating func feed(_ piece: Data) throws {
+        let target = target
+        var summary = summary
+        defer { self.summary = summary }
+        try reader.feed(piece) { row in
+            summary.rows += 1
+            if try target.insert(row) { summary.inserted += 1 } else { summary.present += 1 }
         }
     }
+
+    /// Checks that the snapshot ended, and makes it the store; the rows the live store had already count as present.
+    mutating func commit() throws -> BackupService.ImportSummary {
+        try reader.finish()
+        let kept = try target.commit()
+        summary.inserted -= kept
+        summary.present += kept
+        return summary
+    }
+
+    /// Throws the rows away.
+    func discard() { target.discard() }
 }
 
 // MARK: the archive

@@ -1,0 +1,240 @@
+import Foundation
+import PrivateFiles
+import Storage
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// One import into a ``DeviceStore`` (a sibling's snapshot, or an archive): the seed's insert-if-absent by row id
+/// (000_e422bd9a7c930342.txt, "What do I know?"), made a bulk load.
+///
+/// The rows go into a new store beside the live one, not into the live one: a new file (``StoreFile``) on one
+/// connection with no journal and no syncs (``SQLiteDatabase/bulkLoading(newFileAt:)``), its statement prepared
+/// once per category, all in one transaction. Each page is written once, where the WAL path wrote it twice (the log,
+/// then the checkpoint), and the live store takes no lock meanwhile, so the device goes on writing while a
+/// download of any length feeds the import. ``commit()`` then, holding the store's lock exclusive for a moment,
+/// copies the live store's rows in (the live row wins over the snapshot's row of the same id, and over a contact
+/// with the same userIDHash: insert-if-absent, seen from the other side), flushes the new file to the disk, and
+/// moves it into place with one `rename(2)`. A crash or a failure before that rename leaves the live store as it
+/// was; ``discard()``, or the next import, removes the half-written file.
+///
+/// For a store in memory (tests) the new store is in memory too, and ``commit()`` inserts its rows into the live
+/// one, absent ids only, in one transaction.
+///
+/// Used by one task at a time; not `Sendable`.
+package final class StoreImport {
+    private let store: DeviceStore
+    private let target: Target
+    private var isOpen = true
+    /// Flushes the new file to the disk in the background as it grows (file stores only).
+    private let writeback: Writeback?
+
+    private enum Target {
+        /// The new file, and the import lock's descriptor.
+        case file(StoreFile, generation: URL, database: SQLiteDatabase, importLock: Int32)
+        case memory(live: SQLiteDatabase, side: SQLiteDatabase)
+    }
+
+    package init(into store: DeviceStore) throws {
+        self.store = store
+        switch store.backing {
+        case .memory(let live):
+            let side = try SQLiteDatabase.inMemory()
+            try DeviceStore.migrate(side)
+            try Self.storing { try side.execute("BEGIN", []) }
+            target = .memory(live: live, side: side)
+            writeback = nil
+        case .file(let file):
+            let importLock = try file.takeImportLock()
+            let generation = file.newGeneration()
+            do {
+                try file.removeLeftovers()
+                try StoreFile.io { () throws(PrivateFilesError) in try PrivateFiles.write(Data(), to: generation) }
+                let database = try Self.storing { try SQLiteDatabase.bulkLoading(newFileAt: generation.path) }
+                try DeviceStore.migrate(database)
+                try Self.storing { try database.execute("BEGIN", []) }
+                target = .file(file, generation: generation, database: database, importLock: importLock)
+                writeback = Writeback(path: generation.path)
+            } catch {
+                unlink(generation.path)
+                close(importLock)
+                throw error
+            }
+        }
+    }
+
+    deinit { discard() }
+
+    private var side: SQLiteDatabase {
+        switch target {
+        case .file(_, _, let database, _): database
+        case .memory(_, let side): side
+        }
+    }
+
+    /// Writes `row` unless the import holds a row of its id already (or, for a live contact, one with its
+    /// userIDHash): says whether it did. A live row's fields are checked as ``DeviceStore/put(_:id:fields:)`` checks
+    /// them.
+    package func insert(_ row: StoreRow) throws -> Bool {
+        guard isOpen else { throw Self.ended }
+        try DeviceStore.check(id: row.id)
+        if !row.isDeleted { try DeviceStore.check(row.fields, for: row.category) }
+        let values: [SQLValue] =
+            [.text(row.id), .integer(row.version), .integer(row.isDeleted ? 1 : 0)]
+            + row.category.columns.map { row.isDeleted ? .null : DeviceStore.sql(row.fields[$0.name]!) }
+        let inserted = try Self.storing { try side.execute(Self.insertSQL[row.category]!, values) == 1 }
+        writeback?.wrote(row)
+        return inserted
+    }
+
+    /// Makes the import the store: merges the rows written to the live store meanwhile (they win), and moves the
+    /// new store into place. Returns how many of the rows the import inserted the live store had already (by id,
+    /// or a live contact by userIDHash), and so kept as they were.
+    package func commit() throws -> Int {
+        guard isOpen else { throw Self.ended }
+        isOpen = false
+        switch target {
+        case .memory(let live, let side):
+            return try Self.storing {
+                try side.execute("COMMIT", [])
+                return try live.transaction { transaction in
+                    var kept = 0
+                    for category in StoreCategory.allCases {
+                        try side.forEachRow("SELECT * FROM \(category.table) ORDER BY rowid", []) { row in
+                            if try transaction.execute(Self.insertSQL[category]!, row.values) == 0 { kept += 1 }
+                        }
+                    }
+                    return kept
+                }
+            }
+        case .file(let file, let generation, let database, let importLock):
+            defer { close(importLock) }
+            do {
+                return try Self.storing {
+                    try database.execute("COMMIT", [])
+                    return try file.withLock(exclusive: true) {
+                        let live = try StoreFile.target(of: file.link)
+                        let kept = try Self.merge(live: live, into: database)
+                        try database.closeDurably()
+                        try file.moveIntoPlace(generation, replacing: live)
+                        return kept
+                    }
+                }
+            } catch {
+                database.close()
+                // Unless the rename happened (and only the directory's sync failed), the live store is as it was.
+                if (try? StoreFile.target(of: file.link)) != generation.path { unlink(generation.path) }
+                throw error
+            }
+        }
+    }
+
+    /// Copies every row of the store at `live` into `database`, replacing the import's row of the same id (or the
+    /// live contact's userIDHash); returns how many of the import's rows that replaced.
+    private static func merge(live: String, into database: SQLiteDatabase) throws -> Int {
+        try database.execute("ATTACH DATABASE ? AS live", [.text(live)])
+        try database.execute("BEGIN", [])
+        var kept = 0
+        for category in StoreCategory.allCases {
+            let table = category.table
+            let id = category.idColumn
+            var overlap = "EXISTS (SELECT 1 FROM live.\(table) AS old WHERE old.\(id) = new.\(id))"
+            if category == .contacts {
+                overlap +=
+                    " OR (new.deleted = 0 AND EXISTS (SELECT 1 FROM live.contacts AS old WHERE old.deleted = 0 "
+                    + "AND old.user_id_hash = new.user_id_hash))"
+            }
+            kept += Int(
+                try database.queryOne("SELECT count(*) AS n FROM main.\(table) AS new WHERE \(overlap)", [])!.int64("n")
+            )
+            let columns = ([id, "version", "deleted"] + category.columns.map(\.name)).joined(separator: ", ")
+            try database.execute(
+                "INSERT OR REPLACE INTO main.\(table) (\(columns)) SELECT \(columns) FROM live.\(table) ORDER BY rowid",
+                [])
+        }
+        try database.execute("COMMIT", [])
+        try database.execute("DETACH DATABASE live", [])
+        return kept
+    }
+
+    /// Throws the import away: nothing of it reaches the store. Safe to call more than once.
+    package func discard() {
+        guard isOpen else { return }
+        isOpen = false
+        switch target {
+        case .memory: break
+        case .file(_, let generation, let database, let importLock):
+            database.close()
+            unlink(generation.path)
+            unlink(generation.path + "-journal")
+            close(importLock)
+        }
+    }
+
+    /// Starts the new file's flush to the disk while the import goes on, so that the `fsync(2)` before the move
+    /// has only the last pages left to write: every 32 MiB of rows, an `fdatasync(2)` on a thread of its own (one
+    /// at a time; none is waited for). Writing the pages is the kernel's work either way; this only starts it
+    /// sooner, while the download still runs.
+    private final class Writeback: Sendable {
+        private let descriptor: Int32
+        private let pending = Mutex(0)
+        private let running = Atomic<Bool>(false)
+        private static let every = 32 << 20
+
+        init?(path: String) {
+            descriptor = open(path, O_RDONLY | O_CLOEXEC)
+            guard descriptor >= 0 else { return nil }
+        }
+
+        deinit { close(descriptor) }
+
+        func wrote(_ row: StoreRow) {
+            let bytes = row.fields.values.reduce(row.id.utf8.count) { total, value in
+                switch value {
+                case .text(let text): total + text.utf8.count
+                case .integer: total + 8
+                case .blob(let blob): total + blob.count
+                }
+            }
+            let due = pending.withLock { pending in
+                pending += bytes
+                guard pending >= Self.every else { return false }
+                pending = 0
+                return true
+            }
+            guard due, running.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged else {
+                return
+            }
+            DispatchQueue.global(qos: .utility).async { [self] in
+                _ = fdatasync(descriptor)
+                running.store(false, ordering: .releasing)
+            }
+        }
+    }
+
+    /// Each category's insert-if-absent, written once.
+    private static let insertSQL: [StoreCategory: String] = Dictionary(
+        uniqueKeysWithValues: StoreCategory.allCases.map { category in
+            let names = [category.idColumn, "version", "deleted"] + category.columns.map(\.name)
+            let sql =
+                "INSERT INTO \(category.table) (\(names.joined(separator: ", "))) "
+                + "VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", "))) ON CONFLICT DO NOTHING"
+            return (category, sql)
+        })
+
+    private static let ended = DeviceStoreError.unusable(
+        "this import was committed or discarded already: start another one")
+
+    @discardableResult
+    private static func storing<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as StorageError {
+            throw DeviceStoreError.unusable("the device store could not be written: \(error.reason)")
+        }
+    }
+}
