@@ -3,7 +3,8 @@
 # run (docs/benchmarks.md, "Absorbing a store"):
 #
 #   ours   `pixie sync` on a new device ("laptop") absorbing the store of `pixie listen` ("phone"): export, seal
-#          and upload pipelined on the phone; download with hashing, then open and import, on the laptop.
+#          and upload pipelined on the phone; on the laptop, download, hash, open and import overlapped (the
+#          import written beside the live store), then the merge, flush and move into place.
 #   stock  the same job with stock tools, one step after another: sqlite3 .backup, age -e, curl up, curl down,
 #          sha256sum, age -d, sqlite3 .restore.
 #   floor  cp + sha256sum of the same bytes (the store file).
@@ -147,6 +148,6 @@ printf '%-7s %8.2f s\n' ours "$ours" stock "$stock" floor "$floor"
 printf 'ours / stock = %.2f, ours / floor = %.2f\n' "$(echo "$ours / $stock" | bc -l)" "$(echo "$ours / $floor" | bc -l)"
 printf 'peak RSS: phone (pixie listen) %s MiB (%s MiB before the sync), laptop (pixie sync) %s MiB\n' \
     "$((phone_rss / 1024))" "$((phone_rss_before / 1024))" "$((laptop_rss / 1024))"
-printf 'where the time went (the laptop'"'"'s events): to the first SyncPreparing %.2f s; export, seal and upload, to the first download progress %.2f s; download with hashing %.2f s; open and import %.2f s\n' \
+printf 'where the time went (the laptop'"'"'s events): to the first SyncPreparing %.2f s; export, seal and upload, to the first download progress %.2f s; download, hash, open and import %.2f s; merge, flush and move into place %.2f s\n' \
     "$(echo "$preparing - $sync_start" | bc)" "$(echo "$downloading - $preparing" | bc)" \
     "$(echo "$importing - $downloading" | bc)" "$(echo "$absorbed - $importing" | bc)"

@@ -510,9 +510,14 @@ struct SignOut: ParsableCommand {
 }
 
 #if canImport(Glibc)
-    // Buffers of 4 MiB and more (a download's 8 MiB ranges) are mapped on their own and go straight back to the
-    // system when freed. glibc's default threshold grows with what is freed, after which such buffers come from the
-    // heap and fragment it: a 1 GiB absorption then peaked anywhere from 57 to 107 MiB (docs/benchmarks.md).
-    _ = CMalloc_mapAllocationsFrom(4 << 20)
+    // Buffers of 2 MiB and more (a download's ranges) are mapped on their own and go straight back to the system
+    // when freed. glibc's default threshold grows with what is freed, after which such buffers come from the heap
+    // and fragment it: a 1 GiB absorption then peaked anywhere from 57 to 107 MiB (docs/benchmarks.md). Up to
+    // 4 MiB freed at the heap's top is kept, not handed back and faulted in again for the next 1 MiB piece (the
+    // default, 128 KiB once the threshold is set, spent a fifth of an absorption in page faults), and two arenas
+    // at most keep the threads' freed memory from adding up.
+    _ = CMalloc_mapAllocationsFrom(2 << 20)
+    _ = CMalloc_limitArenas(2)
+    _ = CMalloc_keepFreedUpTo(4 << 20)
 #endif
 await PixieCommand.main()

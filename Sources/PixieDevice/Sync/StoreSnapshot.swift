@@ -26,35 +26,38 @@ package enum StoreSnapshot {
         magic + Data([schema, includeSecrets ? secretsFlag : 0])
     }
 
-    /// Appends `row`'s record to `out`.
+    /// Appends `row`'s record to `out`, each field copied once, straight into place (the record's length is filled
+    /// in last).
     package static func append(_ row: StoreRow, to out: inout Data) {
-        var body = Data()
+        out.append(row.category.snapshotCode)
+        let lengthAt = out.endIndex
+        appendUInt32(0, to: &out)
         let id = Data(row.id.utf8)
-        appendUInt16(UInt16(id.count), to: &body)
-        body += id
-        appendUInt64(UInt64(bitPattern: row.version), to: &body)
-        body.append(row.isDeleted ? 1 : 0)
+        appendUInt16(UInt16(id.count), to: &out)
+        out += id
+        appendUInt64(UInt64(bitPattern: row.version), to: &out)
+        out.append(row.isDeleted ? 1 : 0)
         if !row.isDeleted {
             for column in row.category.columns {
                 switch row.fields[column.name]! {
-                case .text(let text):
-                    let bytes = Data(text.utf8)
-                    body.append(1)
-                    appendUInt32(UInt32(bytes.count), to: &body)
-                    body += bytes
+                case .text(var text):
+                    out.append(1)
+                    appendUInt32(UInt32(text.utf8.count), to: &out)
+                    text.withUTF8 { out.append($0) }
                 case .integer(let value):
-                    body.append(2)
-                    appendUInt64(UInt64(bitPattern: value), to: &body)
+                    out.append(2)
+                    appendUInt64(UInt64(bitPattern: value), to: &out)
                 case .blob(let bytes):
-                    body.append(3)
-                    appendUInt32(UInt32(bytes.count), to: &body)
-                    body += bytes
+                    out.append(3)
+                    appendUInt32(UInt32(bytes.count), to: &out)
+                    out += bytes
                 }
             }
         }
-        out.append(row.category.snapshotCode)
-        appendUInt32(UInt32(body.count), to: &out)
-        out += body
+        let length = UInt32(out.endIndex - lengthAt - 4)
+        for (offset, shift) in [24, 16, 8, 0].enumerated() {
+            out[lengthAt + offset] = UInt8(length >> UInt32(shift) & 0xff)
+        }
     }
 
     package static func end(rowCount: UInt64) -> Data {

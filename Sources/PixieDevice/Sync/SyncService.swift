@@ -46,7 +46,7 @@ public final class SyncService: Sendable {
         /// running out on a long export.
         public var progressInterval: Duration = .seconds(30)
         /// Bytes per download request: what a cut-off download can lose, and what is in memory at once.
-        public var rangeByteCount = 8 << 20
+        public var rangeByteCount = 2 << 20
         /// How far a request's timestamp may be from the sibling's clock: an old request a relay plays again
         /// starts no export.
         public var freshness: TimeInterval = 300
