@@ -78,8 +78,8 @@ extension DeviceHome {
     /// Removes the device's state and its store from this home.
     public func erase() throws {
         try locked {
+            try StoreFile.removeAll(link: directory.appendingPathComponent(DeviceStore.fileName))
             do throws(PrivateFilesError) {
-                StoreFile.removeAll(link: directory.appendingPathComponent(DeviceStore.fileName))
                 try PrivateFiles.remove(directory.appendingPathComponent(Self.answeredSignInsFile))
                 try PrivateFiles.remove(file)
                 try PrivateFiles.syncDirectory(directory)

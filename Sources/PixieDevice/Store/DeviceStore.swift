@@ -50,8 +50,13 @@ public final class DeviceStore: Sendable {
 
     /// Opens the SQLite file at `path` as a device store, migrating it.
     static func open(_ path: String) throws -> SQLiteDatabase {
+        guard FileManager.default.fileExists(atPath: path) else {
+            throw DeviceStoreError.unusable(
+                "the device store \(path) is gone (the device signed out, or it was removed by hand): open the "
+                    + "device's home again to start with an empty store")
+        }
         do {
-            let database = try SQLiteDatabase(path: path, readers: 2)
+            let database = try SQLiteDatabase(path: path, readers: 2, createIfMissing: false)
             try migrate(database)
             return database
         } catch let error as StorageError {

@@ -46,6 +46,8 @@ final class StoreFile: Sendable {
         self.link = link
         let target = try Self.target(of: link)
         if target == link.path && !FileManager.default.fileExists(atPath: target) {
+            // A log or lock left by a store that is gone must not be played into the new one.
+            for suffix in ["-wal", "-shm", "-journal"] { unlink(link.path + suffix) }
             // SQLite takes an empty file as an empty database; created here, it is this user's alone.
             try Self.io { () throws(PrivateFilesError) in try PrivateFiles.write(Data(), to: link) }
         } else if !FileManager.default.fileExists(atPath: target) {
@@ -58,13 +60,27 @@ final class StoreFile: Sendable {
 
     /// The database of the store's current file, opened anew if an import (in this process or another) moved a new
     /// store into place since the last call. A read still running on the old store finishes there.
+    ///
+    /// Only ``init(link:)`` creates a store: a file that went between reading the link and opening it (an import
+    /// moved another in and removed it, or the device signed out) is never opened anew as an empty store; the link
+    /// is read again instead.
     func database() throws -> SQLiteDatabase {
-        let target = try Self.target(of: link)
-        return try opened.withLock { opened throws -> SQLiteDatabase in
-            if opened.target != target {
-                opened = Opened(target: target, database: try DeviceStore.open(target))
+        try opened.withLock { opened throws -> SQLiteDatabase in
+            var attempt = 0
+            while true {
+                let target = try Self.target(of: link)
+                if opened.target == target {
+                    // Signed out in another process: say so rather than write into a file no one will open.
+                    guard FileManager.default.fileExists(atPath: target) else { return try DeviceStore.open(target) }
+                    return opened.database
+                }
+                do {
+                    opened = Opened(target: target, database: try DeviceStore.open(target))
+                    return opened.database
+                } catch  where attempt < 3 && !FileManager.default.fileExists(atPath: target) {
+                    attempt += 1
+                }
             }
-            return opened.database
         }
     }
 
@@ -107,6 +123,10 @@ final class StoreFile: Sendable {
 
     /// Runs `body` holding `store.sqlite.lock`: shared for a write, exclusive to move a new store into place.
     func withLock<T>(exclusive: Bool, _ body: () throws -> T) throws -> T {
+        try Self.withLock(at: link, exclusive: exclusive, body)
+    }
+
+    static func withLock<T>(at link: URL, exclusive: Bool, _ body: () throws -> T) throws -> T {
         let descriptor = try openLock(link.path + ".lock")
         defer { close(descriptor) }
         guard retryingInterrupts({ flock(descriptor, exclusive ? LOCK_EX : LOCK_SH) }) == 0 else {
@@ -119,7 +139,7 @@ final class StoreFile: Sendable {
     /// when another import into this store holds it.
     func takeImportLock() throws -> Int32 {
         let path = link.path + ".import-lock"
-        let descriptor = try openLock(path)
+        let descriptor = try Self.openLock(path)
         guard retryingInterrupts({ flock(descriptor, LOCK_EX | LOCK_NB) }) == 0 else {
             let reason = errno == EWOULDBLOCK ? nil : String(cString: strerror(errno))
             close(descriptor)
@@ -131,7 +151,7 @@ final class StoreFile: Sendable {
         return descriptor
     }
 
-    private func openLock(_ path: String) throws -> Int32 {
+    private static func openLock(_ path: String) throws -> Int32 {
         let descriptor = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
             throw DeviceStoreError.unusable("cannot open \(path): \(String(cString: strerror(errno)))")
@@ -141,10 +161,9 @@ final class StoreFile: Sendable {
 
     // MARK: moving a store into place
 
-    /// Points `store.sqlite` at `generation` (a whole store, already on the disk), atomically and durably, then
-    /// removes `old`, the store it pointed at, with its `-wal` and `-shm`: every row of it is in the new one. Call
-    /// holding the lock exclusive.
-    func moveIntoPlace(_ generation: URL, replacing old: String) throws {
+    /// Points `store.sqlite` at `generation` (a whole store, already on the disk) with one `rename(2)`. Throws only
+    /// if the rename did not happen. Call holding the lock exclusive.
+    func pointLink(at generation: URL) throws {
         let next = link.path + ".next"
         unlink(next)
         guard symlink(generation.lastPathComponent, next) == 0 else {
@@ -155,14 +174,26 @@ final class StoreFile: Sendable {
             unlink(next)
             throw DeviceStoreError.unusable("cannot move the new store into \(link.path): \(reason)")
         }
+    }
+
+    /// After ``pointLink(at:)``: makes the rename durable (the directory's `fsync(2)`), then removes `old`, the store
+    /// the link pointed at, with its `-wal` and `-shm` (every row of it is in the new one), and the plain
+    /// `store.sqlite`'s `-wal` and `-shm` when that was the old store.
+    func settle(replacing old: String) throws {
         try Self.io { () throws(PrivateFilesError) in try PrivateFiles.syncDirectory(directory) }
         for suffix in ["-wal", "-shm", "-journal"] { unlink(old + suffix) }
         if old != link.path { unlink(old) }
     }
 
     /// Removes what a crashed import left: generations other than the current one. Call holding the import lock.
+    /// And, once `store.sqlite` is a link, the plain store's `-wal` and `-shm` should a move have stopped before
+    /// removing them.
     func removeLeftovers() throws {
-        let current = URL(fileURLWithPath: try Self.target(of: link)).lastPathComponent
+        let target = try Self.target(of: link)
+        if target != link.path {
+            for suffix in ["-wal", "-shm", "-journal"] { unlink(link.path + suffix) }
+        }
+        let current = URL(fileURLWithPath: target).lastPathComponent
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
         for name in names {
             var base = Substring(name)
@@ -175,15 +206,29 @@ final class StoreFile: Sendable {
         }
     }
 
-    /// Every file of the store, for erasing it: the link, each generation, their `-wal` and `-shm`, and what an
-    /// import may have left. Not the two lock files: another process may hold them.
-    static func removeAll(link: URL) {
+    /// Removes every file of the store, for erasing it: the link, each generation, their `-wal` and `-shm`, and what
+    /// an import may have left; not the two lock files, which another process may hold. Refused while an import
+    /// runs; waits for writes under way (the store's lock, exclusive).
+    static func removeAll(link: URL) throws {
+        let importLock = link.path + ".import-lock"
+        let descriptor = open(importLock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
+            throw DeviceStoreError.unusable("cannot open \(importLock): \(String(cString: strerror(errno)))")
+        }
+        defer { close(descriptor) }
+        guard retryingInterrupts({ flock(descriptor, LOCK_EX | LOCK_NB) }) == 0 else {
+            throw DeviceStoreError.conflict(
+                "an import into this device's store is running (a `pixie sync` or `pixie backup import`): let it "
+                    + "finish or stop it, then try again")
+        }
         let directory = link.deletingLastPathComponent()
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
         let own = link.lastPathComponent
-        for name in names where name == own || name.hasPrefix(own + "-") || name.hasPrefix(own + ".") {
-            if name == own + ".lock" || name == own + ".import-lock" { continue }
-            unlink(directory.appendingPathComponent(name).path)
+        try StoreFile.withLock(at: link, exclusive: true) {
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+            for name in names where name == own || name.hasPrefix(own + "-") || name.hasPrefix(own + ".") {
+                if name == own + ".lock" || name == own + ".import-lock" { continue }
+                unlink(directory.appendingPathComponent(name).path)
+            }
         }
     }
 

@@ -32,6 +32,10 @@ package final class StoreImport {
     private var isOpen = true
     /// Flushes the new file to the disk in the background as it grows (file stores only).
     private let writeback: Writeback?
+    /// The rowid the next imported row takes in the new file: past every row the live store had when the import
+    /// began, by 2^32, so the live rows keep their own (and their order first) when they are merged in, and the
+    /// rows the device writes meanwhile still fit below.
+    private var nextRowID: Int64 = 0
 
     private enum Target {
         /// The new file, and the import lock's descriptor.
@@ -57,6 +61,7 @@ package final class StoreImport {
                 let database = try Self.storing { try SQLiteDatabase.bulkLoading(newFileAt: generation.path) }
                 try DeviceStore.migrate(database)
                 try Self.storing { try database.execute("BEGIN", []) }
+                nextRowID = try Self.storing { try Self.largestRowID(in: try store.database) } + (1 << 32)
                 target = .file(file, generation: generation, database: database, importLock: importLock)
                 writeback = Writeback(path: generation.path)
             } catch {
@@ -86,7 +91,15 @@ package final class StoreImport {
         let values: [SQLValue] =
             [.text(row.id), .integer(row.version), .integer(row.isDeleted ? 1 : 0)]
             + row.category.columns.map { row.isDeleted ? .null : DeviceStore.sql(row.fields[$0.name]!) }
-        let inserted = try Self.storing { try side.execute(Self.insertSQL[row.category]!, values) == 1 }
+        let inserted = try Self.storing {
+            switch target {
+            case .memory(_, let side):
+                return try side.execute(Self.insertSQL[row.category]!, values) == 1
+            case .file(_, _, let database, _):
+                defer { nextRowID += 1 }
+                return try database.execute(Self.insertWithRowIDSQL[row.category]!, [.integer(nextRowID)] + values) == 1
+            }
+        }
         writeback?.wrote(row)
         return inserted
     }
@@ -113,6 +126,7 @@ package final class StoreImport {
             }
         case .file(let file, let generation, let database, let importLock):
             defer { close(importLock) }
+            var moved = false
             do {
                 return try Self.storing {
                     try database.execute("COMMIT", [])
@@ -120,14 +134,17 @@ package final class StoreImport {
                         let live = try StoreFile.target(of: file.link)
                         let kept = try Self.merge(live: live, into: database)
                         try database.closeDurably()
-                        try file.moveIntoPlace(generation, replacing: live)
+                        try file.pointLink(at: generation)
+                        moved = true
+                        try file.settle(replacing: live)
                         return kept
                     }
                 }
             } catch {
                 database.close()
-                // Unless the rename happened (and only the directory's sync failed), the live store is as it was.
-                if (try? StoreFile.target(of: file.link)) != generation.path { unlink(generation.path) }
+                // Before the rename the live store is as it was, and the new file goes. After it, the new file is
+                // the store: only making the rename durable, or removing the old file, failed, and the error says so.
+                if !moved { unlink(generation.path) }
                 throw error
             }
         }
@@ -136,6 +153,11 @@ package final class StoreImport {
     /// Copies every row of the store at `live` into `database`, replacing the import's row of the same id (or the
     /// live contact's userIDHash); returns how many of the import's rows that replaced.
     private static func merge(live: String, into database: SQLiteDatabase) throws -> Int {
+        guard FileManager.default.fileExists(atPath: live) else {
+            throw DeviceStoreError.unusable(
+                "the device store \(live) was removed while the import ran: nothing was imported; open the "
+                    + "device's home again and import once more")
+        }
         try database.execute("ATTACH DATABASE ? AS live", [.text(live)])
         try database.execute("BEGIN", [])
         var kept = 0
@@ -153,8 +175,8 @@ package final class StoreImport {
             )
             let columns = ([id, "version", "deleted"] + category.columns.map(\.name)).joined(separator: ", ")
             try database.execute(
-                "INSERT OR REPLACE INTO main.\(table) (\(columns)) SELECT \(columns) FROM live.\(table) ORDER BY rowid",
-                [])
+                "INSERT OR REPLACE INTO main.\(table) (rowid, \(columns)) SELECT rowid, \(columns) FROM live.\(table) "
+                    + "ORDER BY rowid", [])
         }
         try database.execute("COMMIT", [])
         try database.execute("DETACH DATABASE live", [])
@@ -215,6 +237,23 @@ package final class StoreImport {
             }
         }
     }
+
+    /// The largest rowid in any table of the store, 0 for an empty one.
+    private static func largestRowID(in database: any SQLDatabase) throws -> Int64 {
+        try StoreCategory.allCases.map { category in
+            try database.queryOne("SELECT coalesce(max(rowid), 0) AS m FROM \(category.table)", [])!.int64("m")
+        }.max() ?? 0
+    }
+
+    /// Each category's insert-if-absent with the rowid given first, written once.
+    private static let insertWithRowIDSQL: [StoreCategory: String] = Dictionary(
+        uniqueKeysWithValues: StoreCategory.allCases.map { category in
+            let names = ["rowid", category.idColumn, "version", "deleted"] + category.columns.map(\.name)
+            let sql =
+                "INSERT INTO \(category.table) (\(names.joined(separator: ", "))) "
+                + "VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", "))) ON CONFLICT DO NOTHING"
+            return (category, sql)
+        })
 
     /// Each category's insert-if-absent, written once.
     private static let insertSQL: [StoreCategory: String] = Dictionary(

@@ -16,11 +16,11 @@ import Synchronization
 /// (wake class Sync, the only such frame) with a `request_id` of its own, again every ``Configuration/resendInterval``
 /// up to ``Configuration/sends`` times until that sibling answers. The first sibling to say it is preparing
 /// (``SyncPreparing``) is the one it waits for; the others are sent a ``SyncCancel``. When its ``SyncOffer`` comes, the
-/// new device downloads the blob by ranges into a file in its home while hashing it, checks SHA-256 against the
-/// offer's before it decrypts anything (a mismatch is a hard failure, acked `ok: false`), then opens and imports it in
-/// one pass and one transaction (BlobCrypto, BackupService.importRawPayload: nothing is kept unless every chunk
-/// authenticates), deletes the blob and acks `ok: true`. A download cut off resumes by range, across a restart too:
-/// the offer and the bytes so far are kept in the home until the import.
+/// new device downloads the blob by ranges into a file in its home, and hashes, opens and imports each range while
+/// the next one downloads (``DownloadPipeline``, into a ``StoreImport`` beside the live store); nothing is kept unless
+/// the whole blob's SHA-256 is the offer's (a mismatch is a hard failure, acked `ok: false`) and every chunk
+/// authenticates. It then deletes the blob and acks `ok: true`. A download cut off resumes by range, across a restart
+/// too: the offer and the bytes so far are kept in the home until the import.
 ///
 /// **A sibling** (``respond(to:)``) opens with the seed's guard, `isSameAccount(senderUserIDHash)`, on every frame,
 /// and also checks that the reply key is a device of the logged roster, so a removed device whose SenderCert has not

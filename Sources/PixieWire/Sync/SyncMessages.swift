@@ -134,7 +134,7 @@ public struct SyncPreparing: Sendable, Equatable {
 ///     blob_format (1): 1 = BlobCrypto v1, chunked AES-256-GCM (docs/pixie-protocol.md, "BlobCrypto")
 ///     key (32): a fresh AES-256 key, used for this blob only
 ///     nonce (12): a fresh nonce, from which each chunk's nonce is derived
-///     sha256 (32): SHA-256 of the whole ciphertext, checked before anything is decrypted
+///     sha256 (32): SHA-256 of the whole ciphertext, checked before anything decrypted is kept
 ///     size_bytes (8): the ciphertext's length
 public struct SyncOffer: Sendable, Equatable {
     public static let blobIDByteCount = 16

@@ -18,9 +18,12 @@ final class SQLiteConnection: @unchecked Sendable {
     /// Dynamic SQL could grow the cache without bound; past this many statements it starts over.
     private static let statementCacheLimit = 256
 
-    init(path: String, location: String, readOnly: Bool, busyTimeoutMilliseconds: Int32) throws(StorageError) {
+    init(
+        path: String, location: String, readOnly: Bool, create: Bool = true, busyTimeoutMilliseconds: Int32
+    ) throws(StorageError) {
         var handle: OpaquePointer?
-        let access = readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
+        let access =
+            readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0))
         let flags = access | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
         let code = sqlite3_open_v2(path, &handle, flags, nil)
         guard code == SQLITE_OK, let handle else {

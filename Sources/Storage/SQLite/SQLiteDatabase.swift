@@ -44,9 +44,13 @@ public final class SQLiteDatabase: SQLDatabase {
     /// - Parameters:
     ///   - readers: how many idle read connections to keep (more open while many reads run at once).
     ///   - busyTimeout: how long to wait for a lock held by another process before throwing `.busy`.
+    ///   - createIfMissing: false to open only a file that exists (one another process may have removed meanwhile
+    ///     must not come back empty); it then throws ``StorageError/Code/open`` for a missing file.
     /// - Throws: ``StorageError/Code/open`` if the directory cannot be created, the file cannot be opened, or it is
     ///   not a SQLite database.
-    public init(path: String, readers: Int = 4, busyTimeout: Duration = .seconds(5)) throws {
+    public init(
+        path: String, readers: Int = 4, busyTimeout: Duration = .seconds(5), createIfMissing: Bool = true
+    ) throws {
         // SQLite reads "" as a private temporary database and ":memory:" as a private in-memory one; readers
         // opening the same name would each get a database of their own.
         guard !path.isEmpty, path != ":memory:" else {
@@ -64,7 +68,7 @@ public final class SQLiteDatabase: SQLDatabase {
         }
         let timeout = Self.milliseconds(busyTimeout)
         let connection = try SQLiteConnection(
-            path: path, location: path, readOnly: false, busyTimeoutMilliseconds: timeout)
+            path: path, location: path, readOnly: false, create: createIfMissing, busyTimeoutMilliseconds: timeout)
         try Self.configureWriter(connection, expectWAL: true)
         self.path = path
         self.writer = Mutex(connection)

@@ -68,6 +68,8 @@ struct StoreImportTests {
         }
         let after = try other.put(.notebookNotes, id: "after", fields: ["title": .text("a"), "body": .text("a")])
         #expect(try store.row(.notebookNotes, id: "after") == after)
+        // In the order first written here: the device's own rows keep their place, the import's come after them.
+        #expect(try store.rows(.notebookNotes).map(\.id) == ["kept", "during", "new", "after"])
         #expect(try DeviceStore(home: home).row(.notebookNotes, id: "after") == after)
 
         // store.sqlite is now a link to the new file; the old file, its -wal and -shm are gone.
@@ -130,7 +132,15 @@ struct StoreImportTests {
         #expect(FileManager.default.fileExists(atPath: unrelated.path))
         _ = try load.insert(note("new", "n"))
         #expect(try load.commit() == 0)
-        #expect(try store.rows(.notebookNotes).map(\.id) == ["new", "live"])
+        #expect(try store.rows(.notebookNotes).map(\.id) == ["live", "new"])
+
+        // A move stopped before it removed the plain store's log: the log never meets a later store, and goes.
+        let staleLog = URL(fileURLWithPath: link.path + "-wal")
+        try Data(repeating: 9, count: 4096).write(to: staleLog)
+        let next = try StoreImport(into: store)
+        #expect(!FileManager.default.fileExists(atPath: staleLog.path))
+        next.discard()
+        #expect(try store.rows(.notebookNotes).map(\.id) == ["live", "new"])
     }
 
     @Test("a second import into one store while the first runs is refused with the reason")
@@ -189,5 +199,39 @@ struct StoreImportTests {
         } throws: { error in
             "\(error)".contains("which pixie did not make")
         }
+    }
+
+    @Test("signing out erases every file of the store, waits for no import, and a store still open elsewhere says so")
+    func erase() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let home = try home()
+        let store = try DeviceStore(home: home)
+        let other = try DeviceStore(home: home)
+        try store.put(.notebookNotes, id: "live", fields: ["title": .text("l"), "body": .text("l")])
+        let load = try StoreImport(into: store)
+        _ = try load.insert(note("new", "n"))
+        #expect {
+            try home.erase()
+        } throws: { error in
+            guard case DeviceStoreError.conflict(let reason) = error else { return false }
+            return reason.contains("an import into this device's store is running")
+        }
+        #expect(try load.commit() == 0)
+        #expect(try other.row(.notebookNotes, id: "new") != nil)
+
+        try home.erase()
+        #expect(try storeFiles().isEmpty)
+        // The other process's next read and write fail with the reason; neither brings an empty store back.
+        for attempt in [
+            { _ = try other.row(.notebookNotes, id: "live") },
+            { _ = try other.put(.notebookNotes, id: "x", fields: ["title": .text("x"), "body": .text("x")]) },
+        ] {
+            #expect {
+                try attempt()
+            } throws: { error in
+                "\(error)".contains("is gone")
+            }
+        }
+        #expect(try storeFiles().isEmpty)
     }
 }
