@@ -41,13 +41,16 @@ final class StoreFile: Sendable {
 
     var directory: URL { link.deletingLastPathComponent() }
 
+    /// What SQLite keeps beside a database file, named after it.
+    static let sideFileSuffixes = ["-wal", "-shm", "-journal"]
+
     /// Opens the store at `link`, creating an empty one (mode 0600) if there is none.
     init(link: URL) throws {
         self.link = link
         let target = try Self.target(of: link)
         if target == link.path && !FileManager.default.fileExists(atPath: target) {
             // A log or lock left by a store that is gone must not be played into the new one.
-            for suffix in ["-wal", "-shm", "-journal"] { unlink(link.path + suffix) }
+            for suffix in Self.sideFileSuffixes { unlink(link.path + suffix) }
             // SQLite takes an empty file as an empty database; created here, it is this user's alone.
             try Self.io { () throws(PrivateFilesError) in try PrivateFiles.write(Data(), to: link) }
         } else if !FileManager.default.fileExists(atPath: target) {
@@ -138,15 +141,21 @@ final class StoreFile: Sendable {
     /// Takes `store.sqlite.import-lock` without waiting, and returns its descriptor (closing it lets go); throws
     /// when another import into this store holds it.
     func takeImportLock() throws -> Int32 {
+        try Self.takeImportLock(
+            at: link,
+            busy: "another import into this store is running (a `pixie sync` or `pixie backup import` on this home): "
+                + "let it finish, then try again")
+    }
+
+    /// ``takeImportLock()`` for the store at `link`, `busy` the reason when another import holds it.
+    private static func takeImportLock(at link: URL, busy: String) throws -> Int32 {
         let path = link.path + ".import-lock"
-        let descriptor = try Self.openLock(path)
+        let descriptor = try openLock(path)
         guard retryingInterrupts({ flock(descriptor, LOCK_EX | LOCK_NB) }) == 0 else {
             let reason = errno == EWOULDBLOCK ? nil : String(cString: strerror(errno))
             close(descriptor)
             throw reason.map { DeviceStoreError.unusable("cannot lock \(path): \($0)") }
-                ?? DeviceStoreError.conflict(
-                    "another import into this store is running (a `pixie sync` or `pixie backup import` on this "
-                        + "home): let it finish, then try again")
+                ?? DeviceStoreError.conflict(busy)
         }
         return descriptor
     }
@@ -181,7 +190,7 @@ final class StoreFile: Sendable {
     /// `store.sqlite`'s `-wal` and `-shm` when that was the old store.
     func settle(replacing old: String) throws {
         try Self.io { () throws(PrivateFilesError) in try PrivateFiles.syncDirectory(directory) }
-        for suffix in ["-wal", "-shm", "-journal"] { unlink(old + suffix) }
+        for suffix in Self.sideFileSuffixes { unlink(old + suffix) }
         if old != link.path { unlink(old) }
     }
 
@@ -191,13 +200,13 @@ final class StoreFile: Sendable {
     func removeLeftovers() throws {
         let target = try Self.target(of: link)
         if target != link.path {
-            for suffix in ["-wal", "-shm", "-journal"] { unlink(link.path + suffix) }
+            for suffix in Self.sideFileSuffixes { unlink(link.path + suffix) }
         }
         let current = URL(fileURLWithPath: target).lastPathComponent
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
         for name in names {
             var base = Substring(name)
-            for suffix in ["-wal", "-shm", "-journal"] where base.hasSuffix(suffix) {
+            for suffix in Self.sideFileSuffixes where base.hasSuffix(suffix) {
                 base = base.dropLast(suffix.count)
             }
             if base != current && Self.isGeneration(String(base), of: link) {
@@ -210,17 +219,11 @@ final class StoreFile: Sendable {
     /// an import may have left; not the two lock files, which another process may hold. Refused while an import
     /// runs; waits for writes under way (the store's lock, exclusive).
     static func removeAll(link: URL) throws {
-        let importLock = link.path + ".import-lock"
-        let descriptor = open(importLock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else {
-            throw DeviceStoreError.unusable("cannot open \(importLock): \(String(cString: strerror(errno)))")
-        }
-        defer { close(descriptor) }
-        guard retryingInterrupts({ flock(descriptor, LOCK_EX | LOCK_NB) }) == 0 else {
-            throw DeviceStoreError.conflict(
-                "an import into this device's store is running (a `pixie sync` or `pixie backup import`): let it "
-                    + "finish or stop it, then try again")
-        }
+        let importLock = try takeImportLock(
+            at: link,
+            busy: "an import into this device's store is running (a `pixie sync` or `pixie backup import`): let it "
+                + "finish or stop it, then try again")
+        defer { close(importLock) }
         let directory = link.deletingLastPathComponent()
         let own = link.lastPathComponent
         try StoreFile.withLock(at: link, exclusive: true) {

@@ -36,6 +36,8 @@ package final class StoreImport {
     /// began, by 2^32, so the live rows keep their own (and their order first) when they are merged in, and the
     /// rows the device writes meanwhile still fit below.
     private var nextRowID: Int64 = 0
+    /// Bytes of fields written since the last ``Writeback/start()``.
+    private var unflushed = 0
 
     private enum Target {
         /// The new file, and the import lock's descriptor.
@@ -100,7 +102,19 @@ package final class StoreImport {
                 return try database.execute(Self.insertWithRowIDSQL[row.category]!, [.integer(nextRowID)] + values) == 1
             }
         }
-        writeback?.wrote(row)
+        if let writeback {
+            unflushed += row.fields.values.reduce(row.id.utf8.count) { total, value in
+                switch value {
+                case .text(let text): total + text.utf8.count
+                case .integer: total + 8
+                case .blob(let blob): total + blob.count
+                }
+            }
+            if unflushed >= Writeback.every {
+                unflushed = 0
+                writeback.start()
+            }
+        }
         return inserted
     }
 
@@ -203,9 +217,8 @@ package final class StoreImport {
     /// sooner, while the download still runs.
     private final class Writeback: Sendable {
         private let descriptor: Int32
-        private let pending = Mutex(0)
         private let running = Atomic<Bool>(false)
-        private static let every = 32 << 20
+        static let every = 32 << 20
 
         init?(path: String) {
             descriptor = open(path, O_RDONLY | O_CLOEXEC)
@@ -214,21 +227,9 @@ package final class StoreImport {
 
         deinit { close(descriptor) }
 
-        func wrote(_ row: StoreRow) {
-            let bytes = row.fields.values.reduce(row.id.utf8.count) { total, value in
-                switch value {
-                case .text(let text): total + text.utf8.count
-                case .integer: total + 8
-                case .blob(let blob): total + blob.count
-                }
-            }
-            let due = pending.withLock { pending in
-                pending += bytes
-                guard pending >= Self.every else { return false }
-                pending = 0
-                return true
-            }
-            guard due, running.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged else {
+        /// Starts an `fdatasync(2)` unless one is running.
+        func start() {
+            guard running.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged else {
                 return
             }
             DispatchQueue.global(qos: .utility).async { [self] in
@@ -245,25 +246,23 @@ package final class StoreImport {
         }.max() ?? 0
     }
 
-    /// Each category's insert-if-absent with the rowid given first, written once.
-    private static let insertWithRowIDSQL: [StoreCategory: String] = Dictionary(
-        uniqueKeysWithValues: StoreCategory.allCases.map { category in
-            let names = ["rowid", category.idColumn, "version", "deleted"] + category.columns.map(\.name)
-            let sql =
-                "INSERT INTO \(category.table) (\(names.joined(separator: ", "))) "
-                + "VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", "))) ON CONFLICT DO NOTHING"
-            return (category, sql)
-        })
+    /// Each category's insert-if-absent, written once: without a rowid (SQLite picks the next), and with one given
+    /// first.
+    private static let insertSQL = insertStatements(withRowID: false)
+    private static let insertWithRowIDSQL = insertStatements(withRowID: true)
 
-    /// Each category's insert-if-absent, written once.
-    private static let insertSQL: [StoreCategory: String] = Dictionary(
-        uniqueKeysWithValues: StoreCategory.allCases.map { category in
-            let names = [category.idColumn, "version", "deleted"] + category.columns.map(\.name)
-            let sql =
-                "INSERT INTO \(category.table) (\(names.joined(separator: ", "))) "
-                + "VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", "))) ON CONFLICT DO NOTHING"
-            return (category, sql)
-        })
+    private static func insertStatements(withRowID: Bool) -> [StoreCategory: String] {
+        Dictionary(
+            uniqueKeysWithValues: StoreCategory.allCases.map { category in
+                let names =
+                    (withRowID ? ["rowid"] : []) + [category.idColumn, "version", "deleted"]
+                    + category.columns.map(\.name)
+                let sql =
+                    "INSERT INTO \(category.table) (\(names.joined(separator: ", "))) "
+                    + "VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", "))) ON CONFLICT DO NOTHING"
+                return (category, sql)
+            })
+    }
 
     private static let ended = DeviceStoreError.unusable(
         "this import was committed or discarded already: start another one")
