@@ -288,7 +288,8 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
-            name: "PixieWireTests", dependencies: ["PixieWire", "SiblingsCrypto", "WebAuthn"], swiftSettings: strict),
+            name: "PixieWireTests", dependencies: ["PixieWire", "SiblingsCrypto", "WebAuthn", "SiblingsTestSupport"],
+            swiftSettings: strict),
         .testTarget(
             name: "StorageTests", dependencies: ["Storage", "StoragePostgreSQL", "SiblingsTestSupport"],
             swiftSettings: strict),

@@ -419,6 +419,32 @@ def age_decrypt_passphrase(r):
     return _with_files({"in": h("file", r)}, body)
 
 
+def riblt_indices(r):
+    """docs/pixie-sync.md, "Symbols" and "Which symbols an item is mapped to", written from the text alone in
+    Python's floats (IEEE 754 binary64, round-to-nearest) so the Swift mapping is checked by a second reading."""
+    import math
+
+    mask = (1 << 64) - 1
+    item = h("item", r)
+    hi, lo = int.from_bytes(item[:8], "big"), int.from_bytes(item[8:], "big")
+    z = hi ^ (((lo << 32) | (lo >> 32)) & mask)
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+    check = z ^ (z >> 31)
+    below = r["below"]
+    indices, s, i = [0], check, 0
+    while True:
+        s = (s * 0xDA942042E4DD58B5) & mask
+        step = math.ceil((float(i) + 1.5) * (4294967296.0 / math.sqrt(float(s) + 1.0) - 1.0))
+        if step >= 4294967296:
+            break
+        i += max(1, int(step))
+        if i >= below:
+            break
+        indices.append(i)
+    return {"check": f"{check:016x}", "indices": indices}
+
+
 def main():
     operations = {
         name: fn

@@ -212,6 +212,8 @@ extension SyncService {
             report(.dropped("a frame for a new device, and this one is not absorbing"))
         case .signInRequest, .signInAck, .signInApproval, .signInSettled:
             report(.dropped("a \(message.type) frame, which is not a sync message"))
+        case .syncDigest, .syncSketch, .syncWant, .syncRows:
+            report(.dropped("a \(message.type) frame of the reconcile loop, which this version does not run yet"))
         }
     }
 
@@ -337,7 +339,7 @@ extension SyncService {
                     case .syncPreparing(let preparing): arrive.yield(.preparing(from: sender.deviceKey, preparing))
                     case .syncFailed(let failure): arrive.yield(.failure(from: sender.deviceKey, failure))
                     case .syncOffer(let offer): arrive.yield(.offer(from: sender.deviceKey, offer))
-                    case .syncRequest, .syncAck, .syncCancel: continue
+                    case .syncRequest, .syncAck, .syncCancel, .syncDigest, .syncSketch, .syncWant, .syncRows: continue
                     case .signInRequest, .signInAck, .signInApproval, .signInSettled:
                         events(.dropped("a \(message.type) frame, which is not a sync message"))
                     }

@@ -26,6 +26,14 @@ public enum PayloadType: UInt8, Sendable, Hashable, CaseIterable, CustomStringCo
     case syncFailed = 0x15
     /// The new device no longer wants a sibling's snapshot: ``SyncCancel`` (beyond the seed).
     case syncCancel = 0x16
+    /// A reconcile round's digests (docs/pixie-sync.md): ``SyncDigests``.
+    case syncDigest = 0x20
+    /// Coded symbols or items of one category's set: ``SyncSketch``.
+    case syncSketch = 0x21
+    /// More symbols, some rows, or every row: ``SyncWant``.
+    case syncWant = 0x22
+    /// Rows: ``SyncRows``.
+    case syncRows = 0x23
 
     /// The frames worth waking a sleeping sibling for, since a new device waits on each: the SyncRequest (the
     /// seed's only one) and, beyond the seed, the SignInRequest on the account's discovery inbox, because sign-in
@@ -46,6 +54,10 @@ public enum PayloadType: UInt8, Sendable, Hashable, CaseIterable, CustomStringCo
         case .syncPreparing: "sync_preparing"
         case .syncFailed: "sync_failed"
         case .syncCancel: "sync_cancel"
+        case .syncDigest: "sync_digest"
+        case .syncSketch: "sync_sketch"
+        case .syncWant: "sync_want"
+        case .syncRows: "sync_rows"
         }
     }
 

@@ -32,6 +32,11 @@ public enum SiblingMessage: Sendable, Equatable {
     case syncAck(SyncAck)
     case syncFailed(SyncFailure)
     case syncCancel(SyncCancel)
+    // Between siblings, the digest reconcile loop (docs/pixie-sync.md).
+    case syncDigest(SyncDigests)
+    case syncSketch(SyncSketch)
+    case syncWant(SyncWant)
+    case syncRows(SyncRows)
 
     /// Decodes `payload` as the message of type `type`. Throws for a type this build has no message for
     /// (`sync_delta`, reserved) or bytes that are not that message.
@@ -47,6 +52,10 @@ public enum SiblingMessage: Sendable, Equatable {
         case .syncAck: self = .syncAck(try SyncAck(decoding: payload))
         case .syncFailed: self = .syncFailed(try SyncFailure(decoding: payload))
         case .syncCancel: self = .syncCancel(try SyncCancel(decoding: payload))
+        case .syncDigest: self = .syncDigest(try SyncDigests(decoding: payload))
+        case .syncSketch: self = .syncSketch(try SyncSketch(decoding: payload))
+        case .syncWant: self = .syncWant(try SyncWant(decoding: payload))
+        case .syncRows: self = .syncRows(try SyncRows(decoding: payload))
         case .syncDelta:
             throw PixieWireError(.malformed, "a \(type) frame, which this version does not read yet; update pixie")
         }
@@ -65,6 +74,10 @@ public enum SiblingMessage: Sendable, Equatable {
         case .syncAck(let payload): payload
         case .syncFailed(let payload): payload
         case .syncCancel(let payload): payload
+        case .syncDigest(let payload): payload
+        case .syncSketch(let payload): payload
+        case .syncWant(let payload): payload
+        case .syncRows(let payload): payload
         }
     }
 
@@ -84,6 +97,10 @@ extension SyncOffer: SiblingPayload { public static var payloadType: PayloadType
 extension SyncAck: SiblingPayload { public static var payloadType: PayloadType { .syncAck } }
 extension SyncFailure: SiblingPayload { public static var payloadType: PayloadType { .syncFailed } }
 extension SyncCancel: SiblingPayload { public static var payloadType: PayloadType { .syncCancel } }
+extension SyncDigests: SiblingPayload { public static var payloadType: PayloadType { .syncDigest } }
+extension SyncSketch: SiblingPayload { public static var payloadType: PayloadType { .syncSketch } }
+extension SyncWant: SiblingPayload { public static var payloadType: PayloadType { .syncWant } }
+extension SyncRows: SiblingPayload { public static var payloadType: PayloadType { .syncRows } }
 
 extension SignInSettlement.Outcome: SiblingPayload {
     public static var payloadType: PayloadType { .signInSettled }

@@ -11,26 +11,28 @@ struct SiblingMessageTests {
     static let now = Date(timeIntervalSince1970: 1_800_000_000)
 
     /// One message of every type this build reads.
-    static let every: [SiblingMessage] = [
-        .signInRequest(SignInRequest(deviceModel: "Pixel 9", replySubject: subject, sealingKey: key, timestamp: now)),
-        .signInAck(SignInAck(deviceFamily: "Phone")),
-        .signInApproval(
-            .approved(
-                .init(
-                    grant: "g", accountSeed: Data(repeating: 4, count: 32), ktHandle: "h",
-                    discoverySeed: Data(repeating: 5, count: 32)))),
-        .signInApproval(.rejected),
-        .signInSettled(.approved),
-        .syncRequest(SyncRequest(requestID: id, replySubject: subject, replyPubkey: key, timestamp: now)),
-        .syncPreparing(SyncPreparing(requestID: id, estimatedBytes: 10, doneBytes: 2)),
-        .syncOffer(
-            SyncOffer(
-                requestID: id, blobID: Data(repeating: 6, count: 16), key: Data(repeating: 7, count: 32),
-                nonce: Data(repeating: 8, count: 12), sha256: Data(repeating: 9, count: 32), sizeBytes: 5)),
-        .syncAck(SyncAck(requestID: id, ok: false, reason: "hash differs")),
-        .syncFailed(SyncFailure(requestID: id, kind: .declined, reason: "no")),
-        .syncCancel(SyncCancel(requestID: id)),
-    ]
+    static let every: [SiblingMessage] =
+        [
+            .signInRequest(
+                SignInRequest(deviceModel: "Pixel 9", replySubject: subject, sealingKey: key, timestamp: now)),
+            .signInAck(SignInAck(deviceFamily: "Phone")),
+            .signInApproval(
+                .approved(
+                    .init(
+                        grant: "g", accountSeed: Data(repeating: 4, count: 32), ktHandle: "h",
+                        discoverySeed: Data(repeating: 5, count: 32)))),
+            .signInApproval(.rejected),
+            .signInSettled(.approved),
+            .syncRequest(SyncRequest(requestID: id, replySubject: subject, replyPubkey: key, timestamp: now)),
+            .syncPreparing(SyncPreparing(requestID: id, estimatedBytes: 10, doneBytes: 2)),
+            .syncOffer(
+                SyncOffer(
+                    requestID: id, blobID: Data(repeating: 6, count: 16), key: Data(repeating: 7, count: 32),
+                    nonce: Data(repeating: 8, count: 12), sha256: Data(repeating: 9, count: 32), sizeBytes: 5)),
+            .syncAck(SyncAck(requestID: id, ok: false, reason: "hash differs")),
+            .syncFailed(SyncFailure(requestID: id, kind: .declined, reason: "no")),
+            .syncCancel(SyncCancel(requestID: id)),
+        ] + SyncRoundMessagesTests.every
 
     @Test("each message goes out under its own type and comes back the same", arguments: every)
     func roundTrip(_ message: SiblingMessage) throws {
