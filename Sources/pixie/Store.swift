@@ -30,7 +30,10 @@ func openStore(_ home: String) throws -> DeviceStore {
 }
 
 func storeJSON(_ row: StoreRow) -> [String: Any] {
-    var object: [String: Any] = ["id": row.id, "version": row.version, "deleted": row.isDeleted]
+    var object: [String: Any] = [
+        "id": row.id, "version": row.version.description, "hlc": row.version.hlc,
+        "author": row.version.author.description, "deleted": row.isDeleted,
+    ]
     for (name, value) in row.fields {
         switch value {
         case .text(let text): object[name] = text
@@ -44,7 +47,8 @@ func storeJSON(_ row: StoreRow) -> [String: Any] {
 struct StoreAdd: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "add", abstract: "Write a row: FIELD=VALUE for each of the category's fields.",
-        discussion: "With --id of a row that exists, the row is changed (its version goes up by one).")
+        discussion: "With --id of a row that exists, the row is changed: it gets a new version of this device's "
+            + "clock (docs/pixie-sync.md, \"Versions\"), which the reconcile loop orders by.")
 
     @Option(name: .long("home"), help: "This device's directory.") var home: String
     @Argument(help: "The category (`pixie store --help` lists them).") var category: StoreCategory
@@ -124,7 +128,7 @@ struct StoreList: ParsableCommand {
                         "\($0.name)=\(category.isSecret && $0.name == "api_key" ? "…" : row[$0.name]?.description ?? "")"
                     }
                     .joined(separator: " ")
-                streams.out("\(row.id) v\(row.version) \(fields)")
+                streams.out("\(row.id) \(row.version) \(fields)")
             }
             streams.out("\(rows.count) row\(rows.count == 1 ? "" : "s") in \(category.rawValue).")
         }

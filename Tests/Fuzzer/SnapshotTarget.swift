@@ -1,5 +1,6 @@
 import Foundation
 import PixieDevice
+import PixieWire
 
 /// The store snapshot a sibling sends a new device (docs/pixie-protocol.md, "The snapshot"), as the device reads
 /// it once BlobCrypto has opened the blob: `StoreSnapshot.Reader`, which hands out rows as their records arrive.
@@ -14,25 +15,31 @@ let snapshotTarget = FuzzTarget(
     seeds: {
         let rows = [
             StoreRow(
-                category: .conversations, id: "c1", version: 1, isDeleted: false,
+                category: .conversations, id: "c1", version: RowVersion(hlc: 1, author: AuthorTag(rawValue: 0xab)),
+                isDeleted: false,
                 fields: ["title": .text("Trip"), "created_at": .integer(1_800_000_000)]),
             StoreRow(
-                category: .messages, id: "m1", version: 3, isDeleted: false,
+                category: .messages, id: "m1", version: RowVersion(hlc: 3, author: AuthorTag(rawValue: 0xab)),
+                isDeleted: false,
                 fields: [
                     "conversation_id": .text("c1"), "sender": .text("me"), "body": .text("Hello ✈︎"),
                     "sent_at": .integer(-1),
                 ]),
             StoreRow(
-                category: .contacts, id: "k1", version: 2, isDeleted: false,
+                category: .contacts, id: "k1", version: RowVersion(hlc: 2, author: AuthorTag(rawValue: 0xab)),
+                isDeleted: false,
                 fields: [
                     "display_name": .text("Ada"), "pubkey": .blob(Data(repeating: 1, count: 65)),
                     "user_id_hash": .blob(Data(repeating: 2, count: 32)),
                     "account_signing_pubkey": .blob(Data(repeating: 3, count: 32)),
                     "channel_key": .blob(Data(repeating: 4, count: 32)),
                 ]),
-            StoreRow(category: .plans, id: "p1", version: 9, isDeleted: true, fields: [:]),
             StoreRow(
-                category: .providerAPIKeys, id: "a1", version: 1, isDeleted: false,
+                category: .plans, id: "p1", version: RowVersion(hlc: 9, author: AuthorTag(rawValue: 0xab)),
+                isDeleted: true, fields: [:]),
+            StoreRow(
+                category: .providerAPIKeys, id: "a1", version: RowVersion(hlc: 1, author: AuthorTag(rawValue: 0xab)),
+                isDeleted: false,
                 fields: ["provider": .text("example"), "api_key": .text("sk-0123")]),
         ]
         return [

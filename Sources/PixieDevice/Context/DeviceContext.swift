@@ -35,7 +35,7 @@ public struct DeviceContext: Sendable {
         self.environment = environment
         self.state = state
         self.membership = membership
-        self.store = try DeviceStore(home: home)
+        self.store = try DeviceStore(home: home, clock: environment.clock)
         self.client = client
         self.bindings = bindings
         self.credentials = credentials

@@ -1,4 +1,5 @@
 import Foundation
+import PixieWire
 import PrivateFiles
 import SiblingsCrypto
 import Storage
@@ -8,11 +9,15 @@ import Storage
 /// fold of every change, not a log of them (the seed: "the snapshot is the log's fold, and the fold is all that was
 /// ever kept").
 ///
-/// Every row has an id, a version and a tombstone flag. ``put(_:id:fields:)`` writes version 1, and one more on
-/// every change; ``delete(_:id:)`` leaves a tombstone (the next version, with no fields), so a deletion is a row
-/// the reconcile loop can ship like any other. Fields are checked against the category's ``StoreCategory/columns``
-/// before anything is written: unknown, missing or mistyped fields, keys of the wrong length, and a second live
-/// contact with the same userIDHash (it would make the channel key ambiguous) are refused with the reason.
+/// Every row has an id, a version and a tombstone flag (docs/pixie-sync.md, "Versions"). ``put(_:id:fields:)``
+/// stamps each write with this device's hybrid logical clock and author tag; ``delete(_:id:)`` leaves a tombstone
+/// (a new version with no fields), so a deletion is a row the reconcile loop can ship like any other; and
+/// ``apply(_:maximumLead:)`` folds rows from a sibling by each category's rule. In the same transaction as every
+/// change the store keeps the row's item and its category's digest (docs/pixie-sync.md, "Digests"), so a digest is
+/// always current at constant cost. Fields are checked against the category's ``StoreCategory/columns`` before
+/// anything is written: unknown, missing or mistyped fields, keys of the wrong length, a second live contact with
+/// the same userIDHash (it would make the channel key ambiguous), a message moved to another conversation, and a
+/// write to a row whose deletion is final are refused with the reason.
 ///
 /// The file is created mode 0600 (SQLite gives its `-wal` and `-shm` files the same mode) in the home's 0700
 /// directory: it holds provider API keys and every contact's channel key.
@@ -21,6 +26,10 @@ public final class DeviceStore: Sendable {
     /// `store.sqlite` (the name every reader opens; after an import, a link to the store's current file), or nil
     /// for a store in memory.
     public let path: String?
+    /// Who stamps this device's writes: its author tag and the account's item key (none before it is a member).
+    let writer: StoreWriter
+    /// The wall clock writes are stamped by, and held rows judged by.
+    let clock: any DeviceClock
 
     enum Backing: Sendable {
         case memory(SQLiteDatabase)
@@ -30,23 +39,44 @@ public final class DeviceStore: Sendable {
     /// The store's name in a device's home.
     static let fileName = "store.sqlite"
 
-    /// Opens (creating it if needed) `store.sqlite` in `home`.
-    public convenience init(home: DeviceHome) throws {
-        try self.init(file: home.directory.appendingPathComponent(Self.fileName))
+    /// Opens (creating it if needed) `store.sqlite` in `home`, writing as the device set up there (if it is set up
+    /// yet) on `clock`'s time.
+    public convenience init(home: DeviceHome, clock: any DeviceClock = SystemDeviceClock()) throws {
+        try self.init(
+            file: home.directory.appendingPathComponent(Self.fileName),
+            writer: (try? home.state()).map(StoreWriter.init(state:)) ?? .unknown, clock: clock)
     }
 
-    init(file: URL) throws {
+    init(file: URL, writer: StoreWriter, clock: any DeviceClock) throws {
         self.backing = .file(try StoreFile(link: file))
         self.path = file.path
+        self.writer = writer
+        self.clock = clock
     }
 
-    /// An empty store in memory, for tests.
-    @_spi(Testing) public init() throws {
+    /// An empty store in memory, for tests: written by `writer` (a random device of a random account unless given).
+    @_spi(Testing) public init(writer: StoreWriter? = nil, clock: any DeviceClock = SystemDeviceClock()) throws {
         let database = try SQLiteDatabase.inMemory()
         try Self.migrate(database)
         self.backing = .memory(database)
         self.path = nil
+        self.writer =
+            try writer
+            ?? StoreWriter(
+                author: AuthorTag(rawValue: UInt64.random(in: 1...UInt64.max)),
+                accountSeed: SystemRandom().bytes(count: 32))
+        self.clock = clock
     }
+
+    /// Opens the store at `path` (a plain file, or a link an import made) as `writer`, for tests.
+    @_spi(Testing) public convenience init(
+        path: String, writer: StoreWriter, clock: any DeviceClock = SystemDeviceClock()
+    ) throws {
+        try self.init(file: URL(fileURLWithPath: path), writer: writer, clock: clock)
+    }
+
+    /// The store's migrations, for tests that make a store of an older schema.
+    @_spi(Testing) public static var schemaMigrations: [Migration] { migrations }
 
     /// Opens the SQLite file at `path` as a device store, migrating it.
     static func open(_ path: String) throws -> SQLiteDatabase {
@@ -79,7 +109,8 @@ public final class DeviceStore: Sendable {
     static let component = "device-store"
 
     /// Migration 1: one table per category, each `(id, version, deleted, fields...)`; fields are NULL in a
-    /// tombstone, so a deletion keeps no content. Add a migration for a new field; never edit this one.
+    /// tombstone, so a deletion keeps no content. Migration 2 (``syncMigration``): versions, items and arrival
+    /// order for the reconcile loop. Add a migration for a new field; never edit one.
     static var migrations: [Migration] {
         let tables = StoreCategory.allCases.map { category in
             let fields = category.columns.map { "    \($0.name) \($0.sqlType)" }.joined(separator: ",\n")
@@ -93,7 +124,46 @@ public final class DeviceStore: Sendable {
                 """
         }
         let index = "CREATE UNIQUE INDEX contacts_user_id_hash ON contacts (user_id_hash) WHERE deleted = 0;"
-        return [Migration(version: 1, sql: (tables + [index]).joined(separator: "\n"))]
+        return [
+            Migration(version: 1, sql: (tables + [index]).joined(separator: "\n")),
+            Migration(version: 2, sql: syncMigration),
+        ]
+    }
+
+    /// Migration 2 (docs/pixie-sync.md, "How a row stores it"): the per-row counter becomes the HLC reading it sorts
+    /// like (1, 2, … come before every real reading), with an author of eight zero bytes; each row gains its item
+    /// (computed by the first write under the account's key) and its arrival `seq`; the store gains its clock and
+    /// arrival counter (`sync_state`), its digests and its agreements.
+    static var syncMigration: String {
+        let tables = StoreCategory.allCases.map { category in
+            let table = category.table
+            return """
+                ALTER TABLE \(table) RENAME COLUMN version TO hlc;
+                ALTER TABLE \(table) ADD COLUMN author BLOB NOT NULL DEFAULT x'0000000000000000';
+                ALTER TABLE \(table) ADD COLUMN item BLOB;
+                ALTER TABLE \(table) ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+                CREATE INDEX \(table)_item ON \(table) (item);
+                CREATE INDEX \(table)_tombstones ON \(table) (seq) WHERE deleted = 1;
+                """
+        }
+        let state = """
+            CREATE TABLE sync_state (
+                one INTEGER PRIMARY KEY CHECK (one = 1),
+                hlc INTEGER NOT NULL,
+                seq INTEGER NOT NULL,
+                item_key_id BLOB
+            );
+            INSERT INTO sync_state (one, hlc, seq) VALUES (1, 0, 0);
+            CREATE TABLE sync_digests (category TEXT PRIMARY KEY NOT NULL, count INTEGER NOT NULL, sum BLOB NOT NULL);
+            CREATE TABLE sync_agreements (
+                sibling BLOB NOT NULL,
+                category TEXT NOT NULL,
+                seq INTEGER NOT NULL,
+                agreed_at INTEGER NOT NULL,
+                PRIMARY KEY (sibling, category)
+            );
+            """
+        return (tables + [state]).joined(separator: "\n")
     }
 
     static func migrate(_ database: any SQLDatabase) throws {
@@ -107,75 +177,151 @@ public final class DeviceStore: Sendable {
 
     // MARK: writing
 
-    /// Writes the row `id` of `category` with `fields` (every field of the category, and no other): version 1 for a
-    /// new id, the next version for an existing one (a tombstone comes back to life). A nil `id` makes a fresh
-    /// random one. Returns the row as stored.
+    /// Writes the row `id` of `category` with `fields` (every field of the category, and no other), stamped with a
+    /// new version of this device's clock: a new id is inserted, an existing one changed (a tombstone comes back to
+    /// life, unless the category's deletion is final). A nil `id` makes a fresh random one. Returns the row as
+    /// stored.
     @discardableResult
     public func put(_ category: StoreCategory, id: String? = nil, fields: [String: StoreValue]) throws -> StoreRow {
         let id = id ?? UUID().uuidString.lowercased()
         try Self.check(id: id)
         try Self.check(fields, for: category)
-        return try write {
-            if category == .contacts, let hash = fields["user_id_hash"] {
-                let holder = try $0.queryOne(
-                    "SELECT id FROM contacts WHERE user_id_hash = ? AND deleted = 0 AND id <> ?",
-                    [Self.sql(hash), .text(id)])
-                if let holder {
-                    throw DeviceStoreError.conflict(
-                        "the contact \(try holder.string("id")) has this user id hash already: two contacts with one "
-                            + "hash would make its channel key ambiguous; change that contact instead")
-                }
+        return try writing { change in
+            if category == .contacts, let hash = fields["user_id_hash"],
+                let holder = try Self.liveContact(userIDHash: hash, other: id, in: change.transaction)
+            {
+                throw DeviceStoreError.conflict(
+                    "the contact \(holder.row.id) has this user id hash already: two contacts with one hash would "
+                        + "make its channel key ambiguous; change that contact instead")
             }
             if category == .messages, let conversation = fields["conversation_id"]?.text {
-                guard try Self.live(.conversations, id: conversation, in: $0) != nil else {
+                guard try Self.stored(.conversations, id: conversation, in: change.transaction)?.row.isDeleted == false
+                else {
                     throw DeviceStoreError.notFound(
                         "there is no conversation \(conversation); add it first (`pixie store add conversations`)")
                 }
             }
-            let version = (try Self.read(category, id: id, in: $0)?.version ?? 0) + 1
-            let names = [category.idColumn, "version", "deleted"] + category.columns.map(\.name)
-            let values: [SQLValue] =
-                [.text(id), .integer(version), .integer(0)] + category.columns.map { Self.sql(fields[$0.name]!) }
-            let updates = names.dropFirst().map { "\($0) = excluded.\($0)" }.joined(separator: ", ")
-            try $0.execute(
-                """
-                INSERT INTO \(category.table) (\(names.joined(separator: ", "))) \
-                VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", "))) \
-                ON CONFLICT (\(category.idColumn)) DO UPDATE SET \(updates)
-                """, values)
-            return StoreRow(category: category, id: id, version: version, isDeleted: false, fields: fields)
+            let old = try Self.stored(category, id: id, in: change.transaction)
+            if let old, old.row.isDeleted, category.deletionIsFinal {
+                throw DeviceStoreError.conflict(
+                    "the \(category.rawValue) row \(id) was deleted, and a deletion there is final (docs/pixie-sync.md, "
+                        + "\"The fold\"): write a new row instead")
+            }
+            if let old, !old.row.isDeleted,
+                let changed = category.fixedFields.first(where: { old.row.fields[$0] != fields[$0] })
+            {
+                throw DeviceStoreError.invalid(
+                    "a message's \(changed) never changes once it is sent: edit its body, or write a new message")
+            }
+            let row = StoreRow(category: category, id: id, version: change.tick(), isDeleted: false, fields: fields)
+            try change.store(row, replacing: old)
+            return row
         }
     }
 
-    /// Deletes the row `id`: it becomes a tombstone (the next version, no fields). Throws if there is no such
-    /// live row. Deleting a conversation deletes its messages too.
+    /// Deletes the row `id`: it becomes a tombstone (a new version, no fields). Throws if there is no such live
+    /// row. Deleting a conversation deletes its messages too.
     @discardableResult
     public func delete(_ category: StoreCategory, id: String) throws -> StoreRow {
-        try write {
-            guard let row = try Self.live(category, id: id, in: $0) else {
+        try writing { change in
+            guard let old = try Self.stored(category, id: id, in: change.transaction), !old.row.isDeleted else {
                 throw DeviceStoreError.notFound("there is no \(category.rawValue) row \(id) to delete")
             }
-            if category == .conversations {
-                for message in try $0.query(
-                    "SELECT id FROM messages WHERE conversation_id = ? AND deleted = 0", [.text(id)])
-                {
-                    try Self.tombstone(.messages, id: try message.string("id"), in: $0)
-                }
-            }
-            return try Self.tombstone(category, id: id, version: row.version + 1, in: $0)
+            if category == .conversations { _ = try change.deleteMessages(ofConversation: id) }
+            return try change.tombstone(old)
         }
     }
 
+    /// What ``apply(_:maximumLead:)`` did with a sibling's rows.
+    public struct ApplyReport: Sendable, Equatable {
+        /// The rows now stored as received.
+        public var applied: [StoreRow] = []
+        /// How many were not newer than what this store holds (by the category's fold), and so changed nothing.
+        public var ignored = 0
+        /// Rows more than the allowed lead ahead of this device's clock, left for a later round.
+        public var held: [StoreRow] = []
+        /// Rows refused, with why.
+        public var refused: [String] = []
+        /// Writes of this device's own that the fold called for: the loser of two live contacts with one userIDHash,
+        /// and messages that arrived for a deleted conversation, tombstoned.
+        public var written: [StoreRow] = []
+
+        public init() {}
+    }
+
+    /// Folds `rows` from a sibling into the store (docs/pixie-sync.md, "The fold"), in one transaction: each is kept
+    /// if it outranks the version of its row held here (or the row is new here), and left otherwise. Conversations
+    /// are applied before messages whatever the order given. A row more than `maximumLead` ahead of this device's
+    /// wall clock is held, and a row whose id or fields are not the category's is refused; neither changes anything.
+    /// Applying the same rows again, or in another order, leaves the same store.
     @discardableResult
-    private static func tombstone(
-        _ category: StoreCategory, id: String, version: Int64? = nil, in transaction: any SQLTransaction
-    ) throws -> StoreRow {
-        let version = try version ?? ((try read(category, id: id, in: transaction)?.version ?? 0) + 1)
-        let blanks = category.columns.map { "\($0.name) = NULL" }.joined(separator: ", ")
-        try transaction.execute(
-            "UPDATE \(category.table) SET version = ?, deleted = 1, \(blanks) WHERE \(category.idColumn) = ?",
-            [.integer(version), .text(id)])
-        return StoreRow(category: category, id: id, version: version, isDeleted: true, fields: [:])
+    public func apply(
+        _ rows: [StoreRow], maximumLead: Duration = HybridLogicalClock.defaultMaximumLead
+    ) throws
+        -> ApplyReport
+    {
+        let order = Dictionary(uniqueKeysWithValues: StoreCategory.allCases.enumerated().map { ($1, $0) })
+        let sorted = rows.enumerated().sorted { (order[$0.1.category]!, $0.0) < (order[$1.1.category]!, $1.0) }
+        return try writing { change in
+            var report = ApplyReport()
+            for (_, row) in sorted {
+                do {
+                    try Self.check(id: row.id)
+                    if !row.isDeleted { try Self.check(row.fields, for: row.category) }
+                } catch {
+                    report.refused.append("\(row.category.rawValue) \(row.id): \(error)")
+                    continue
+                }
+                guard change.observe(row.version, maximumLead: maximumLead) else {
+                    report.held.append(row)
+                    continue
+                }
+                let old = try Self.stored(row.category, id: row.id, in: change.transaction)
+                if let old, !row.outranks(old.row) {
+                    report.ignored += 1
+                    continue
+                }
+                if row.category == .contacts, !row.isDeleted, let hash = row.fields["user_id_hash"],
+                    let holder = try Self.liveContact(userIDHash: hash, other: row.id, in: change.transaction)
+                {
+                    // One live contact per userIDHash: the greater version stays; the other is tombstoned here.
+                    if holder.row.outranks(row) {
+                        report.written.append(try change.tombstone(row.id, of: .contacts, replacing: old))
+                        continue
+                    }
+                    report.written.append(try change.tombstone(holder))
+                }
+                try change.store(row, replacing: old)
+                report.applied.append(row)
+                if row.category == .messages, !row.isDeleted, let conversation = row.fields["conversation_id"]?.text,
+                    try Self.stored(.conversations, id: conversation, in: change.transaction)?.row.isDeleted == true
+                {
+                    report.written.append(try change.tombstone(row.id, of: .messages, replacing: row))
+                }
+                if row.category == .conversations, row.isDeleted {
+                    report.written += try change.deleteMessages(ofConversation: row.id)
+                }
+            }
+            return report
+        }
+    }
+
+    /// Deletes the tombstones of `category` that reached this store at or before arrival `seq` (the agreement
+    /// barrier's reach: docs/pixie-sync.md, "The barrier"), and takes their items out of the digest. Returns how
+    /// many went.
+    @discardableResult
+    public func collectTombstones(_ category: StoreCategory, throughSeq seq: Int64) throws -> Int {
+        try writing { change in try change.collect(category, throughSeq: seq) }
+    }
+
+    /// Runs `body` in one write transaction with the store's sync state (``StoreChange``), saved at its end.
+    private func writing<T>(_ body: (inout StoreChange) throws -> T) throws -> T {
+        try write { transaction in
+            var change = try StoreChange(transaction, writer: writer, now: clock.now)
+            let result = try body(&change)
+            try change.save()
+            return result
+        }
     }
 
     /// Runs `body` in one transaction on the store's current file, holding the store's lock shared (``StoreFile``):
@@ -193,9 +339,9 @@ public final class DeviceStore: Sendable {
 
     // MARK: reading
 
-    /// The row `id` of `category`, tombstone or not; nil if this store never had it.
+    /// The row `id` of `category`, tombstone or not; nil if this store never had it (or collected its tombstone).
     public func row(_ category: StoreCategory, id: String) throws -> StoreRow? {
-        try reading { try Self.read(category, id: id, in: try database) }
+        try reading { try Self.stored(category, id: id, in: try database)?.row }
     }
 
     /// Every row of `category` in the order they were first written; tombstones only when asked for.
@@ -224,6 +370,29 @@ public final class DeviceStore: Sendable {
         }
     }
 
+    /// What the reconcile loop compares (docs/pixie-sync.md, "Digests"), read at one moment: each category's digest
+    /// (conversations first, in snapshot-code order), the store's arrival counter and its clock. Computes every item
+    /// and digest first if the store has none under this account's key yet. Nil for a device with no item key.
+    public func syncSummary() throws -> SyncSummary? {
+        guard writer.itemKey != nil else { return nil }
+        return try writing { change in
+            SyncSummary(
+                digests: StoreCategory.allCases.map { change.digests?[$0] ?? SyncDigest() }, seq: change.seq,
+                hlc: change.clock.reading)
+        }
+    }
+
+    /// Every item of `category` (docs/pixie-sync.md, "Items"), computed first if needed; empty for a device with no
+    /// item key.
+    public func items(_ category: StoreCategory) throws -> [SyncItem] {
+        guard try syncSummary() != nil else { return [] }
+        return try reading {
+            try (try database).query("SELECT item FROM \(category.table)", []).map {
+                try SyncItem(rawRepresentation: try $0.data("item"))
+            }
+        }
+    }
+
     private func reading<T>(_ body: () throws -> T) throws -> T {
         do {
             return try body()
@@ -232,17 +401,30 @@ public final class DeviceStore: Sendable {
         }
     }
 
-    private static func read(_ category: StoreCategory, id: String, in database: any SQLQuerying) throws -> StoreRow? {
+    /// A row as stored, with its item (nil until the store has an item key).
+    struct Stored {
+        let row: StoreRow
+        let item: SyncItem?
+    }
+
+    static func stored(_ category: StoreCategory, id: String, in database: any SQLQuerying) throws -> Stored? {
         try database.queryOne("SELECT * FROM \(category.table) WHERE \(category.idColumn) = ?", [.text(id)]).map {
-            try decode($0, category)
+            Stored(
+                row: try decode($0, category),
+                item: try $0.optionalData("item").flatMap { try? SyncItem(rawRepresentation: $0) })
         }
     }
 
-    private static func live(_ category: StoreCategory, id: String, in database: any SQLQuerying) throws -> StoreRow? {
-        try read(category, id: id, in: database).flatMap { $0.isDeleted ? nil : $0 }
+    static func liveContact(userIDHash: StoreValue, other id: String, in database: any SQLQuerying) throws -> Stored? {
+        guard
+            let id = try database.queryOne(
+                "SELECT id FROM contacts WHERE user_id_hash = ? AND deleted = 0 AND id <> ?",
+                [sql(userIDHash), .text(id)])
+        else { return nil }
+        return try stored(.contacts, id: try id.string("id"), in: database)
     }
 
-    private static func decode(_ row: SQLRow, _ category: StoreCategory) throws -> StoreRow {
+    static func decode(_ row: SQLRow, _ category: StoreCategory) throws -> StoreRow {
         let isDeleted = try row.bool("deleted")
         var fields: [String: StoreValue] = [:]
         if !isDeleted {
@@ -254,11 +436,14 @@ public final class DeviceStore: Sendable {
                 }
             }
         }
+        let author = try row.data("author")
         return StoreRow(
-            category: category, id: try row.string(category.idColumn), version: try row.int64("version"),
+            category: category, id: try row.string(category.idColumn),
+            version: RowVersion(
+                hlc: UInt64(bitPattern: try row.int64("hlc")),
+                author: AuthorTag(rawValue: author.reduce(0) { $0 << 8 | UInt64($1) })),
             isDeleted: isDeleted, fields: fields)
     }
-
     // MARK: snapshots
 
     /// The store's size on disk (its file and write-ahead log): about what a snapshot of it holds, for progress.

@@ -1,13 +1,15 @@
 import Foundation
+import PixieWire
 import SiblingsCrypto
 
 /// The seed's categories of data (000_e422bd9a7c930342.txt, "What do I know?": conversations and messages,
 /// contacts, memory events, notebook notes, saga chapters, plans keyed by planID, provider API keys), one table
 /// each in the ``DeviceStore``.
 ///
-/// Every table has the same frame: the row id (`plan_id` for plans), a `version` and a `deleted` tombstone flag,
-/// then the category's own fields (``columns``). The reconcile loop the seed describes ships rows, not operations,
-/// and collects tombstones; giving every row both now means it will need no migration.
+/// Every table has the same frame: the row id (`plan_id` for plans), its version (`hlc` and `author`, a
+/// ``RowVersion``) and a `deleted` tombstone flag, then the category's own fields (``columns``), then what the
+/// reconcile loop keeps per row (its `item` and arrival `seq`; docs/pixie-sync.md). The loop ships rows, not
+/// operations, and each category folds a received row by its own rule (``ranks(_:above:)``).
 public enum StoreCategory: String, CaseIterable, Sendable, Codable {
     case conversations
     case messages
@@ -55,6 +57,40 @@ public enum StoreCategory: String, CaseIterable, Sendable, Codable {
         case .providerAPIKeys:
             [.init("provider", .text), .init("api_key", .text)]
         }
+    }
+
+    /// True where a deletion is final (docs/pixie-sync.md, "The fold"): messages ("delete for everyone"), their
+    /// conversations, memory events the person told the agent to forget, and provider keys the person removed. A
+    /// tombstone there outranks every live version, and a deleted row cannot be written again. Elsewhere the
+    /// newest version wins, deletion or not (the seed's causal newest-wins).
+    public var deletionIsFinal: Bool {
+        switch self {
+        case .messages, .conversations, .memoryEvents, .providerAPIKeys: true
+        case .contacts, .notebookNotes, .sagaChapters, .plans: false
+        }
+    }
+
+    /// The fields an edit may not change: a message's conversation, sender and time are fixed when it is sent.
+    public var fixedFields: [String] { self == .messages ? ["conversation_id", "sender", "sent_at"] : [] }
+
+    /// The fold (docs/pixie-sync.md, "The fold"): true when version `a` of a row outranks version `b` of the same
+    /// row, by the category's total order on (version, deleted). Applying rows by it in any order, with
+    /// duplicates, leaves every device with the same fold.
+    public func ranks(
+        _ a: (version: RowVersion, isDeleted: Bool), above b: (version: RowVersion, isDeleted: Bool)
+    )
+        -> Bool
+    {
+        if deletionIsFinal, a.isDeleted != b.isDeleted { return a.isDeleted }
+        if a.version != b.version { return a.version > b.version }
+        return a.isDeleted && !b.isDeleted
+    }
+
+    /// The SQL that is true when the row `new` outranks the row `old` (two aliases of this category's table).
+    func outranksSQL(_ new: String, _ old: String) -> String {
+        deletionIsFinal
+            ? "(\(new).deleted, \(new).hlc, \(new).author) > (\(old).deleted, \(old).hlc, \(old).author)"
+            : "(\(new).hlc, \(new).author, \(new).deleted) > (\(old).hlc, \(old).author, \(old).deleted)"
     }
 
     /// The category named `name`: its raw value (`notebook_notes`), with `-` for `_` accepted.
@@ -123,16 +159,19 @@ public enum StoreValue: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// One row of the ``DeviceStore``: its id within its category, its version (1 when written first, one more on
-/// every change), whether it is a tombstone, and its fields (empty in a tombstone: a deletion keeps no content).
+/// One row of the ``DeviceStore``: its id within its category, its version (the writing device's clock reading and
+/// author tag: docs/pixie-sync.md, "Versions"), whether it is a tombstone, and its fields (empty in a tombstone: a
+/// deletion keeps no content).
 public struct StoreRow: Sendable, Hashable {
     public let category: StoreCategory
     public let id: String
-    public let version: Int64
+    public let version: RowVersion
     public let isDeleted: Bool
     public let fields: [String: StoreValue]
 
-    public init(category: StoreCategory, id: String, version: Int64, isDeleted: Bool, fields: [String: StoreValue]) {
+    public init(
+        category: StoreCategory, id: String, version: RowVersion, isDeleted: Bool, fields: [String: StoreValue]
+    ) {
         self.category = category
         self.id = id
         self.version = version
@@ -141,4 +180,9 @@ public struct StoreRow: Sendable, Hashable {
     }
 
     public subscript(field: String) -> StoreValue? { fields[field] }
+
+    /// True when this version outranks `other`, a version of the same row, by the category's fold.
+    public func outranks(_ other: StoreRow) -> Bool {
+        category.ranks((version, isDeleted), above: (other.version, other.isDeleted))
+    }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import PixieWire
 import PrivateFiles
 import Storage
 import Synchronization
@@ -9,21 +10,27 @@ import Synchronization
     import Darwin
 #endif
 
-/// One import into a ``DeviceStore`` (a sibling's snapshot, or an archive): the seed's insert-if-absent by row id
-/// (000_e422bd9a7c930342.txt, "What do I know?"), made a bulk load.
+/// One import into a ``DeviceStore`` (a sibling's snapshot, or an archive), made a bulk load. Where the seed's
+/// import is insert-if-absent by row id (000_e422bd9a7c930342.txt, "What do I know?"), ours folds: of the live row
+/// and the snapshot's row of one id, the one the category's rule ranks higher stays (docs/pixie-sync.md, "Why a
+/// snapshot can never resurrect"); importing the same snapshot again is still a no-op.
 ///
 /// The rows go into a new store beside the live one, not into the live one: a new file (``StoreFile``) on one
 /// connection with no journal and no syncs (``SQLiteDatabase/bulkLoading(newFileAt:)``), its statement prepared
 /// once per category, all in one transaction. Each page is written once, where the WAL path wrote it twice (the log,
 /// then the checkpoint), and the live store takes no lock meanwhile, so the device goes on writing while a
 /// download of any length feeds the import. ``commit()`` then, holding the store's lock exclusive for a moment,
-/// copies the live store's rows in (the live row wins over the snapshot's row of the same id, and over a contact
-/// with the same userIDHash: insert-if-absent, seen from the other side), flushes the new file to the disk, and
+/// copies the live store's rows in (each live row that the fold ranks at least as high as the snapshot's row of its
+/// id, and every live contact over a snapshot contact with its userIDHash), carries the store's clock, arrival
+/// counter and agreements over, sums the digests, flushes the new file to the disk, and
 /// moves it into place with one `rename(2)`. A crash or a failure before that rename leaves the live store as it
 /// was; ``discard()``, or the next import, removes the half-written file.
 ///
-/// For a store in memory (tests) the new store is in memory too, and ``commit()`` inserts its rows into the live
-/// one, absent ids only, in one transaction.
+/// For a store in memory (tests) the new store is in memory too, and ``commit()`` folds its rows into the live one
+/// with ``DeviceStore/apply(_:maximumLead:)``, in one transaction.
+///
+/// A snapshot's rows are taken as the sibling holds them: none is held for a clock that runs ahead (that sibling
+/// applied or wrote them already), and the store's clock is lifted past them all.
 ///
 /// Used by one task at a time; not `Sendable`.
 package final class StoreImport {
@@ -90,9 +97,16 @@ package final class StoreImport {
         guard isOpen else { throw Self.ended }
         try DeviceStore.check(id: row.id)
         if !row.isDeleted { try DeviceStore.check(row.fields, for: row.category) }
+        let item = store.writer.itemKey.map {
+            $0.item(category: row.category.snapshotCode, id: row.id, version: row.version, deleted: row.isDeleted)
+        }
         let values: [SQLValue] =
-            [.text(row.id), .integer(row.version), .integer(row.isDeleted ? 1 : 0)]
+            [
+                .text(row.id), .integer(Int64(bitPattern: row.version.hlc)), .blob(row.version.author.bytes),
+                .integer(row.isDeleted ? 1 : 0),
+            ]
             + row.category.columns.map { row.isDeleted ? .null : DeviceStore.sql(row.fields[$0.name]!) }
+            + [item.map { .blob($0.rawRepresentation) } ?? .null]
         let inserted = try Self.storing {
             switch target {
             case .memory(_, let side):
@@ -126,18 +140,17 @@ package final class StoreImport {
         isOpen = false
         switch target {
         case .memory(let live, let side):
-            return try Self.storing {
+            _ = live
+            let rows = try Self.storing {
                 try side.execute("COMMIT", [])
-                return try live.transaction { transaction in
-                    var kept = 0
-                    for category in StoreCategory.allCases {
-                        try side.forEachRow("SELECT * FROM \(category.table) ORDER BY rowid", []) { row in
-                            if try transaction.execute(Self.insertSQL[category]!, row.values) == 0 { kept += 1 }
-                        }
+                return try StoreCategory.allCases.flatMap { category in
+                    try side.query("SELECT * FROM \(category.table) ORDER BY rowid", []).map {
+                        try DeviceStore.decode($0, category)
                     }
-                    return kept
                 }
             }
+            let report = try store.apply(rows, maximumLead: .seconds(Int64.max >> 1))
+            return report.ignored + report.written.count
         case .file(let file, let generation, let database, let importLock):
             defer { close(importLock) }
             var moved = false
@@ -146,7 +159,7 @@ package final class StoreImport {
                     try database.execute("COMMIT", [])
                     return try file.withLock(exclusive: true) {
                         let live = try StoreFile.target(of: file.link)
-                        let kept = try Self.merge(live: live, into: database)
+                        let kept = try Self.merge(live: live, into: database, keyID: store.writer.itemKey?.keyID)
                         try database.closeDurably()
                         try file.pointLink(at: generation)
                         moved = true
@@ -164,9 +177,12 @@ package final class StoreImport {
         }
     }
 
-    /// Copies every row of the store at `live` into `database`, replacing the import's row of the same id (or the
-    /// live contact's userIDHash); returns how many of the import's rows that replaced.
-    private static func merge(live: String, into database: SQLiteDatabase) throws -> Int {
+    /// Copies into `database` every row of the store at `live` that the fold ranks at least as high as the import's
+    /// row of its id (or that the import lacks), and every live contact over an imported one with its userIDHash;
+    /// carries the live store's clock, arrival counter and agreements over; gives the imported rows the next arrival
+    /// `seq`; and sums the digests when every row has its item. Returns how many of the import's rows the live
+    /// store's replaced.
+    private static func merge(live: String, into database: SQLiteDatabase, keyID: Data?) throws -> Int {
         guard FileManager.default.fileExists(atPath: live) else {
             throw DeviceStoreError.unusable(
                 "the device store \(live) was removed while the import ran: nothing was imported; open the "
@@ -175,23 +191,62 @@ package final class StoreImport {
         try database.execute("ATTACH DATABASE ? AS live", [.text(live)])
         try database.execute("BEGIN", [])
         var kept = 0
+        let liveState = try database.queryOne("SELECT hlc, seq, item_key_id FROM live.sync_state", [])!
+        let arrival = try liveState.int64("seq") + 1
+        var hlc = try liveState.int64("hlc")
         for category in StoreCategory.allCases {
             let table = category.table
             let id = category.idColumn
-            var overlap = "EXISTS (SELECT 1 FROM live.\(table) AS old WHERE old.\(id) = new.\(id))"
+            try database.execute("UPDATE main.\(table) SET seq = ?", [.integer(arrival)])
+            let liveWins =
+                "EXISTS (SELECT 1 FROM live.\(table) AS old WHERE old.\(id) = new.\(id) "
+                + "AND NOT \(category.outranksSQL("new", "old")))"
+            var overlap = liveWins
             if category == .contacts {
                 overlap +=
                     " OR (new.deleted = 0 AND EXISTS (SELECT 1 FROM live.contacts AS old WHERE old.deleted = 0 "
-                    + "AND old.user_id_hash = new.user_id_hash))"
+                    + "AND old.user_id_hash = new.user_id_hash AND old.id <> new.id))"
             }
             kept += Int(
                 try database.queryOne("SELECT count(*) AS n FROM main.\(table) AS new WHERE \(overlap)", [])!.int64("n")
             )
-            let columns = ([id, "version", "deleted"] + category.columns.map(\.name)).joined(separator: ", ")
+            let columns = ([id, "hlc", "author", "deleted"] + category.columns.map(\.name) + ["item", "seq"])
+                .joined(separator: ", ")
             try database.execute(
                 "INSERT OR REPLACE INTO main.\(table) (rowid, \(columns)) SELECT rowid, \(columns) FROM live.\(table) "
-                    + "ORDER BY rowid", [])
+                    + "AS old WHERE NOT EXISTS (SELECT 1 FROM main.\(table) AS new WHERE new.\(id) = old.\(id) AND "
+                    + "\(category.outranksSQL("new", "old"))) ORDER BY rowid", [])
+            hlc = max(
+                hlc, try database.queryOne("SELECT coalesce(max(hlc), 0) AS m FROM main.\(table)", [])!.int64("m"))
         }
+        try database.execute("INSERT OR REPLACE INTO main.sync_agreements SELECT * FROM live.sync_agreements", [])
+        // The digests are summed here only if every row has its item under this device's key (the live rows under
+        // the same key); otherwise the store's next write computes them all.
+        let missing = try StoreCategory.allCases.reduce(0) { total, category in
+            total
+                + (try database.queryOne(
+                    "SELECT count(*) AS n FROM main.\(category.table) WHERE item IS NULL", [])!.int64("n"))
+        }
+        let liveKey = try liveState.optionalData("item_key_id")
+        let liveHasRows = try StoreCategory.allCases.contains { category in
+            try database.queryOne("SELECT 1 AS one FROM live.\(category.table) LIMIT 1", []) != nil
+        }
+        var summed: Data?
+        if let keyID, missing == 0, liveKey == keyID || !liveHasRows {
+            for category in StoreCategory.allCases {
+                var digest = SyncDigest()
+                try database.forEachRow("SELECT item FROM main.\(category.table)", []) { row in
+                    digest.insert(try SyncItem(rawRepresentation: try row.data("item")))
+                }
+                try database.execute(
+                    "INSERT OR REPLACE INTO main.sync_digests (category, count, sum) VALUES (?, ?, ?)",
+                    [.text(category.rawValue), .integer(Int64(digest.count)), .blob(digest.sumBytes)])
+            }
+            summed = keyID
+        }
+        try database.execute(
+            "UPDATE main.sync_state SET hlc = ?, seq = ?, item_key_id = ?",
+            [.integer(hlc), .integer(arrival), summed.map { .blob($0) } ?? .null])
         try database.execute("COMMIT", [])
         try database.execute("DETACH DATABASE live", [])
         return kept
@@ -255,8 +310,8 @@ package final class StoreImport {
         Dictionary(
             uniqueKeysWithValues: StoreCategory.allCases.map { category in
                 let names =
-                    (withRowID ? ["rowid"] : []) + [category.idColumn, "version", "deleted"]
-                    + category.columns.map(\.name)
+                    (withRowID ? ["rowid"] : []) + [category.idColumn, "hlc", "author", "deleted"]
+                    + category.columns.map(\.name) + ["item"]
                 let sql =
                     "INSERT INTO \(category.table) (\(names.joined(separator: ", "))) "
                     + "VALUES (\(Array(repeating: "?", count: names.count).joined(separator: ", "))) ON CONFLICT DO NOTHING"

@@ -1,14 +1,16 @@
 import Foundation
+import PixieWire
 
 /// The snapshot's bytes (docs/pixie-protocol.md, "The snapshot"): what BackupService.exportRawPayload writes and
 /// importRawPayload reads, the store's fold as rows, before BlobCrypto or an archive seals it.
 ///
 ///     header: "pixie/snapshot/v1" (17 bytes of ASCII) ‖ schema (1) ‖ flags (1)
-///       schema: the DeviceStore schema version the rows follow (1)
+///       schema: the DeviceStore schema version the rows follow: 2 (1 is read too: archives made before versions)
 ///       flags: bit 0 set when provider API keys are included (the sync path only); the other bits are 0
 ///     records, each: code (1) ‖ u32 length ‖ body
 ///       code 1 to 8: a row of the category with that code (``StoreCategory/snapshotCode``); body:
-///         u16 length ‖ id (UTF-8) ‖ version (8) ‖ deleted (1: 0 or 1) ‖ the fields, unless deleted:
+///         u16 length ‖ id (UTF-8) ‖ hlc (8) ‖ author (8) ‖ deleted (1: 0 or 1) ‖ the fields, unless deleted
+///         (schema 1: version (8) where hlc ‖ author are, read as that hlc and the migrated author):
 ///         one per column of the category, in schema order, each kind (1) ‖ value:
 ///           1 text: u32 length ‖ UTF-8;  2 integer: 8 bytes, two's complement;  3 blob: u32 length ‖ bytes
 ///       code 0: the end; body: the number of rows before it (8). Nothing may follow it.
@@ -16,7 +18,9 @@ import Foundation
 /// Integers are big-endian. A snapshot without its end record was cut, and is refused.
 package enum StoreSnapshot {
     static let magic = Data("pixie/snapshot/v1".utf8)
-    static let schema: UInt8 = 1
+    static let schema: UInt8 = 2
+    /// The schemas a snapshot may follow and still be read.
+    static let readableSchemas: ClosedRange<UInt8> = 1...2
     static let secretsFlag: UInt8 = 1
     /// No record is longer: a row of 64 MiB is far past any note or message, and bounds what one record can make
     /// the reader hold.
@@ -35,7 +39,8 @@ package enum StoreSnapshot {
         let id = Data(row.id.utf8)
         appendUInt16(UInt16(id.count), to: &out)
         out += id
-        appendUInt64(UInt64(bitPattern: row.version), to: &out)
+        appendUInt64(row.version.hlc, to: &out)
+        appendUInt64(row.version.author.rawValue, to: &out)
         out.append(row.isDeleted ? 1 : 0)
         if !row.isDeleted {
             for column in row.category.columns {
@@ -85,6 +90,8 @@ package enum StoreSnapshot {
         private var buffer = Data()
         package private(set) var includesSecrets = false
         private var sawHeader = false
+        /// The schema the header named.
+        private var rowSchema = schema
         package private(set) var isFinished = false
         package private(set) var rowCount: UInt64 = 0
 
@@ -108,13 +115,14 @@ package enum StoreSnapshot {
                 guard buffer.prefix(magic.count) == magic else { throw malformed("it does not start with its header") }
                 let schemaByte = buffer[start + magic.count]
                 let flags = buffer[start + magic.count + 1]
-                guard schemaByte == schema else {
+                guard readableSchemas.contains(schemaByte) else {
                     throw BackupServiceError.malformed(
                         "the snapshot follows store schema \(schemaByte), and this pixie reads schema \(schema): "
                             + "update pixie on this device")
                 }
                 guard flags & ~secretsFlag == 0 else { throw malformed("it sets flags this version does not know") }
                 includesSecrets = flags & secretsFlag != 0
+                rowSchema = schemaByte
                 sawHeader = true
                 start += headerCount
             }
@@ -138,7 +146,7 @@ package enum StoreSnapshot {
                 guard let category = StoreCategory(snapshotCode: code) else {
                     throw malformed("a record has code \(code), which this version does not know; update pixie")
                 }
-                let decoded = try Self.decodeRow(body, category)
+                let decoded = try Self.decodeRow(body, category, schema: rowSchema)
                 if category.isSecret && !includesSecrets {
                     throw malformed("it holds a provider API key but its header says it carries no secrets")
                 }
@@ -167,7 +175,7 @@ package enum StoreSnapshot {
             data[index..<(index + 8)].reduce(0) { $0 << 8 | UInt64($1) }
         }
 
-        static func decodeRow(_ body: Data, _ category: StoreCategory) throws -> StoreRow {
+        static func decodeRow(_ body: Data, _ category: StoreCategory, schema: UInt8) throws -> StoreRow {
             var offset = body.startIndex
             func take(_ count: Int) throws -> Data {
                 guard count >= 0, body.endIndex - offset >= count else {
@@ -181,9 +189,12 @@ package enum StoreSnapshot {
             guard let id = String(data: try take(idLength), encoding: .utf8) else {
                 throw BackupServiceError.malformed("the snapshot is damaged: a row id is not UTF-8")
             }
-            let version = Int64(bitPattern: try take(8).reduce(0) { $0 << 8 | UInt64($1) })
+            let hlc = try take(8).reduce(0) { $0 << 8 | UInt64($1) }
+            let author =
+                schema == 1 ? AuthorTag.migrated : AuthorTag(rawValue: try take(8).reduce(0) { $0 << 8 | UInt64($1) })
+            let version = RowVersion(hlc: hlc, author: author)
             let deleted = try take(1).first!
-            guard deleted <= 1, version >= 1 else {
+            guard deleted <= 1, hlc >= 1, hlc <= UInt64(Int64.max) else {
                 throw BackupServiceError.malformed("the snapshot is damaged: the row \(id) has a bad version or flag")
             }
             var fields: [String: StoreValue] = [:]
@@ -219,9 +230,10 @@ package enum StoreSnapshot {
 }
 
 extension StoreCategory {
-    /// The category's code in a snapshot record (docs/pixie-protocol.md, "The snapshot"). Fixed: a new category
+    /// The category's code in a snapshot record and in the reconcile loop's messages (docs/pixie-protocol.md, "The
+    /// snapshot"; docs/pixie-sync.md, "Messages"). Fixed: a new category
     /// takes the next free code.
-    var snapshotCode: UInt8 {
+    public var snapshotCode: UInt8 {
         switch self {
         case .conversations: 1
         case .messages: 2
@@ -234,7 +246,7 @@ extension StoreCategory {
         }
     }
 
-    init?(snapshotCode: UInt8) {
+    public init?(snapshotCode: UInt8) {
         guard let category = StoreCategory.allCases.first(where: { $0.snapshotCode == snapshotCode }) else {
             return nil
         }

@@ -75,6 +75,13 @@ public struct SyncItemKey: Sendable {
             info: Data("pixie/sync/item-key/v1".utf8), outputByteCount: 32)
     }
 
+    /// 8 bytes that name this key without revealing it: HMAC-SHA256(key, "pixie/sync/item-key-id/v1")[0..8]. A
+    /// store records it beside its items, and computes them again when it is opened under another key (the
+    /// account seed rotated).
+    public var keyID: Data {
+        Data(HMAC<SHA256>.authenticationCode(for: Data("pixie/sync/item-key-id/v1".utf8), using: key).prefix(8))
+    }
+
     /// `category code (1) ‖ u16 length ‖ id`.
     private static func row(category: UInt8, id: String) -> Data {
         var row = Data([category])

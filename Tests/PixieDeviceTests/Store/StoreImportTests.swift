@@ -1,5 +1,6 @@
 import Foundation
 @_spi(Testing) import PixieDevice
+import PixieWire
 import SiblingsCrypto
 import Storage
 import Testing
@@ -17,13 +18,14 @@ struct StoreImportTests {
 
     func note(_ id: String, _ body: String, version: Int64 = 1) -> StoreRow {
         StoreRow(
-            category: .notebookNotes, id: id, version: version, isDeleted: false,
+            category: .notebookNotes, id: id, version: RowVersion(hlc: UInt64(version), author: .migrated),
+            isDeleted: false,
             fields: ["title": .text(id), "body": .text(body)])
     }
 
     func contact(_ id: String, hash: Data) -> StoreRow {
         StoreRow(
-            category: .contacts, id: id, version: 1, isDeleted: false,
+            category: .contacts, id: id, version: RowVersion(hlc: 1, author: .migrated), isDeleted: false,
             fields: [
                 "display_name": .text(id), "pubkey": .blob(SecureRandom.bytes(count: 32)), "user_id_hash": .blob(hash),
                 "account_signing_pubkey": .blob(SecureRandom.bytes(count: 64)),
@@ -86,6 +88,48 @@ struct StoreImportTests {
         #expect(second != target)
         #expect(try !storeFiles().contains(target))
         #expect(try store.rows(.notebookNotes).map(\.id).sorted() == ["after", "during", "kept", "new", "second"])
+    }
+
+    @Test("an import folds by version: a newer row replaces the live one, an older one does not; digests are summed")
+    func folds() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        _ = try home()
+        let seed = SecureRandom.bytes(count: 32)
+        let writer = try StoreWriter(author: AuthorTag(rawValue: 1), accountSeed: seed)
+        let store = try DeviceStore(path: link.path, writer: writer)
+        let older = try store.put(
+            .notebookNotes, id: "older-here", fields: ["title": .text("t"), "body": .text("mine")])
+        let newer = try store.put(
+            .notebookNotes, id: "newer-here", fields: ["title": .text("t"), "body": .text("mine")])
+        try store.put(.conversations, id: "c", fields: ["title": .text("c"), "created_at": .integer(1)])
+        let theirs = StoreRow(
+            category: .notebookNotes, id: "older-here",
+            version: RowVersion(hlc: older.version.hlc + 5, author: AuthorTag(rawValue: 2)), isDeleted: false,
+            fields: ["title": .text("t"), "body": .text("theirs, newer")])
+        let stale = StoreRow(
+            category: .notebookNotes, id: "newer-here", version: RowVersion(hlc: 1, author: AuthorTag(rawValue: 2)),
+            isDeleted: false, fields: ["title": .text("t"), "body": .text("theirs, older")])
+        let gone = StoreRow(
+            category: .conversations, id: "c", version: RowVersion(hlc: 2, author: AuthorTag(rawValue: 2)),
+            isDeleted: true, fields: [:])
+        let load = try StoreImport(into: store)
+        for row in [theirs, stale, gone] { #expect(try load.insert(row)) }
+        #expect(try load.commit() == 1)  // the stale note; the conversation's deletion is final, so it wins
+        #expect(try store.row(.notebookNotes, id: "older-here") == theirs)
+        #expect(try store.row(.notebookNotes, id: "newer-here") == newer)
+        #expect(try store.row(.conversations, id: "c") == gone)
+        // The digests are the ones the rows give, and the clock went past every version imported.
+        let key = try SyncItemKey(accountSeed: seed)
+        let expected = try StoreCategory.allCases.map { category in
+            SyncDigest(
+                items: try store.rows(category, includingDeleted: true).map {
+                    key.item(category: category.snapshotCode, id: $0.id, version: $0.version, deleted: $0.isDeleted)
+                })
+        }
+        #expect(try store.syncSummary()?.digests == expected)
+        let after = try store.put(.plans, id: "p", fields: ["title": .text("p"), "body": .text("p")])
+        #expect(after.version.hlc > theirs.version.hlc)
+        #expect(try store.syncSummary()?.digests != expected)
     }
 
     @Test("an import that fails or is dropped leaves the live store as it was and no file behind")
@@ -180,7 +224,7 @@ struct StoreImportTests {
         #expect(
             try FileManager.default.attributesOfItem(atPath: link.path)[.type] as? FileAttributeType == .typeRegular)
         try old.execute(
-            "INSERT INTO notebook_notes (id, version, deleted, title, body) VALUES ('racing', 1, 0, 'r', 'r')", [])
+            "INSERT INTO notebook_notes (id, hlc, deleted, title, body) VALUES ('racing', 1, 0, 'r', 'r')", [])
         old.close()
         close(lock)
         #expect(try await committing.value == 0)
