@@ -21,7 +21,7 @@ import Storage
 ///
 /// The file is created mode 0600 (SQLite gives its `-wal` and `-shm` files the same mode) in the home's 0700
 /// directory: it holds provider API keys and every contact's channel key.
-public final class DeviceStore: Sendable {
+public final class DeviceStore: Sendable, ReconcileData {
     let backing: Backing
     /// `store.sqlite` (the name every reader opens; after an import, a link to the store's current file), or nil
     /// for a store in memory.
@@ -389,6 +389,57 @@ public final class DeviceStore: Sendable {
         return try reading {
             try (try database).query("SELECT item FROM \(category.table)", []).map {
                 try SyncItem(rawRepresentation: try $0.data("item"))
+            }
+        }
+    }
+
+    /// The rows of `category` whose items are among `items` (docs/pixie-sync.md, "Items"): what a sibling asked for
+    /// in a round. An item whose row has changed since is not found, and is left out.
+    public func rows(_ category: StoreCategory, items: [SyncItem]) throws -> [StoreRow] {
+        try reading {
+            var rows: [StoreRow] = []
+            for start in stride(from: 0, to: items.count, by: 500) {
+                let chunk = items[start..<min(start + 500, items.count)]
+                let marks = Array(repeating: "?", count: chunk.count).joined(separator: ", ")
+                rows += try (try database).query(
+                    "SELECT * FROM \(category.table) WHERE item IN (\(marks))",
+                    chunk.map { .blob($0.rawRepresentation) }
+                ).map { try Self.decode($0, category) }
+            }
+            return rows
+        }
+    }
+
+    /// Records that this store's digest of `category` equalled `sibling`'s when its arrival counter read `seq`
+    /// (docs/pixie-sync.md, "Agreements"); an older record of the same pair is replaced.
+    public func recordAgreement(with sibling: AuthorTag, category: StoreCategory, seq: Int64, at date: Date) throws {
+        _ = try write { transaction in
+            try transaction.execute(
+                "INSERT OR REPLACE INTO sync_agreements (sibling, category, seq, agreed_at) VALUES (?, ?, ?, ?)",
+                [
+                    .blob(sibling.bytes), .text(category.rawValue), .integer(seq),
+                    .integer(Int64(date.timeIntervalSince1970.rounded(.down))),
+                ])
+        }
+    }
+
+    /// One agreement: with which sibling, on which category, at which arrival, and when.
+    public struct Agreement: Sendable, Equatable {
+        public let sibling: AuthorTag
+        public let category: StoreCategory
+        public let seq: Int64
+        public let at: Date
+    }
+
+    /// Every agreement this store has recorded.
+    public func agreements() throws -> [Agreement] {
+        try reading {
+            try (try database).query("SELECT sibling, category, seq, agreed_at FROM sync_agreements", []).compactMap {
+                guard let category = StoreCategory(rawValue: try $0.string("category")) else { return nil }
+                return Agreement(
+                    sibling: AuthorTag(rawValue: try $0.data("sibling").reduce(0) { $0 << 8 | UInt64($1) }),
+                    category: category, seq: try $0.int64("seq"),
+                    at: Date(timeIntervalSince1970: TimeInterval(try $0.int64("agreed_at"))))
             }
         }
     }

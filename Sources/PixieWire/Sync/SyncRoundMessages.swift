@@ -219,12 +219,12 @@ public struct SyncSketch: Sendable, Equatable {
 }
 
 /// What a device asks of the other in a round (``PayloadType/syncWant``): more symbols of a category, the rows
-/// behind some items, or every live row of a category.
+/// behind some items, or every row of a category (when it holds none).
 ///
 ///     header (64) ‖ n (1, 1-8) ‖ n × (category (1) ‖ kind (1) ‖ body)
 ///       kind 1, more symbols: first (4) ‖ count (4, 1-65,536)
 ///       kind 2, items: k (2, 1-3,200) ‖ k × item (16)
-///       kind 3, every live row: nothing
+///       kind 3, every row: nothing
 public struct SyncWant: Sendable, Equatable {
     public static let maximumSymbolRequest: UInt32 = 65_536
     public static let maximumItemCount = 3200

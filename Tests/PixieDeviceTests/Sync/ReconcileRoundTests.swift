@@ -1,0 +1,235 @@
+import Foundation
+@_spi(Testing) import PixieDevice
+import PixieDeviceTestSupport
+import PixieWire
+import SiblingsCrypto
+import Testing
+
+/// Two stores and a round between them, the messages carried in order (or not) by a pump that counts what they cost.
+struct RoundPump {
+    static let seed = Data((0..<32).map { UInt8($0 &* 5) })
+    static let phoneInbox = try! RelaySubject(rawRepresentation: Data(repeating: 0xa0, count: 32))
+    static let laptopInbox = try! RelaySubject(rawRepresentation: Data(repeating: 0xb0, count: 32))
+    static let now = Date(timeIntervalSince1970: 1_800_000_000)
+
+    static func store(_ author: UInt64) throws -> DeviceStore {
+        try DeviceStore(
+            writer: try StoreWriter(author: AuthorTag(rawValue: author), accountSeed: seed),
+            clock: ManualDeviceClock(now))
+    }
+
+    struct Outcome {
+        var initiator: ReconcileRound
+        var responder: ReconcileRound?
+        /// Payload bytes of the opening digest and its answer.
+        var digestBytes = 0
+        /// Payload bytes of sketches and wants: the reconciliation proper.
+        var reconciliationBytes = 0
+        /// Payload bytes of the close and its answer: the acknowledgements.
+        var acknowledgementBytes = 0
+        var rowBytes = 0
+        /// Half round trips until the last row arrived, and until the last message.
+        var legsToRows = 0
+        var legs = 0
+        var messages = 0
+    }
+
+    /// Runs one round from `initiator` (author 1) to `responder` (author 2); `deliver` may drop or repeat messages.
+    static func run(
+        _ initiator: DeviceStore, _ responder: DeviceStore,
+        deliver: (SiblingMessage) -> [SiblingMessage] = { [$0] }
+    ) throws -> Outcome {
+        let (opened, opening) = try ReconcileRound.open(
+            half: Data(repeating: 1, count: 16), inbox: phoneInbox, sibling: AuthorTag(rawValue: 2), data: initiator,
+            now: now)
+        var round = opened
+        var outcome = Outcome(initiator: round)
+        var other: ReconcileRound?
+        // (message, to the responder?, leg)
+        var queue: [(SiblingMessage, Bool, Int)] = [(opening, true, 1)]
+        while !queue.isEmpty {
+            let (message, toResponder, leg) = queue.removeFirst()
+            let bytes = try message.encoded.count
+            switch message {
+            case .syncRows:
+                outcome.rowBytes += bytes
+                outcome.legsToRows = max(outcome.legsToRows, leg)
+            case .syncDigest(let digests) where digests.phase == .open || digests.phase == .answer:
+                outcome.digestBytes += bytes
+            case .syncDigest:
+                outcome.acknowledgementBytes += bytes
+            default:
+                outcome.reconciliationBytes += bytes
+            }
+            outcome.legs = max(outcome.legs, leg)
+            outcome.messages += 1
+            for delivered in deliver(message) {
+                var replies: [SiblingMessage]
+                if toResponder {
+                    if other == nil, case .syncDigest(let digests) = delivered {
+                        let (answer, out) = try ReconcileRound.answer(
+                            digests, half: Data(repeating: 2, count: 16), inbox: laptopInbox,
+                            sibling: AuthorTag(rawValue: 1), data: responder, now: now)
+                        other = answer
+                        replies = out
+                    } else {
+                        replies = (try? other?.handle(delivered, data: responder, now: now)) ?? []
+                    }
+                } else {
+                    replies = (try? round.handle(delivered, data: initiator, now: now)) ?? []
+                }
+                queue += replies.map { ($0, !toResponder, leg + 1) }
+            }
+        }
+        outcome.initiator = round
+        outcome.responder = other
+        return outcome
+    }
+
+    static func note(_ i: Int) -> [String: StoreValue] { ["title": .text("note \(i)"), "body": .text("body \(i)")] }
+
+    static func rows(_ store: DeviceStore) throws -> [StoreRow] {
+        try StoreCategory.allCases.flatMap { try store.rows($0, includingDeleted: true) }.sorted { $0.id < $1.id }
+    }
+}
+
+@Suite("ReconcileRound: one round between two siblings, as docs/pixie-sync.md's Rounds say")
+struct ReconcileRoundTests {
+    @Test("equal stores settle in one message each way, 482 bytes, and both record all eight agreements")
+    func equal() throws {
+        let phone = try RoundPump.store(1)
+        let laptop = try RoundPump.store(2)
+        for i in 0..<50 { try phone.put(.notebookNotes, id: "n\(i)", fields: RoundPump.note(i)) }
+        try laptop.apply(try RoundPump.rows(phone))
+        let outcome = try RoundPump.run(phone, laptop)
+        #expect(outcome.messages == 2 && outcome.digestBytes == 482 && outcome.rowBytes == 0)
+        #expect(outcome.initiator.isFinished && outcome.responder?.isFinished == true)
+        #expect(outcome.initiator.report.agreed == Set(StoreCategory.allCases))
+        #expect(try phone.agreements().count == 8 && laptop.agreements().count == 8)
+        #expect(try phone.agreements().allSatisfy { $0.sibling == AuthorTag(rawValue: 2) })
+    }
+
+    struct Case: Sendable, CustomTestStringConvertible {
+        let shared: Int
+        let phoneOnly: Int
+        let laptopOnly: Int
+        let edited: Int
+        var testDescription: String { "\(shared) shared, \(phoneOnly) + \(laptopOnly) new, \(edited) edited" }
+    }
+
+    @Test(
+        "stores that differ end equal, with the rows in two round trips and agreement recorded on both sides",
+        arguments: [
+            Case(shared: 1000, phoneOnly: 1, laptopOnly: 0, edited: 0),
+            Case(shared: 1000, phoneOnly: 0, laptopOnly: 1, edited: 0),
+            Case(shared: 1000, phoneOnly: 3, laptopOnly: 3, edited: 4),
+            Case(shared: 1000, phoneOnly: 40, laptopOnly: 30, edited: 30),
+            Case(shared: 300, phoneOnly: 0, laptopOnly: 700, edited: 0),
+        ])
+    func differences(_ example: Case) throws {
+        let phone = try RoundPump.store(1)
+        let laptop = try RoundPump.store(2)
+        for i in 0..<example.shared { try phone.put(.notebookNotes, id: "s\(i)", fields: RoundPump.note(i)) }
+        try laptop.apply(try RoundPump.rows(phone))
+        for i in 0..<example.phoneOnly { try phone.put(.notebookNotes, id: "p\(i)", fields: RoundPump.note(i)) }
+        for i in 0..<example.laptopOnly { try laptop.put(.plans, id: "l\(i)", fields: RoundPump.note(i)) }
+        for i in 0..<example.edited { try laptop.put(.notebookNotes, id: "s\(i)", fields: RoundPump.note(-i)) }
+        let outcome = try RoundPump.run(phone, laptop)
+        #expect(try RoundPump.rows(phone) == RoundPump.rows(laptop))
+        #expect(try phone.syncSummary()?.digests == laptop.syncSummary()?.digests)
+        #expect(outcome.initiator.isFinished && outcome.responder?.isFinished == true)
+        #expect(outcome.initiator.report.agreed == Set(StoreCategory.allCases))
+        #expect(outcome.responder?.report.agreed == Set(StoreCategory.allCases))
+        let differences = example.phoneOnly + example.laptopOnly + 2 * example.edited
+        if differences <= 20 {
+            // docs/pixie-sync.md's target: a handful of differences in two round trips and 2 KiB of reconciliation.
+            #expect(outcome.legsToRows <= 4, "the rows took \(outcome.legsToRows) legs")
+            #expect(outcome.reconciliationBytes <= 2048, "\(outcome.reconciliationBytes) bytes for \(differences)")
+        } else {
+            #expect(outcome.legsToRows <= 8, "the rows took \(outcome.legsToRows) legs")
+        }
+    }
+
+    @Test("a device that continued with an empty store fills in completely, either way round")
+    func empty() throws {
+        for emptyStarts in [true, false] {
+            let full = try RoundPump.store(1)
+            let empty = try RoundPump.store(2)
+            try full.put(.conversations, id: "c", fields: ["title": .text("c"), "created_at": .integer(1)])
+            for i in 0..<400 { try full.put(.notebookNotes, id: "n\(i)", fields: RoundPump.note(i)) }
+            try full.delete(.notebookNotes, id: "n7")
+            let outcome = emptyStarts ? try RoundPump.run(empty, full) : try RoundPump.run(full, empty)
+            #expect(try RoundPump.rows(empty) == RoundPump.rows(full))
+            #expect(outcome.initiator.report.agreed == Set(StoreCategory.allCases))
+        }
+    }
+
+    @Test("a tombstone one side collected is neither sent nor asked for, and the sides still agree")
+    func unmatchedTombstones() throws {
+        let phone = try RoundPump.store(1)
+        let laptop = try RoundPump.store(2)
+        for i in 0..<100 { try phone.put(.notebookNotes, id: "n\(i)", fields: RoundPump.note(i)) }
+        try phone.delete(.notebookNotes, id: "n5")
+        try laptop.apply(try RoundPump.rows(phone))
+        let summary = try #require(try phone.syncSummary())
+        #expect(try phone.collectTombstones(.notebookNotes, throughSeq: summary.seq) == 1)
+        let outcome = try RoundPump.run(phone, laptop)
+        #expect(outcome.rowBytes == 0, "nothing to send either way")
+        #expect(try phone.row(.notebookNotes, id: "n5") == nil, "the collected tombstone did not come back")
+        #expect(try laptop.row(.notebookNotes, id: "n5")?.isDeleted == true)
+        #expect(outcome.initiator.report.agreed.contains(.notebookNotes))
+        #expect(outcome.responder?.report.agreed.contains(.notebookNotes) == true)
+        // The laptop can now collect it too, and the two digests are equal again.
+        let laptopSummary = try #require(try laptop.syncSummary())
+        #expect(try laptop.collectTombstones(.notebookNotes, throughSeq: laptopSummary.seq) == 1)
+        #expect(try phone.syncSummary()?.digests == laptop.syncSummary()?.digests)
+    }
+
+    @Test("a tombstone meets the live row it deletes: it is sent, and the row is deleted on the other side")
+    func matchedTombstone() throws {
+        let phone = try RoundPump.store(1)
+        let laptop = try RoundPump.store(2)
+        for i in 0..<100 { try phone.put(.notebookNotes, id: "n\(i)", fields: RoundPump.note(i)) }
+        try laptop.apply(try RoundPump.rows(phone))
+        try laptop.delete(.notebookNotes, id: "n9")
+        _ = try RoundPump.run(phone, laptop)
+        #expect(try phone.row(.notebookNotes, id: "n9")?.isDeleted == true)
+        #expect(try RoundPump.rows(phone) == RoundPump.rows(laptop))
+    }
+
+    @Test("messages of another round, repeated batches and messages out of turn change nothing")
+    func strayMessages() throws {
+        let phone = try RoundPump.store(1)
+        let laptop = try RoundPump.store(2)
+        for i in 0..<20 { try laptop.put(.plans, id: "p\(i)", fields: RoundPump.note(i)) }
+        // Every message delivered twice: duplicates are dropped, and the result is the same.
+        let twice = try RoundPump.run(phone, laptop) { [$0, $0] }
+        #expect(try RoundPump.rows(phone) == RoundPump.rows(laptop))
+        #expect(twice.initiator.report.rowsApplied == 20)
+        // A message of another round is refused.
+        var (round, _) = try ReconcileRound.open(
+            half: Data(repeating: 7, count: 16), inbox: RoundPump.phoneInbox, sibling: AuthorTag(rawValue: 2),
+            data: phone, now: RoundPump.now)
+        let stranger = SyncRoundHeader(
+            round: try SyncRoundID(initiator: Data(repeating: 8, count: 16), responder: Data(repeating: 9, count: 16)),
+            sender: RoundPump.laptopInbox)
+        let rows = SiblingMessage.syncRows(SyncRows(header: stranger, batch: 0, isLast: true, records: Data()))
+        #expect(throws: ReconcileError.self) { try round.handle(rows, data: phone, now: RoundPump.now) }
+        let answer = SiblingMessage.syncDigest(
+            SyncDigests(
+                header: stranger, phase: .answer, wallClock: 0, hlc: 0,
+                digests: [SyncDigest](repeating: .init(), count: 8)))
+        #expect(throws: ReconcileError.self) { try round.handle(answer, data: phone, now: RoundPump.now) }
+        #expect(!round.isFinished)
+    }
+
+    @Test("a device without the account's key cannot take part, and says why")
+    func noKey() throws {
+        let store = try DeviceStore(writer: try StoreWriter(author: AuthorTag(rawValue: 1), accountSeed: nil))
+        #expect(throws: ReconcileError.noItemKey) {
+            try ReconcileRound.open(
+                half: Data(repeating: 1, count: 16), inbox: RoundPump.phoneInbox, sibling: AuthorTag(rawValue: 2),
+                data: store, now: RoundPump.now)
+        }
+    }
+}
