@@ -182,7 +182,7 @@ let package = Package(
             name: "bench",
             dependencies: [
                 "SiblingsCrypto", "CommandLineKit", "Processes", "Sempere", "Storage", "Transparency",
-                "TransparencyLog", "PrivacyPass", "PixieServer",
+                "TransparencyLog", "PrivacyPass", "PixieServer", "PixieDevice", "PixieWire",
             ],
             swiftSettings: strict),
 

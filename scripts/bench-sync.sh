@@ -67,7 +67,7 @@ with database:
     for index in range(int(sys.argv[2])):
         body = base64.b64encode(os.urandom(786432)).decode()  # 1 MiB of text
         database.execute(
-            "INSERT INTO notebook_notes (id, version, deleted, title, body) VALUES (?, 1, 0, ?, ?)",
+            "INSERT INTO notebook_notes (id, hlc, deleted, title, body) VALUES (?, 1, 0, ?, ?)",
             (f"bench-{index:05d}", f"note {index}", body))
 database.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 PY

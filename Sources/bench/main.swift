@@ -24,7 +24,8 @@ struct Bench: ParsableCommand {
     var seconds: Double = 1
     @Option(name: .long("rounds"), help: "Alternate ours and the anchor this many times (default 3).")
     var rounds: Int = 3
-    @OptionalOption(name: .long("only"), help: "Only one table: classic, pq, sempere, storage, transparency or tokens.")
+    @OptionalOption(
+        name: .long("only"), help: "Only one table: classic, pq, sempere, storage, transparency, tokens or sync.")
     var only: String?
     @Option(name: .long("entries"), help: "Entries in the transparency table's large log (default 1000000).")
     var entries: Int = 1_000_000
@@ -35,8 +36,8 @@ struct Bench: ParsableCommand {
         guard seconds > 0 else { throw ValidationError("--seconds must be positive") }
         guard rounds > 0 else { throw ValidationError("--rounds must be at least 1") }
         guard entries >= 100_000 else { throw ValidationError("--entries must be at least 100000") }
-        if let only, !["classic", "pq", "sempere", "storage", "transparency", "tokens"].contains(only) {
-            throw ValidationError("--only takes classic, pq, sempere, storage, transparency or tokens")
+        if let only, !["classic", "pq", "sempere", "storage", "transparency", "tokens", "sync"].contains(only) {
+            throw ValidationError("--only takes classic, pq, sempere, storage, transparency, tokens or sync")
         }
     }
 
@@ -50,6 +51,7 @@ struct Bench: ParsableCommand {
         if only == nil || only == "storage" { try storageTable(self) }
         if only == nil || only == "transparency" { try await transparencyTable(self) }
         if only == nil || only == "tokens" { try tokenTable(self) }
+        if only == nil || only == "sync" { try syncTable(self) }
     }
 }
 

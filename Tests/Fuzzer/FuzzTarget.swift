@@ -20,6 +20,7 @@ struct FuzzTarget: Sendable {
 let targets: [FuzzTarget] = [
     ageTarget, relayFrameTarget, certTarget, transparencyTarget, webAuthnTarget, tokensTarget, fieldsTarget,
     sempereTarget, deviceWireTarget, webSocketTarget, webSocketUpgradeTarget, snapshotTarget, apiJSONTarget,
+    reconcileTarget,
 ]
 
 /// Runs `body`; an error other than an `E` is a finding.

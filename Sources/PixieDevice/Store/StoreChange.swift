@@ -193,6 +193,12 @@ public struct SyncSummary: Sendable, Equatable {
     public let seq: Int64
     /// The store's HLC reading.
     public let hlc: UInt64
+
+    package init(digests: [SyncDigest], seq: Int64, hlc: UInt64) {
+        self.digests = digests
+        self.seq = seq
+        self.hlc = hlc
+    }
 }
 
 extension AuthorTag {

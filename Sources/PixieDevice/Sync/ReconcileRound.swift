@@ -29,10 +29,12 @@ package protocol ReconcileData {
 package struct ReconcileRound {
     package enum Role: Sendable { case initiator, responder }
 
-    /// How the round sizes its sketches, and how far ahead a row may be.
+    /// The first batch of symbols is at least this many (docs/pixie-sync.md, "How many symbols"). Both sides size
+    /// the batch alike, so it is the protocol's, not a setting.
+    static let minimumSymbols = 48
+
+    /// How far ahead of this device's clock a row may be.
     package struct Configuration: Sendable {
-        /// The first batch of symbols is at least this many (docs/pixie-sync.md, "How many symbols").
-        package var minimumSymbols = 48
         package var maximumLead: Duration = HybridLogicalClock.defaultMaximumLead
         package init() {}
     }
@@ -79,6 +81,9 @@ package struct ReconcileRound {
         var list: [SyncItem] = []
         var remoteTotal: UInt32
         var local: [SyncItem]
+        /// The symbols asked for so far (the first batch, then each request): more are asked for only once these
+        /// have all come.
+        var requested: Int
     }
 
     private init(role: Role, id: SyncRoundID, inbox: RelaySubject, sibling: AuthorTag, configuration: Configuration) {
@@ -222,7 +227,9 @@ package struct ReconcileRound {
             } else if theirs.count == 0 {
                 out += try batches(try data.rows(category, includingDeleted: true))
             } else {
-                decoding[category] = Decoding(remoteTotal: theirs.count, local: try data.items(category))
+                decoding[category] = Decoding(
+                    remoteTotal: theirs.count, local: try data.items(category),
+                    requested: firstBatch(mine: mine, theirs: theirs))
             }
         }
         if report.differed.isEmpty {
@@ -236,8 +243,9 @@ package struct ReconcileRound {
     /// The initiator takes a piece of a sketch; once the difference is known it sends rows and wants.
     private mutating func sketched(_ sketch: SyncSketch, data: some ReconcileData, now: Date) throws -> [SiblingMessage]
     {
+        // A sketch of a category decoded already (the rest of a batch it did not need) changes nothing.
         guard let category = StoreCategory(snapshotCode: sketch.category), var state = decoding[category] else {
-            throw ReconcileError.unexpected("a sketch of a category this round is not decoding")
+            return []
         }
         var difference: (remote: [SyncItem], local: [SyncItem])?
         var out: [SiblingMessage] = []
@@ -247,8 +255,10 @@ package struct ReconcileRound {
             guard sketch.first == decoder.symbolCount else { return [] }  // a repeat, or one out of order
             if try decoder.add(symbols) {
                 difference = (decoder.remoteOnly, decoder.localOnly)
-            } else {
-                let more = UInt32(min(decoder.symbolCount, Int(SyncWant.maximumSymbolRequest)))
+            } else if decoder.symbolCount >= state.requested {
+                // The whole batch came and did not decode: ask for as many again.
+                let more = min(decoder.symbolCount, Int(SyncWant.maximumSymbolRequest))
+                state.requested += more
                 out.append(
                     .syncWant(
                         SyncWant(
@@ -256,7 +266,7 @@ package struct ReconcileRound {
                             entries: [
                                 .init(
                                     category: sketch.category,
-                                    kind: .moreSymbols(first: UInt32(decoder.symbolCount), count: more))
+                                    kind: .moreSymbols(first: UInt32(decoder.symbolCount), count: UInt32(more)))
                             ])))
             }
             state.decoder = decoder
@@ -332,8 +342,7 @@ package struct ReconcileRound {
     )
         throws -> [SiblingMessage]
     {
-        let difference = Int(mine.count) - Int(theirs.count)
-        let symbols = max(configuration.minimumSymbols, Int((1.5 * Double(abs(difference))).rounded(.up)) + 16)
+        let symbols = firstBatch(mine: mine, theirs: theirs)
         let items = try data.items(category)
         if SyncItem.byteCount * items.count <= CodedSymbol.byteCount * symbols {
             return stride(from: 0, to: max(items.count, 1), by: SyncSketch.maximumItemCount).map { start in
@@ -345,6 +354,13 @@ package struct ReconcileRound {
             }
         }
         return Self.symbolMessages(header: header, category: category, items: items, range: 0..<symbols)
+    }
+
+    /// The first batch of symbols for a category whose digests are `mine` and `theirs` (docs/pixie-sync.md, "How
+    /// many symbols"): both sides compute it alike, so the initiator knows when the batch is whole.
+    private func firstBatch(mine: SyncDigest, theirs: SyncDigest) -> Int {
+        let difference = abs(Int(mine.count) - Int(theirs.count))
+        return max(Self.minimumSymbols, Int((1.5 * Double(difference)).rounded(.up)) + 16)
     }
 
     static func symbolMessages(

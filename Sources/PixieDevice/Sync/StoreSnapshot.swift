@@ -175,7 +175,7 @@ package enum StoreSnapshot {
             data[index..<(index + 8)].reduce(0) { $0 << 8 | UInt64($1) }
         }
 
-        static func decodeRow(_ body: Data, _ category: StoreCategory, schema: UInt8) throws -> StoreRow {
+        package static func decodeRow(_ body: Data, _ category: StoreCategory, schema: UInt8) throws -> StoreRow {
             var offset = body.startIndex
             func take(_ count: Int) throws -> Data {
                 guard count >= 0, body.endIndex - offset >= count else {

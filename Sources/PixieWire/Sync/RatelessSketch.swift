@@ -102,6 +102,7 @@ public struct RatelessDecoder: Sendable {
     public static let maximumSymbolCount = 1 << 20
 
     private let local: [SyncItem]
+    private let localSet: Set<SyncItem>
     private var difference: [CodedSymbol] = []
     private var peeled: Set<SyncItem> = []
     /// Items the other side has and this one lacks.
@@ -111,6 +112,7 @@ public struct RatelessDecoder: Sendable {
 
     public init<S: Sequence>(local: S) where S.Element == SyncItem {
         self.local = Array(local)
+        self.localSet = Set(self.local)
     }
 
     /// How many of the other side's symbols it has taken.
@@ -120,7 +122,8 @@ public struct RatelessDecoder: Sendable {
     public var isComplete: Bool { !difference.isEmpty && difference.allSatisfy(\.isZero) }
 
     /// Takes the other side's symbols from index ``symbolCount`` on, and peels what it can. Returns
-    /// ``isComplete``. Throws if the symbols would pass ``maximumSymbolCount``.
+    /// ``isComplete``. Throws if the symbols would pass ``maximumSymbolCount``, or peel to an item this side holds
+    /// as the other's, or lacks as its own (symbols that were not made from a set).
     @discardableResult
     public mutating func add(_ remote: [CodedSymbol]) throws(PixieWireError) -> Bool {
         let range = difference.count..<(difference.count + remote.count)
@@ -139,6 +142,12 @@ public struct RatelessDecoder: Sendable {
         var pending = Array(range)
         while let index = pending.popLast() {
             guard let (item, sign) = difference[index].pure, peeled.insert(item).inserted else { continue }
+            // A symbol that peels to an item this side holds (as the other's) or lacks (as its own) was not made
+            // from a set: the sender is broken, or the bytes were forged.
+            guard (sign == -1) == localSet.contains(item) else {
+                throw PixieWireError(
+                    .malformed, "the symbols do not describe a set: decoding them contradicts this one")
+            }
             if sign == 1 { remoteOnly.append(item) } else { localOnly.append(item) }
             RatelessSketch.forEachIndex(of: item, below: difference.count) { other in
                 difference[other].toggle(item, sign: -sign)

@@ -110,3 +110,27 @@ struct RatelessSketchTests {
         #expect(decoder.symbolCount == 0)
     }
 }
+
+@Suite("RatelessDecoder against symbols not made from a set")
+struct RatelessForgeryTests {
+    @Test("a symbol that peels to an item this side has, as the other's, is refused")
+    func contradiction() throws {
+        let mine = [SyncItem(idTag: 1, versionTag: 2), SyncItem(idTag: 3, versionTag: 4)]
+        // The other side claims to have both of mine and, in symbol 0, one of mine a second time.
+        let symbols = RatelessSketch.encode(mine + mine.prefix(1), symbols: 0..<1)
+        var decoder = RatelessDecoder(local: mine)
+        #expect(throws: PixieWireError.self) { try decoder.add(symbols) }
+        // And one that says this side holds an item it does not: a symbol of count -1, forged in its bytes.
+        let forged = SyncItem(idTag: 9, versionTag: 9)
+        var bytes = Data(repeating: 1, count: 32) + Data(repeating: 2, count: 32)  // the round id and sender
+        bytes += Data([5, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]) + forged.rawRepresentation
+        for shift in stride(from: 56, through: 0, by: -8) {
+            bytes.append(UInt8(truncatingIfNeeded: forged.check >> UInt64(shift)))
+        }
+        bytes += Data([0xff, 0xff, 0xff, 0xff])
+        let sketch = try SyncSketch(decoding: bytes)
+        guard case .symbols(let received) = sketch.content else { throw PixieWireError(.malformed, "not symbols") }
+        var empty = RatelessDecoder(local: [])
+        #expect(throws: PixieWireError.self) { try empty.add(received) }
+    }
+}
