@@ -445,6 +445,32 @@ struct Listen: ParsableCommand {
             )
         case .reconnected:
             (event, text) = ("reconnected", "Connected to the relay again; listening.")
+        case .reconcile(.round(let round)):
+            let moved = round.rowsSent + round.rowsApplied
+            var line =
+                round.differed == 0
+                ? "In step with sibling \(round.sibling): all \(round.agreed) categories agree."
+                : "Reconciled with sibling \(round.sibling): \(round.rowsApplied) row\(round.rowsApplied == 1 ? "" : "s") in, "
+                    + "\(round.rowsSent) out; \(round.agreed) of 8 categories agree."
+            if round.rowsHeld > 0 {
+                line +=
+                    " \(round.rowsHeld) of its rows are dated more than 5 minutes ahead of this device's clock and wait."
+            }
+            if round.rowsTooLarge > 0 {
+                line += " \(round.rowsTooLarge) rows are too large for a frame and were left out (not supported yet)."
+            }
+            // A round that moved nothing and agreed on everything is said in --json only: it comes every interval.
+            if !json, moved == 0, round.differed == 0, round.rowsHeld == 0 { return }
+            (event, text) = ("sync_round", line)
+        case .reconcile(.collected(let category, let count)):
+            (event, text) = (
+                "sync_collected",
+                "Collected \(count) tombstone\(count == 1 ? "" : "s") of \(category.rawValue): every device has them."
+            )
+        case .reconcile(.dropped(let reason)):
+            (event, text) = ("sync_round_dropped", "Dropped a reconcile message: \(reason).")
+        case .reconcile(.failed(let reason)):
+            (event, text) = ("sync_round_failed", "The reconcile loop: \(reason)")
         }
         if json { try? printJSON(["event": event, "detail": text]) } else { streams.out(text) }
     }

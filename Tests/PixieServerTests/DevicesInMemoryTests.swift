@@ -196,6 +196,67 @@ struct DevicesInMemoryTests {
         await account.stop()
     }
 
+    /// Waits up to 10 s for `condition`.
+    static func eventually(_ what: String, _ condition: () throws -> Bool) async throws {
+        for _ in 0..<1000 {
+            if try condition() { return }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        Issue.record("not within 10 s: \(what)")
+    }
+
+    @Test("both listening, the reconcile loop keeps them in step: the empty laptop fills in, then writes either way")
+    func staysInStep() async throws {
+        try await Self.withAccount { account, phoneReports in
+            let phoneStore = try DeviceStore(home: account.phone)
+            try phoneStore.put(.notebookNotes, id: "n1", fields: ["title": .text("List"), "body": .text("milk")])
+            try phoneStore.put(.conversations, id: "c1", fields: ["title": .text("Family"), "created_at": .integer(1)])
+            // The laptop continued without the snapshot: it starts empty, and its listener's loop fills it in.
+            var listener = InboxListener(
+                context: try DeviceContext(home: account.laptop, environment: account.environment),
+                deviceFamily: "Laptop")
+            listener.reconcileConfiguration.interval = .milliseconds(200)
+            let laptopReports = Box<[InboxListener.Outcome]>([])
+            let listening = Task {
+                try await listener.run(decide: { _ in .ignore }, report: { laptopReports.append($0) })
+            }
+            defer { listening.cancel() }
+            let laptopStore = try DeviceStore(home: account.laptop)
+            try await Self.eventually("the laptop has the phone's note") {
+                try laptopStore.row(.notebookNotes, id: "n1")?["body"] == .text("milk")
+            }
+            #expect(
+                try laptopStore.row(.conversations, id: "c1")?.version
+                    == phoneStore.row(.conversations, id: "c1")?.version)
+            // Writes on both sides, a deletion among them, reach the other side.
+            try laptopStore.put(.plans, id: "p1", fields: ["title": .text("Trip"), "body": .text("pack")])
+            try phoneStore.put(.notebookNotes, id: "n1", fields: ["title": .text("List"), "body": .text("milk, eggs")])
+            try laptopStore.delete(.conversations, id: "c1")
+            try await Self.eventually("both hold every change") {
+                try phoneStore.row(.plans, id: "p1") != nil
+                    && laptopStore.row(.notebookNotes, id: "n1")?["body"] == .text("milk, eggs")
+                    && phoneStore.row(.conversations, id: "c1")?.isDeleted != false  // deleted, or collected already
+            }
+            try await Self.eventually("the digests agree") {
+                try phoneStore.syncSummary()?.digests == laptopStore.syncSummary()?.digests
+            }
+            // Both recorded agreements with the other, and the rounds were reported.
+            let laptopAuthor = try account.laptop.state().author
+            #expect(try phoneStore.agreements().contains { $0.sibling == laptopAuthor })
+            #expect(laptopReports.get.contains { if case .reconcile(.round) = $0 { true } else { false } })
+            #expect(phoneReports.get.contains { if case .reconcile(.round) = $0 { true } else { false } })
+            // With both devices agreed past the deletion, the tombstone was collected: it is gone, and stays gone.
+            try await Self.eventually("the conversation's tombstone is collected on both") {
+                try phoneStore.row(.conversations, id: "c1") == nil && laptopStore.row(.conversations, id: "c1") == nil
+            }
+            try await Task.sleep(for: .milliseconds(600))
+            #expect(
+                try phoneStore.row(.conversations, id: "c1") == nil && laptopStore.row(.conversations, id: "c1") == nil)
+            listening.cancel()
+            _ = await listening.result
+        }
+    }
+
     @Test("the relay drops the first two requests: the third, 10 s later on the laptop's clock, gets the store")
     func droppedRequests() async throws {
         try await Self.withAccount { account, _ in

@@ -48,6 +48,8 @@ public struct InboxListener: Sendable {
         case reconnecting(reason: String, after: Duration)
         /// Connected and subscribed again: requests reach this device once more.
         case reconnected
+        /// What the reconcile loop did: a round with a sibling, tombstones collected, a message dropped.
+        case reconcile(SyncLoop.Event)
     }
 
     public let context: DeviceContext
@@ -59,6 +61,8 @@ public struct InboxListener: Sendable {
     public var promptLifetime: TimeInterval = 180
     /// How this device answers a new device's request for the store.
     public var syncConfiguration = SyncService.Configuration()
+    /// How the reconcile loop runs while this device listens (docs/pixie-sync.md).
+    public var reconcileConfiguration = SyncLoop.Configuration()
     /// The first wait before connecting to the relay again after it ended the connection; each failure doubles
     /// it up to ``longestReconnectDelay``, and each wait is jittered down by up to half.
     public var reconnectDelay: Duration = .milliseconds(250)
@@ -144,6 +148,7 @@ public struct InboxListener: Sendable {
         while true {
             let relay: any RelayConnection
             let sync: SyncService
+            let loop: SyncLoop
             do {
                 relay = try await context.connectRelay()
                 do {
@@ -151,6 +156,7 @@ public struct InboxListener: Sendable {
                     try await relay.subscribe(ownInbox, pushToken: pushToken ?? Data())
                     // A new device of the account asks for the store on this device's own inbox.
                     sync = try SyncService(context: context, relay: relay, configuration: syncConfiguration)
+                    loop = try sync.reconcileLoop(configuration: reconcileConfiguration) { report(.reconcile($0)) }
                 } catch {
                     await relay.close()
                     throw error
@@ -177,10 +183,25 @@ public struct InboxListener: Sendable {
                 report(.reconnected)
             }
             let connectedAt = clock.now
+            // The reconcile loop runs while this connection lasts: a round with every sibling now (to catch what
+            // changed while this device was away), then on its interval.
+            let reconciling = Task { await loop.run() }
             for await delivery in relay.deliveries {
                 if Task.isCancelled { break }
                 if delivery.subject == ownInbox.subject {
-                    Task { await sync.respond(to: delivery.payload) { report(.sync($0)) } }
+                    // Opened here, in order, so a round's messages reach the loop in the order they came.
+                    let opened: (sender: SenderCert, message: SiblingMessage)
+                    do {
+                        opened = try sync.open(delivery.payload)
+                    } catch {
+                        report(.sync(.dropped("\(error)")))
+                        continue
+                    }
+                    if SyncLoop.header(of: opened.message) != nil {
+                        loop.deliver(sender: opened.sender, message: opened.message)
+                    } else {
+                        Task { await sync.respond(opened: opened) { report(.sync($0)) } }
+                    }
                     continue
                 }
                 guard delivery.subject == discoveryInbox.subject else { continue }
@@ -220,6 +241,8 @@ public struct InboxListener: Sendable {
                 prompts.attach(answering, to: prompt)
                 previous = answering
             }
+            reconciling.cancel()
+            _ = await reconciling.value
             current.set(nil)
             await relay.close()
             try Task.checkCancellation()

@@ -216,6 +216,11 @@ public struct DeviceState: Codable, Sendable {
         get throws { RelaySubjectKey(signingKey: try Curve25519.Signing.PrivateKey(rawRepresentation: inboxKey.data)) }
     }
 
+    /// This device's author tag in the reconcile loop (docs/pixie-sync.md, "Versions"), from its roster pubkey.
+    public var author: AuthorTag {
+        get throws { AuthorTag(devicePublicKey: try identity.publicKey.rawRepresentation) }
+    }
+
     /// What this device enrolls as.
     var deviceFields: IdentityAPI.DeviceFields {
         get throws {

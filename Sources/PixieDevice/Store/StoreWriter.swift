@@ -17,8 +17,7 @@ public struct StoreWriter: Sendable {
 
     /// The writer of the device set up as `state`.
     init(state: DeviceState) {
-        let author = (try? state.identity.publicKey.rawRepresentation).map { AuthorTag(devicePublicKey: $0) }
-        self.author = author ?? .migrated
+        self.author = (try? state.author) ?? .migrated
         self.itemKey = state.membership.flatMap { try? SyncItemKey(accountSeed: $0.accountSeed.data) }
     }
 

@@ -193,14 +193,19 @@ extension SyncService {
     /// a new device (preparing, offer, failure) are dropped here. Returns once the frame is handled: an accepted
     /// request's export runs on in a task of its own, and `report` hears how it ended.
     public func respond(to envelope: Data, report: @escaping @Sendable (SiblingOutcome) -> Void) async {
-        let sender: SenderCert
-        let message: SiblingMessage
         do {
-            (sender, message) = try open(envelope)
+            await respond(opened: try open(envelope), report: report)
         } catch {
             report(.dropped("\(error)"))
-            return
         }
+    }
+
+    /// Handles one delivery already opened (``open(_:)``): the snapshot's frames here, a reconcile round's to `rounds`.
+    func respond(
+        opened: (sender: SenderCert, message: SiblingMessage), rounds: SyncLoop? = nil,
+        report: @escaping @Sendable (SiblingOutcome) -> Void
+    ) async {
+        let (sender, message) = opened
         switch message {
         case .syncRequest(let request):
             await offer(.request(request, from: sender.deviceKey, now: clock.now), report: report)
@@ -213,8 +218,24 @@ extension SyncService {
         case .signInRequest, .signInAck, .signInApproval, .signInSettled:
             report(.dropped("a \(message.type) frame, which is not a sync message"))
         case .syncDigest, .syncSketch, .syncWant, .syncRows:
-            report(.dropped("a \(message.type) frame of the reconcile loop, which this version does not run yet"))
+            if let rounds {
+                rounds.deliver(sender: sender, message: message)
+            } else {
+                report(.dropped("a \(message.type) frame of the reconcile loop, and this device is not running it"))
+            }
         }
+    }
+
+    /// The reconcile loop for this connection (docs/pixie-sync.md), sending through this service's sealing and relay.
+    public func reconcileLoop(
+        configuration: SyncLoop.Configuration = SyncLoop.Configuration(),
+        events: @escaping @Sendable (SyncLoop.Event) -> Void = { _ in }
+    ) throws -> SyncLoop {
+        try SyncLoop(
+            context: context, configuration: configuration,
+            send: { [self] message, subject, key in
+                try await send(message, to: subject, key: key)
+            }, events: events)
     }
 
     /// Feeds `event` to the offering state machine and carries out what it says.

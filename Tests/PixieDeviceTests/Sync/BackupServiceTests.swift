@@ -144,6 +144,27 @@ struct BackupServiceTests {
         #expect(try everyRow(target).isEmpty)
     }
 
+    @Test("a schema 1 snapshot (an archive made before versions) is read: counters as readings, the migrated author")
+    func schemaOne() throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        // The fuzz finding of 2026-12-07: an empty schema 1 snapshot, header and end record only.
+        let empty = Data("pixie/snapshot/v1".utf8) + [1, 0] + [0, 0, 0, 0, 8] + Data(count: 8)
+        let target = try DeviceStore(home: try home("b"))
+        #expect(try importing(empty, into: target).rows == 0)
+        // One note at counter 3, as a schema 1 archive wrote it.
+        var record = Data([0, 2]) + Data("n1".utf8) + [0, 0, 0, 0, 0, 0, 0, 3] + [0]
+        for text in ["title", "body"] {
+            let bytes = Data(text.utf8)
+            record += Data([1, 0, 0, 0, UInt8(bytes.count)]) + bytes
+        }
+        var one = Data("pixie/snapshot/v1".utf8) + Data([1, 0, 5, 0, 0, 0, UInt8(record.count)])
+        one += record
+        one += Data([0, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 1])
+        #expect(try importing(one, into: target).rows == 1)
+        let row = try #require(try target.row(.notebookNotes, id: "n1"))
+        #expect(row.version.hlc == 3 && row.version.author.rawValue == 0 && row["body"] == .text("body"))
+    }
+
     @Test("a secret in a snapshot whose header says it has none is refused")
     func secretWithoutTheFlag() throws {
         defer { try? FileManager.default.removeItem(at: root) }

@@ -1,0 +1,330 @@
+import Foundation
+import PixieWire
+import SiblingsCrypto
+import Synchronization
+
+/// The steady digest reconcile (000_e422bd9a7c930342.txt: "the background loop that compares per-category summaries
+/// between devices and pulls whatever differs"; docs/pixie-sync.md): rounds (``ReconcileRound``) with every sibling
+/// of the logged roster, carried on the relay, and the agreement barrier's tombstone collection after them.
+///
+/// One loop per relay connection. ``InboxListener`` makes it when it connects, hands it every round message that
+/// reaches this device's inbox (after ``SyncService`` opened it: the envelope, the SenderCert, the MAC and
+/// isSameAccount), and runs it (``run()``): a round with every sibling at once (to catch what happened while this
+/// device was away) and then every ``Configuration/interval``, jittered. A message is taken only from a device of
+/// the logged roster whose inbox is the one the message names, and only for a round this loop holds or an opening;
+/// a round of another process on this home (`pixie sync` beside `pixie listen`) is not this loop's, and its
+/// messages are left to that process.
+public final class SyncLoop: Sendable {
+    public struct Configuration: Sendable {
+        /// Between rounds with every sibling: 10 minutes, jittered by ±10% (docs/pixie-sync.md, "When a round
+        /// starts"). The safety net for frames the relay dropped, not the normal path.
+        public var interval: Duration = .seconds(600)
+        /// A round that has heard nothing for this long is given up (the relay keeps no frames to re-send).
+        public var roundTimeout: Duration = .seconds(60)
+        /// How far ahead of this device's clock a received row may be before it is held.
+        public var maximumLead: Duration = HybridLogicalClock.defaultMaximumLead
+
+        public init() {}
+    }
+
+    /// What the loop did, for the person's log (`pixie listen`).
+    public enum Event: Sendable, Equatable {
+        /// A round with a sibling ended.
+        case round(Summary)
+        /// Tombstones the agreement barrier let this device collect.
+        case collected(category: StoreCategory, count: Int)
+        /// A message not taken, and why (for this device's log only).
+        case dropped(String)
+        /// A round could not go on (the store, the relay, the roster); the reason says what.
+        case failed(String)
+    }
+
+    /// One round, as it ended.
+    public struct Summary: Sendable, Equatable {
+        /// The sibling's author tag (docs/pixie-sync.md, "Versions").
+        public let sibling: AuthorTag
+        /// True if this device started the round.
+        public let started: Bool
+        /// Categories found equal (agreed), and categories that differed.
+        public let agreed: Int
+        public let differed: Int
+        public let rowsSent: Int
+        public let rowsApplied: Int
+        /// Rows held because they were too far ahead of this device's clock.
+        public let rowsHeld: Int
+        /// Rows left out because they are too large for a frame (blob records are not built yet).
+        public let rowsTooLarge: Int
+        /// The sibling's clock minus this device's, in milliseconds, as its digest said.
+        public let clockDifference: Int64?
+    }
+
+    struct Sibling: Sendable {
+        let pubkey: Data
+        let author: AuthorTag
+        let inbox: RelaySubject
+        let key: XWing.PublicKey
+    }
+
+    struct Open {
+        var round: ReconcileRound
+        let sibling: Sibling
+        var lastHeard: Date
+    }
+
+    struct State {
+        /// Open rounds, by this device's half of their id.
+        var rounds: [Data: Open] = [:]
+        /// The logged roster, without this device; nil until it was fetched and checked.
+        var siblings: [Sibling]?
+    }
+
+    let context: DeviceContext
+    let configuration: Configuration
+    let send: @Sendable (SiblingMessage, RelaySubject, XWing.PublicKey) async throws -> Void
+    let events: @Sendable (Event) -> Void
+    let inbox: RelaySubject
+    private let state = Mutex(State())
+    /// Round messages in the order they reached the inbox, handled one at a time by ``run()``.
+    private let incoming: AsyncStream<(SenderCert, SiblingMessage)>
+    private let arrive: AsyncStream<(SenderCert, SiblingMessage)>.Continuation
+
+    /// A loop for the device of `context`, sending through `send` (a ``SyncService``'s sealing and relay).
+    init(
+        context: DeviceContext, configuration: Configuration,
+        send: @escaping @Sendable (SiblingMessage, RelaySubject, XWing.PublicKey) async throws -> Void,
+        events: @escaping @Sendable (Event) -> Void
+    ) throws {
+        self.context = context
+        self.configuration = configuration
+        self.send = send
+        self.events = events
+        self.inbox = try context.state.inbox.subject
+        (incoming, arrive) = AsyncStream.makeStream(of: (SenderCert, SiblingMessage).self)
+    }
+
+    deinit { arrive.finish() }
+
+    /// Queues a round message that reached this device's inbox, opened and checked (``SyncService``); ``run()``
+    /// handles the queue in order.
+    func deliver(sender: SenderCert, message: SiblingMessage) {
+        arrive.yield((sender, message))
+    }
+
+    var clock: any DeviceClock { context.clock }
+
+    /// Runs until cancelled: handles round messages in the order they came, and starts a round with every sibling
+    /// now and then every ``Configuration/interval`` (jittered), giving up rounds that went quiet.
+    public func run() async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { [self] in
+                for await (sender, message) in incoming { await handle(sender: sender, message: message) }
+            }
+            group.addTask { [self] in await periodically() }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    private func periodically() async {
+        while !Task.isCancelled {
+            await startRounds()
+            let wait = configuration.interval * context.environment.randomFraction(in: 0.9...1.1)
+            var waited = Duration.zero
+            while waited < wait, !Task.isCancelled {
+                let step = min(wait - waited, configuration.roundTimeout)
+                guard (try? await clock.sleep(for: step)) != nil else { return }
+                waited += step
+                expireQuietRounds()
+            }
+        }
+    }
+
+    /// Opens a round with every sibling of the logged roster; returns how many were opened.
+    @discardableResult
+    public func startRounds() async -> Int {
+        let siblings: [Sibling]
+        do {
+            siblings = try await refreshRoster()
+        } catch {
+            events(.failed("the roster could not be fetched and checked, so no round started: \(error)"))
+            return 0
+        }
+        var opened = 0
+        for sibling in siblings {
+            do {
+                let half = context.environment.random.bytes(count: SyncRoundID.halfByteCount)
+                let (round, opening) = try ReconcileRound.open(
+                    half: half, inbox: inbox, sibling: sibling.author, data: context.store, now: clock.now,
+                    configuration: roundConfiguration)
+                state.withLock { $0.rounds[half] = Open(round: round, sibling: sibling, lastHeard: clock.now) }
+                try await send(opening, sibling.inbox, sibling.key)
+                opened += 1
+            } catch {
+                events(.failed("a round with \(sibling.author) could not start: \(error)"))
+            }
+        }
+        return opened
+    }
+
+    var roundConfiguration: ReconcileRound.Configuration {
+        var round = ReconcileRound.Configuration()
+        round.maximumLead = configuration.maximumLead
+        return round
+    }
+
+    /// Takes one round message from `sender` (its verified SenderCert), and sends what the round answers.
+    func handle(sender: SenderCert, message: SiblingMessage) async {
+        guard let header = Self.header(of: message) else { return }
+        let sibling: Sibling
+        do {
+            guard let known = try await self.sibling(pubkey: sender.deviceKey), known.inbox == header.sender else {
+                events(.dropped("a round message from a device that is not in the account's logged roster"))
+                return
+            }
+            sibling = known
+        } catch {
+            events(.failed("the roster could not be checked, so a round message was not taken: \(error)"))
+            return
+        }
+        let now = clock.now
+        var outgoing: [SiblingMessage] = []
+        var finished: Summary?
+        do {
+            if case .syncDigest(let digests) = message, digests.phase == .open {
+                let half = context.environment.random.bytes(count: SyncRoundID.halfByteCount)
+                let (round, answer) = try ReconcileRound.answer(
+                    digests, half: half, inbox: inbox, sibling: sibling.author, data: context.store, now: now,
+                    configuration: roundConfiguration)
+                outgoing = answer
+                if round.isFinished {
+                    finished = Self.summary(round, sibling)
+                } else {
+                    state.withLock { $0.rounds[half] = Open(round: round, sibling: sibling, lastHeard: now) }
+                }
+            } else {
+                guard var open = takeRound(header, from: sibling) else {
+                    events(.dropped("a round message for a round this process does not hold (over, or another's)"))
+                    return
+                }
+                outgoing = try open.round.handle(message, data: context.store, now: now)
+                if open.round.isFinished {
+                    finished = Self.summary(open.round, sibling)
+                } else {
+                    open.lastHeard = now
+                    let key = open.round.role == .initiator ? open.round.id.initiator : open.round.id.responder
+                    state.withLock { $0.rounds[key] = open }
+                }
+            }
+        } catch let error as ReconcileError {
+            events(.dropped("\(error)"))
+            return
+        } catch {
+            events(.failed("a round with \(sibling.author) stopped: \(error)"))
+            return
+        }
+        for message in outgoing {
+            do {
+                try await send(message, sibling.inbox, sibling.key)
+            } catch {
+                events(.failed("a round message to \(sibling.author) could not be sent: \(error)"))
+                return
+            }
+        }
+        if let finished {
+            events(.round(finished))
+            collect()
+        }
+    }
+
+    /// The open round `header` belongs to, taken out of the table (put back by the caller if it goes on): as the
+    /// responder, the round whose id is the header's; as the initiator, the round this device opened, answered or not.
+    private func takeRound(_ header: SyncRoundHeader, from sibling: Sibling) -> Open? {
+        state.withLock { state in
+            for key in [header.round.responder, header.round.initiator] {
+                guard let open = state.rounds[key], open.sibling.pubkey == sibling.pubkey else { continue }
+                let matches =
+                    open.round.role == .responder
+                    ? key == header.round.responder && open.round.id == header.round
+                    : key == header.round.initiator && (open.round.id.isOpening || open.round.id == header.round)
+                guard matches else { continue }
+                state.rounds[key] = nil
+                return open
+            }
+            return nil
+        }
+    }
+
+    /// Gives up rounds that have heard nothing for ``Configuration/roundTimeout``.
+    func expireQuietRounds() {
+        let now = clock.now
+        let gone = state.withLock { state in
+            let quiet = state.rounds.filter {
+                now.timeIntervalSince($0.value.lastHeard) >= configuration.roundTimeout.timeInterval
+            }
+            for key in quiet.keys { state.rounds[key] = nil }
+            return quiet.count
+        }
+        if gone > 0 { events(.dropped("\(gone) round\(gone == 1 ? "" : "s") went quiet and were given up")) }
+    }
+
+    /// The agreement barrier (docs/pixie-sync.md, "The barrier"): for each category, the tombstones that reached
+    /// this device before its last agreement with every other device of the logged roster are collected. Nothing is
+    /// collected while the roster is unknown.
+    func collect() {
+        guard let siblings = state.withLock({ $0.siblings }) else { return }
+        do {
+            let agreements = try context.store.agreements()
+            for category in StoreCategory.allCases {
+                let reach =
+                    siblings.map { sibling in
+                        agreements.first { $0.sibling == sibling.author && $0.category == category }?.seq ?? 0
+                    }.min() ?? 0
+                guard reach > 0 else { continue }
+                let count = try context.store.collectTombstones(category, throughSeq: reach)
+                if count > 0 { events(.collected(category: category, count: count)) }
+            }
+        } catch {
+            events(.failed("tombstones could not be collected: \(error)"))
+        }
+    }
+
+    /// The sibling whose roster pubkey is `pubkey`, fetching the roster again if it is not known.
+    private func sibling(pubkey: Data) async throws -> Sibling? {
+        if let known = state.withLock({ $0.siblings })?.first(where: { $0.pubkey == pubkey }) { return known }
+        return try await refreshRoster().first { $0.pubkey == pubkey }
+    }
+
+    /// Fetches the roster (`GET /v1/sync/siblings`), checks it against the transparency log, and keeps it.
+    private func refreshRoster() async throws -> [Sibling] {
+        let own = try context.state.identity.publicKey.rawRepresentation
+        let roster = try await context.bindings.verifiedRoster(
+            try await context.client.siblings(session: try await context.credentials.session()),
+            ktHandle: context.membership.ktHandle)
+        let siblings = try roster.compactMap { device -> Sibling? in
+            guard device.pubkey != own, let inbox = device.inbox, let key = device.sealingKey else { return nil }
+            return Sibling(
+                pubkey: device.pubkey, author: AuthorTag(devicePublicKey: device.pubkey), inbox: inbox,
+                key: try XWing.PublicKey(rawRepresentation: key))
+        }
+        state.withLock { $0.siblings = siblings }
+        return siblings
+    }
+
+    static func header(of message: SiblingMessage) -> SyncRoundHeader? {
+        switch message {
+        case .syncDigest(let payload): payload.header
+        case .syncSketch(let payload): payload.header
+        case .syncWant(let payload): payload.header
+        case .syncRows(let payload): payload.header
+        default: nil
+        }
+    }
+
+    static func summary(_ round: ReconcileRound, _ sibling: Sibling) -> Summary {
+        let report = round.report
+        return Summary(
+            sibling: sibling.author, started: round.role == .initiator, agreed: report.agreed.count,
+            differed: report.differed.count, rowsSent: report.rowsSent, rowsApplied: report.rowsApplied,
+            rowsHeld: report.rowsHeld, rowsTooLarge: report.rowsTooLarge, clockDifference: report.clockDifference)
+    }
+}
