@@ -281,6 +281,14 @@ public final class DeviceStore: Sendable, ReconcileData {
                     report.ignored += 1
                     continue
                 }
+                if let old, !old.row.isDeleted, !row.isDeleted,
+                    let changed = row.category.fixedFields.first(where: { old.row.fields[$0] != row.fields[$0] })
+                {
+                    report.refused.append(
+                        "\(row.category.rawValue) \(row.id): its \(changed) differs from this store's, and never changes"
+                    )
+                    continue
+                }
                 if row.category == .contacts, !row.isDeleted, let hash = row.fields["user_id_hash"],
                     let holder = try Self.liveContact(userIDHash: hash, other: row.id, in: change.transaction)
                 {

@@ -71,8 +71,11 @@ package struct ReconcileRound {
     private var awaitingRows = 0
     /// The digest the responder should hold at the close, per category: the unmatched tombstones either way.
     private var unmatched: [StoreCategory: (local: [SyncItem], remote: [SyncItem])] = [:]
-    /// The digests this side expects the other to hold (initiator, after the close).
-    private var expected: [SyncDigest]?
+    /// The digests this side expects the other to hold (initiator, after the close), and its arrival counter when
+    /// it computed them: an agreement the close answer confirms covers what had arrived by then, and nothing later.
+    private var expected: (digests: [SyncDigest], seq: Int64)?
+    /// The initiator's digests as its opening said them: what the responder compared with and sized its sketches by.
+    private var opening: [SyncDigest]?
     private var nextBatch: UInt16 = 0
     private var batchesSeen: Set<UInt16> = []
 
@@ -103,10 +106,11 @@ package struct ReconcileRound {
         half: Data, inbox: RelaySubject, sibling: AuthorTag, data: some ReconcileData, now: Date,
         configuration: Configuration = Configuration()
     ) throws -> (ReconcileRound, SiblingMessage) {
-        let round = ReconcileRound(
+        var round = ReconcileRound(
             role: .initiator, id: try SyncRoundID(initiator: half), inbox: inbox, sibling: sibling,
             configuration: configuration)
         let summary = try Self.summary(data)
+        round.opening = summary.digests
         return (round, .syncDigest(round.digests(.open, summary.digests, summary, now: now)))
     }
 
@@ -161,10 +165,9 @@ package struct ReconcileRound {
         case (.initiator, .syncDigest(let closing)) where closing.phase == .closeAnswer:
             try checkRound(closing.header)
             guard let expected else { throw ReconcileError.unexpected("a close answer before the close") }
-            let summary = try Self.summary(data)
             for (index, category) in StoreCategory.allCases.enumerated()
-            where closing.digests[index] == expected[index] && report.differed.contains(category) {
-                try agree(category, summary: summary, data: data, now: now)
+            where closing.digests[index] == expected.digests[index] && report.differed.contains(category) {
+                try agree(category, seq: expected.seq, data: data, now: now)
             }
             isFinished = true
             return []
@@ -211,12 +214,15 @@ package struct ReconcileRound {
         let summary = try Self.summary(data)
         var out: [SiblingMessage] = []
         for (index, category) in StoreCategory.allCases.enumerated() {
-            let mine = summary.digests[index]
             let theirs = answer.digests[index]
-            if mine == theirs {
+            if summary.digests[index] == theirs {
                 try agree(category, summary: summary, data: data, now: now)
                 continue
             }
+            // The responder compared with the opening, and sized its sketch by it: decide by the opening too. A
+            // category that changed here since, and equal then, gets nothing from the responder: the next round.
+            let mine = opening?[index] ?? summary.digests[index]
+            guard mine != theirs else { continue }
             report.differed.insert(category)
             if mine.count == 0 {
                 // Nothing here: every row of theirs is wanted.
@@ -272,6 +278,7 @@ package struct ReconcileRound {
             state.decoder = decoder
         case .items(let items):
             guard sketch.first == state.list.count else { return [] }
+            state.remoteTotal = sketch.total
             state.list += items
             if state.list.count >= Int(state.remoteTotal) {
                 let remote = Set(state.list)
@@ -313,7 +320,7 @@ package struct ReconcileRound {
             for item in local { expected[index].remove(item) }
             for item in remote { expected[index].insert(item) }
         }
-        self.expected = expected
+        self.expected = (expected, summary.seq)
         return [.syncDigest(digests(.close, expected, summary, now: now))]
     }
 
@@ -344,7 +351,7 @@ package struct ReconcileRound {
     {
         let symbols = firstBatch(mine: mine, theirs: theirs)
         let items = try data.items(category)
-        if SyncItem.byteCount * items.count <= CodedSymbol.byteCount * symbols {
+        if !items.isEmpty, SyncItem.byteCount * items.count <= CodedSymbol.byteCount * symbols {
             return stride(from: 0, to: max(items.count, 1), by: SyncSketch.maximumItemCount).map { start in
                 let page = Array(items[start..<min(start + SyncSketch.maximumItemCount, items.count)])
                 return .syncSketch(
@@ -431,11 +438,15 @@ package struct ReconcileRound {
 
     private mutating func agree(
         _ category: StoreCategory, summary: SyncSummary, data: some ReconcileData, now: Date
-    )
-        throws
-    {
+    ) throws {
+        try agree(category, seq: summary.seq, data: data, now: now)
+    }
+
+    /// Records an agreement on `category` covering what had reached this store by arrival `seq`: the counter read
+    /// with the digest that was found equal.
+    private mutating func agree(_ category: StoreCategory, seq: Int64, data: some ReconcileData, now: Date) throws {
         report.agreed.insert(category)
-        try data.recordAgreement(with: sibling, category: category, seq: summary.seq, at: now)
+        try data.recordAgreement(with: sibling, category: category, seq: seq, at: now)
     }
 
     private func digests(

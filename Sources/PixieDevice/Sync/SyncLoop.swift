@@ -74,8 +74,11 @@ public final class SyncLoop: Sendable {
     struct State {
         /// Open rounds, by this device's half of their id.
         var rounds: [Data: Open] = [:]
-        /// The logged roster, without this device; nil until it was fetched and checked.
+        /// The siblings a round can reach (the logged roster, without this device, with an inbox and a sealing
+        /// key); nil until the roster was fetched and checked.
         var siblings: [Sibling]?
+        /// When the roster was last fetched for a sender it did not hold (at most once every 10 seconds).
+        var lastUnknownSenderFetch: Date?
     }
 
     let context: DeviceContext
@@ -206,7 +209,14 @@ public final class SyncLoop: Sendable {
                     events(.dropped("a round message for a round this process does not hold (over, or another's)"))
                     return
                 }
-                outgoing = try open.round.handle(message, data: context.store, now: now)
+                do {
+                    outgoing = try open.round.handle(message, data: context.store, now: now)
+                } catch let error as ReconcileError {
+                    // A message out of place (a replay, a duplicate) leaves the round as it was.
+                    let key = open.round.role == .initiator ? open.round.id.initiator : open.round.id.responder
+                    state.withLock { $0.rounds[key] = open }
+                    throw error
+                }
                 if open.round.isFinished {
                     finished = Self.summary(open.round, sibling)
                 } else {
@@ -232,7 +242,7 @@ public final class SyncLoop: Sendable {
         }
         if let finished {
             events(.round(finished))
-            collect()
+            await collect()
         }
     }
 
@@ -268,16 +278,23 @@ public final class SyncLoop: Sendable {
     }
 
     /// The agreement barrier (docs/pixie-sync.md, "The barrier"): for each category, the tombstones that reached
-    /// this device before its last agreement with every other device of the logged roster are collected. Nothing is
-    /// collected while the roster is unknown.
-    func collect() {
-        guard let siblings = state.withLock({ $0.siblings }) else { return }
+    /// this device before its last agreement with every other device of the logged roster are collected. The roster
+    /// is fetched and checked now, every device on it counts (one with no inbox yet too: as 0, so nothing is
+    /// collected until it agreed), and nothing is collected when it cannot be fetched or checked.
+    func collect() async {
+        let others: [AuthorTag]
+        do {
+            others = try await rosterAuthors()
+        } catch {
+            events(.failed("the roster could not be fetched and checked, so no tombstone was collected: \(error)"))
+            return
+        }
         do {
             let agreements = try context.store.agreements()
             for category in StoreCategory.allCases {
                 let reach =
-                    siblings.map { sibling in
-                        agreements.first { $0.sibling == sibling.author && $0.category == category }?.seq ?? 0
+                    others.map { author in
+                        agreements.first { $0.sibling == author && $0.category == category }?.seq ?? 0
                     }.min() ?? 0
                 guard reach > 0 else { continue }
                 let count = try context.store.collectTombstones(category, throughSeq: reach)
@@ -291,23 +308,50 @@ public final class SyncLoop: Sendable {
     /// The sibling whose roster pubkey is `pubkey`, fetching the roster again if it is not known.
     private func sibling(pubkey: Data) async throws -> Sibling? {
         if let known = state.withLock({ $0.siblings })?.first(where: { $0.pubkey == pubkey }) { return known }
+        // A sender it does not hold may have joined since: fetch again, but not more than once every 10 seconds, so
+        // a removed device that still holds a SenderCert cannot make this device ask the server at will.
+        let now = clock.now
+        let mayFetch = state.withLock { state in
+            if let last = state.lastUnknownSenderFetch, now.timeIntervalSince(last) < 10 { return false }
+            state.lastUnknownSenderFetch = now
+            return true
+        }
+        guard mayFetch else { return nil }
         return try await refreshRoster().first { $0.pubkey == pubkey }
     }
 
-    /// Fetches the roster (`GET /v1/sync/siblings`), checks it against the transparency log, and keeps it.
+    /// Fetches the roster (`GET /v1/sync/siblings`), checks it against the transparency log, and keeps the siblings
+    /// a round can reach.
+    @discardableResult
     private func refreshRoster() async throws -> [Sibling] {
+        try await fetchRoster().siblings
+    }
+
+    /// The author tags of every other device of the logged roster, fetched and checked now.
+    private func rosterAuthors() async throws -> [AuthorTag] {
+        try await fetchRoster().others
+    }
+
+    private func fetchRoster() async throws -> (siblings: [Sibling], others: [AuthorTag]) {
         let own = try context.state.identity.publicKey.rawRepresentation
-        let roster = try await context.bindings.verifiedRoster(
-            try await context.client.siblings(session: try await context.credentials.session()),
-            ktHandle: context.membership.ktHandle)
-        let siblings = try roster.compactMap { device -> Sibling? in
-            guard device.pubkey != own, let inbox = device.inbox, let key = device.sealingKey else { return nil }
+        let roster: [RosterDevice]
+        do {
+            roster = try await context.bindings.verifiedRoster(
+                try await context.client.siblings(session: try await context.credentials.session()),
+                ktHandle: context.membership.ktHandle)
+        } catch {
+            state.withLock { $0.siblings = nil }
+            throw error
+        }
+        let others = roster.filter { $0.pubkey != own }
+        let siblings = try others.compactMap { device -> Sibling? in
+            guard let inbox = device.inbox, let key = device.sealingKey else { return nil }
             return Sibling(
                 pubkey: device.pubkey, author: AuthorTag(devicePublicKey: device.pubkey), inbox: inbox,
                 key: try XWing.PublicKey(rawRepresentation: key))
         }
         state.withLock { $0.siblings = siblings }
-        return siblings
+        return (siblings, others.map { AuthorTag(devicePublicKey: $0.pubkey) })
     }
 
     static func header(of message: SiblingMessage) -> SyncRoundHeader? {

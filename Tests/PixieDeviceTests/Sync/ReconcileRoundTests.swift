@@ -39,6 +39,7 @@ struct RoundPump {
     /// repeats messages, when the refusal of a repeat is what should happen.
     static func run(
         _ initiator: DeviceStore, _ responder: DeviceStore, duplicates: Bool = false,
+        beforeDelivering: (SiblingMessage) throws -> Void = { _ in },
         deliver: (SiblingMessage) -> [SiblingMessage] = { [$0] }
     ) throws -> Outcome {
         let (opened, opening) = try ReconcileRound.open(
@@ -65,6 +66,7 @@ struct RoundPump {
             }
             outcome.legs = max(outcome.legs, leg)
             outcome.messages += 1
+            try beforeDelivering(message)
             for delivered in deliver(message) {
                 var replies: [SiblingMessage]
                 if toResponder {
@@ -222,7 +224,7 @@ struct ReconcileRoundTests {
         let laptop = try RoundPump.store(2)
         for i in 0..<20 { try laptop.put(.plans, id: "p\(i)", fields: RoundPump.note(i)) }
         // Every message delivered twice: duplicates are dropped, and the result is the same.
-        let twice = try RoundPump.run(phone, laptop, duplicates: true) { [$0, $0] }
+        let twice = try RoundPump.run(phone, laptop, duplicates: true, deliver: { [$0, $0] })
         #expect(try RoundPump.rows(phone) == RoundPump.rows(laptop))
         #expect(twice.initiator.report.rowsApplied == 20)
         // A message of another round is refused.
@@ -240,6 +242,27 @@ struct ReconcileRoundTests {
                 digests: [SyncDigest](repeating: .init(), count: 8)))
         #expect(throws: ReconcileError.self) { try round.handle(answer, data: phone, now: RoundPump.now) }
         #expect(!round.isFinished)
+    }
+
+    @Test("a deletion made while the close was on its way is not covered by the agreement the close answer records")
+    func closeCoversOnlyWhatItSaid() throws {
+        let phone = try RoundPump.store(1)
+        let laptop = try RoundPump.store(2)
+        for i in 0..<50 { try phone.put(.notebookNotes, id: "n\(i)", fields: RoundPump.note(i)) }
+        try laptop.apply(try RoundPump.rows(phone))
+        try laptop.put(.notebookNotes, id: "extra", fields: RoundPump.note(99))
+        // The phone deletes n7 after sending its close, before the laptop's answer: the laptop still holds n7 live.
+        _ = try RoundPump.run(phone, laptop) { message in
+            if case .syncDigest(let digests) = message, digests.phase == .closeAnswer {
+                try phone.delete(.notebookNotes, id: "n7")
+            }
+        }
+        let agreement = try #require(
+            try phone.agreements().first { $0.category == .notebookNotes && $0.sibling == AuthorTag(rawValue: 2) })
+        // Collecting by that agreement must leave n7's tombstone: the laptop never agreed on it.
+        #expect(try phone.collectTombstones(.notebookNotes, throughSeq: agreement.seq) == 0)
+        #expect(try phone.row(.notebookNotes, id: "n7")?.isDeleted == true)
+        #expect(try laptop.row(.notebookNotes, id: "n7")?.isDeleted == false)
     }
 
     @Test("a device without the account's key cannot take part, and says why")
