@@ -20,6 +20,9 @@ struct StoreChange {
     /// The digests, or nil when this store keeps no items (its writer has no item key).
     var digests: [StoreCategory: SyncDigest]?
     private var changed: Set<StoreCategory> = []
+    /// The clock and counter as read, so that a change that wrote nothing writes no state either.
+    private let readHLC: UInt64
+    private let readSeq: Int64
 
     init(_ transaction: any SQLTransaction, writer: StoreWriter, now: Date) throws {
         self.transaction = transaction
@@ -28,6 +31,8 @@ struct StoreChange {
         let state = try transaction.queryOne("SELECT hlc, seq, item_key_id FROM sync_state", [])!
         clock = HybridLogicalClock(reading: UInt64(bitPattern: try state.int64("hlc")))
         seq = try state.int64("seq")
+        readHLC = clock.reading
+        readSeq = seq
         let storedKey = try state.optionalData("item_key_id")
         guard let itemKey = writer.itemKey else {
             digests = nil
@@ -173,8 +178,10 @@ struct StoreChange {
 
     /// Writes the clock, the counter and the digests that changed back to the store.
     func save() throws {
-        try transaction.execute(
-            "UPDATE sync_state SET hlc = ?, seq = ?", [.integer(Int64(bitPattern: clock.reading)), .integer(seq)])
+        if clock.reading != readHLC || seq != readSeq {
+            try transaction.execute(
+                "UPDATE sync_state SET hlc = ?, seq = ?", [.integer(Int64(bitPattern: clock.reading)), .integer(seq)])
+        }
         guard let digests else { return }
         for category in changed {
             let digest = digests[category] ?? SyncDigest()

@@ -3,6 +3,7 @@ import Foundation
 import PixieDeviceTestSupport
 import PixieWire
 import SiblingsCrypto
+import SiblingsTestSupport
 import Storage
 import Testing
 
@@ -310,18 +311,5 @@ struct DeviceStoreSyncTests {
         let edited = try store.put(.notebookNotes, id: "n", fields: Self.note("new"))
         #expect(edited.version > RowVersion(hlc: 3, author: .migrated))
         #expect(try store.syncSummary()?.digests == Self.expectedDigests(store))
-    }
-}
-
-/// SplitMix64, seeded, so a failing case runs again the same.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9e37_79b9_7f4a_7c15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-        return z ^ (z >> 31)
     }
 }

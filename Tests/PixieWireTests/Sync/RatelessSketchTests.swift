@@ -5,14 +5,14 @@ import Testing
 
 @Suite("RatelessSketch and RatelessDecoder: docs/pixie-sync.md, Reconciliation")
 struct RatelessSketchTests {
-    static func items(_ count: Int, _ random: inout SplitMix) -> [SyncItem] {
+    static func items(_ count: Int, _ random: inout SeededGenerator) -> [SyncItem] {
         (0..<count).map { _ in SyncItem(idTag: random.next(), versionTag: random.next()) }
     }
 
     @Test("an item's symbols are the ones the text's formula gives (a second reading, in Python)")
     func mapping() throws {
         let oracle = try ReferenceOracle()
-        var random = SplitMix(seed: 11)
+        var random = SeededGenerator(seed: 11)
         for _ in 0..<40 {
             let item = SyncItem(idTag: random.next(), versionTag: random.next())
             let expected = try oracle.call("riblt_indices", ["item": item.rawRepresentation, "below": 1 << 20])
@@ -24,7 +24,7 @@ struct RatelessSketchTests {
 
     @Test("an item lands in symbol i with probability about 1 / (1 + i/2)")
     func density() {
-        var random = SplitMix(seed: 12)
+        var random = SeededGenerator(seed: 12)
         let items = Self.items(40_000, &random)
         var hits = [Int](repeating: 0, count: 64)
         for item in items { RatelessSketch.forEachIndex(of: item, below: 64) { hits[$0] += 1 } }
@@ -51,7 +51,7 @@ struct RatelessSketchTests {
             Case(shared: 0, remoteOnly: 50, localOnly: 0),
         ])
     func decodes(_ example: Case) throws {
-        var random = SplitMix(seed: UInt64(example.shared + example.remoteOnly * 7 + example.localOnly * 13))
+        var random = SeededGenerator(seed: UInt64(example.shared + example.remoteOnly * 7 + example.localOnly * 13))
         let shared = Self.items(example.shared, &random)
         let remoteOnly = Self.items(example.remoteOnly, &random)
         let localOnly = Self.items(example.localOnly, &random)
@@ -75,7 +75,7 @@ struct RatelessSketchTests {
 
     @Test("a difference of d items decodes from about 1.35·d symbols once d is large")
     func overhead() throws {
-        var random = SplitMix(seed: 99)
+        var random = SeededGenerator(seed: 99)
         let shared = Self.items(1000, &random)
         let extra = Self.items(2000, &random)
         let remote = RatelessSketch.encode(shared + extra, symbols: 0..<4000)
@@ -91,7 +91,7 @@ struct RatelessSketchTests {
 
     @Test("symbols encode to 28 bytes and back")
     func symbolBytes() throws {
-        var random = SplitMix(seed: 5)
+        var random = SeededGenerator(seed: 5)
         let symbols = RatelessSketch.encode(Self.items(10, &random), symbols: 0..<4)
         for symbol in symbols { #expect(symbol.encoded.count == CodedSymbol.byteCount) }
         let header = SyncRoundHeader(

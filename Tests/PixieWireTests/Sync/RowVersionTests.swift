@@ -74,7 +74,7 @@ struct RowVersionTests {
     func causality() {
         // Three devices: one right, one three hours behind, one with a clock that jumps about. Each write sees
         // some earlier writes (applies them) first; every write must read greater than everything it saw.
-        var random = SplitMix(seed: 39)
+        var random = SeededGenerator(seed: 39)
         let skews: [TimeInterval] = [0, -3 * 3600, 0]
         var clocks = [HybridLogicalClock](repeating: HybridLogicalClock(), count: 3)
         var written: [UInt64] = []
@@ -98,7 +98,7 @@ struct RowVersionTests {
 
     @Test("versions order by reading, then author, as their 16 bytes do")
     func ordering() {
-        var random = SplitMix(seed: 7)
+        var random = SeededGenerator(seed: 7)
         for _ in 0..<2000 {
             let a = RowVersion(hlc: random.next() % 4, author: AuthorTag(rawValue: random.next() % 4))
             let b = RowVersion(hlc: random.next() % 4, author: AuthorTag(rawValue: random.next() % 4))
@@ -120,18 +120,5 @@ struct RowVersionTests {
             #expect(tag.rawValue == expected.prefix(8).reduce(0) { $0 << 8 | UInt64($1) })
             #expect(tag.description == expected.prefix(8).hexString)
         }
-    }
-}
-
-/// SplitMix64 (Steele, Lea, Flood 2014): a seeded generator, so a failing case can be run again.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9e37_79b9_7f4a_7c15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-        return z ^ (z >> 31)
     }
 }

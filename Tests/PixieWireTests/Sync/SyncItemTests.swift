@@ -68,7 +68,7 @@ struct SyncItemTests {
 
     @Test("a digest kept by inserts, replacements and removals equals one rebuilt from scratch")
     func digestArithmetic() throws {
-        var random = SplitMix(seed: 1)
+        var random = SeededGenerator(seed: 1)
         var items: [UInt64: SyncItem] = [:]
         var kept = SyncDigest()
         for _ in 0..<3000 {
@@ -105,7 +105,7 @@ struct SyncItemTests {
     @Test("the check is SplitMix64's finaliser of hi xor rotl(lo, 32), as the text says (Python)")
     func check() throws {
         let oracle = try ReferenceOracle()
-        var random = SplitMix(seed: 3)
+        var random = SeededGenerator(seed: 3)
         for _ in 0..<20 {
             let item = SyncItem(idTag: random.next(), versionTag: random.next())
             let answer = try oracle.call("riblt_indices", ["item": item.rawRepresentation, "below": 1])

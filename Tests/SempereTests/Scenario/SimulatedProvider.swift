@@ -1,4 +1,5 @@
 import Foundation
+import SiblingsTestSupport
 
 /// A storage provider between devices, as unreliable as real ones are allowed to be: it carries every
 /// file of each device's copy of the vault folder to the others, but holds some back for a while,
@@ -20,13 +21,13 @@ final class SimulatedProvider {
     /// What each device last saw of each path (its base version), to tell a local change from a stale copy.
     private var seen: [String: [String: Int]] = [:]
     private var counter = 0
-    private var random: SplitMix
+    private var random: SeededGenerator
 
     /// Fault rates, 0...1.
     var holdBack = 0.0
     var duplicate = 0.0
 
-    init(seed: UInt64) { random = SplitMix(seed: seed) }
+    init(seed: UInt64) { random = SeededGenerator(seed: seed) }
 
     func attach(_ device: String, folder: URL) {
         folders[device] = folder
@@ -156,18 +157,7 @@ final class SimulatedProvider {
     }
 }
 
-/// SplitMix64: a small deterministic generator for the provider's choices.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
+extension SeededGenerator {
+    /// A choice below `bound`, for the provider's choices.
     mutating func next(below bound: Int) -> Int { Int(next() % UInt64(bound)) }
 }
