@@ -14,7 +14,8 @@ import Synchronization
 /// - nothing is stored: a frame reaches the connections subscribed when it is sent, and no other.
 ///
 /// And on command it misbehaves as a network and a relay may: it drops frames, holds them back and lets them go
-/// in reverse order (a reorder), delays them, or ends every connection (a node that lost its bus: 1013).
+/// in reverse order (a reorder), delays them, delivers them twice or again later (``replay(_:)``), or ends every
+/// connection (a node that lost its bus: 1013).
 public final class InMemoryRelay: Sendable {
     /// What the relay does with a frame it accepted.
     public enum Fault: Sendable {
@@ -24,6 +25,8 @@ public final class InMemoryRelay: Sendable {
         case hold
         /// Delivers it after this long.
         case delay(Duration)
+        /// Delivers it twice.
+        case duplicate
     }
 
     /// The default token check: a token is a non-empty byte string, good once.
@@ -140,12 +143,20 @@ public final class InMemoryRelay: Sendable {
         switch fault {
         case nil: deliver(delivery)
         case .drop?, .hold?: return
+        case .duplicate?:
+            deliver(delivery)
+            deliver(delivery)
         case .delay(let duration)?:
             Task {
                 try? await Task.sleep(for: duration)
                 self.deliver(delivery)
             }
         }
+    }
+
+    /// Delivers `deliveries` again, as a relay replaying frames it forwarded before would.
+    public func replay(_ deliveries: [RelayDelivery]) {
+        for delivery in deliveries { deliver(delivery) }
     }
 
     private func deliver(_ delivery: RelayDelivery) {

@@ -23,6 +23,27 @@ struct DevicesInMemoryTests {
         let laptop: DeviceHome
         let environment: DeviceEnvironment
         let listener: Task<Void, any Error>
+        /// The check code the phone's listener approves with (the device signing in shows it).
+        let checkCode: Box<String?>
+        let bundle: TrustBundle
+
+        /// Signs another device in through the phone's approval, with an empty store.
+        func addDevice(_ name: String) async throws -> DeviceHome {
+            checkCode.set(nil)
+            let home = try DeviceHome(directory: directory.appendingPathComponent(name))
+            let sms = fixture.sms
+            _ = try await OnboardingFlow(home: home, environment: environment).signIn(
+                server: server, trustBundle: bundle, name: name, phoneNumber: number,
+                code: { number, _ in
+                    guard let code = sms.lastCode(to: number) else { throw FixtureError("no code to \(number)") }
+                    return code
+                },
+                configuration: SignInApprovalRequester.Configuration(deviceModel: name),
+                events: { event in
+                    if case .waiting(let code) = event { checkCode.set(code) }
+                })
+            return home
+        }
 
         func stop() async {
             listener.cancel()
@@ -94,7 +115,7 @@ struct DevicesInMemoryTests {
         return (
             Account(
                 fixture: fixture, relay: relay, directory: directory, phone: phone, laptop: laptop,
-                environment: environment, listener: listening), reports
+                environment: environment, listener: listening, checkCode: checkCode, bundle: bundle), reports
         )
     }
 

@@ -127,6 +127,7 @@ public final class DeviceStore: Sendable, ReconcileData {
         return [
             Migration(version: 1, sql: (tables + [index]).joined(separator: "\n")),
             Migration(version: 2, sql: syncMigration),
+            Migration(version: 3, sql: roundsMigration),
         ]
     }
 
@@ -164,6 +165,20 @@ public final class DeviceStore: Sendable, ReconcileData {
             );
             """
         return (tables + [state]).joined(separator: "\n")
+    }
+
+    /// Migration 3 (docs/pixie-sync.md, "When a round starts" and "pixie sync status"): the arrival of the last local
+    /// write (`local_seq`), which the loop watches to push a change to the siblings within a second (from any process
+    /// of this home), and each sibling's last round with its clock difference.
+    static var roundsMigration: String {
+        """
+        ALTER TABLE sync_state ADD COLUMN local_seq INTEGER NOT NULL DEFAULT 0;
+        CREATE TABLE sync_siblings (
+            sibling BLOB PRIMARY KEY NOT NULL,
+            round_at INTEGER NOT NULL,
+            clock_difference INTEGER
+        );
+        """
     }
 
     static func migrate(_ database: any SQLDatabase) throws {
@@ -428,6 +443,69 @@ public final class DeviceStore: Sendable, ReconcileData {
                     .blob(sibling.bytes), .text(category.rawValue), .integer(seq),
                     .integer(Int64(date.timeIntervalSince1970.rounded(.down))),
                 ])
+        }
+    }
+
+    /// The arrival counter's value at this store's last local write (a put, a delete, or an import): the reconcile
+    /// loop starts rounds when it moves, whichever process of this home wrote.
+    public func lastLocalWrite() throws -> Int64 {
+        try reading { try (try database).queryOne("SELECT local_seq FROM sync_state", [])!.int64("local_seq") }
+    }
+
+    /// Records that a round with `sibling` ended at `date`, with the sibling's clock `clockDifference` milliseconds
+    /// ahead of this device's (negative: behind), if its digest said.
+    public func recordRound(with sibling: AuthorTag, at date: Date, clockDifference: Int64?) throws {
+        _ = try write { transaction in
+            try transaction.execute(
+                "INSERT OR REPLACE INTO sync_siblings (sibling, round_at, clock_difference) VALUES (?, ?, ?)",
+                [
+                    .blob(sibling.bytes), .integer(Int64((date.timeIntervalSince1970 * 1000).rounded(.down))),
+                    clockDifference.map { .integer($0) } ?? .null,
+                ])
+        }
+    }
+
+    /// A sibling's last round, as ``recordRound(with:at:clockDifference:)`` kept it.
+    public struct SiblingRound: Sendable, Equatable {
+        public let sibling: AuthorTag
+        public let at: Date
+        public let clockDifference: Int64?
+    }
+
+    /// Every sibling's last round.
+    public func siblingRounds() throws -> [SiblingRound] {
+        try reading {
+            try (try database).query("SELECT sibling, round_at, clock_difference FROM sync_siblings", []).map {
+                SiblingRound(
+                    sibling: AuthorTag(rawValue: try $0.data("sibling").reduce(0) { $0 << 8 | UInt64($1) }),
+                    at: Date(timeIntervalSince1970: TimeInterval(try $0.int64("round_at")) / 1000),
+                    clockDifference: try $0.optionalInt64("clock_difference"))
+            }
+        }
+    }
+
+    /// How many tombstones of `category` this store holds, and the arrival of the newest: what the barrier has not
+    /// let it collect yet.
+    public func tombstones(_ category: StoreCategory) throws -> (count: Int, newestSeq: Int64) {
+        try reading {
+            let row = try (try database).queryOne(
+                "SELECT count(*) AS n, coalesce(max(seq), 0) AS s FROM \(category.table) WHERE deleted = 1", [])!
+            return (Int(try row.int64("n")), try row.int64("s"))
+        }
+    }
+
+    /// True while the store holds no row (not even a tombstone) and has had no round with a sibling: a device that
+    /// has not absorbed a store yet, for which a whole snapshot is the fast way in (`pixie sync`).
+    public var isUnsynced: Bool {
+        get throws {
+            try reading {
+                let database = try database
+                for category in StoreCategory.allCases
+                where try database.queryOne("SELECT 1 AS one FROM \(category.table) LIMIT 1", []) != nil {
+                    return false
+                }
+                return try database.queryOne("SELECT 1 AS one FROM sync_siblings LIMIT 1", []) == nil
+            }
         }
     }
 

@@ -20,6 +20,8 @@ struct StoreChange {
     /// The digests, or nil when this store keeps no items (its writer has no item key).
     var digests: [StoreCategory: SyncDigest]?
     private var changed: Set<StoreCategory> = []
+    /// True once the transaction made a local write (``tick()``): `local_seq` then moves with `seq`.
+    private var wroteLocally = false
     /// The clock and counter as read, so that a change that wrote nothing writes no state either.
     private let readHLC: UInt64
     private let readSeq: Int64
@@ -85,7 +87,8 @@ struct StoreChange {
 
     /// A new version of this device's clock, for a local write.
     mutating func tick() -> RowVersion {
-        RowVersion(hlc: clock.tick(now: now), author: writer.author)
+        wroteLocally = true
+        return RowVersion(hlc: clock.tick(now: now), author: writer.author)
     }
 
     /// Moves the clock past a received version; false (and nothing moves) when it is too far ahead: the row is held.
@@ -178,7 +181,11 @@ struct StoreChange {
 
     /// Writes the clock, the counter and the digests that changed back to the store.
     func save() throws {
-        if clock.reading != readHLC || seq != readSeq {
+        if wroteLocally {
+            try transaction.execute(
+                "UPDATE sync_state SET hlc = ?, seq = ?, local_seq = ?",
+                [.integer(Int64(bitPattern: clock.reading)), .integer(seq), .integer(seq)])
+        } else if clock.reading != readHLC || seq != readSeq {
             try transaction.execute(
                 "UPDATE sync_state SET hlc = ?, seq = ?", [.integer(Int64(bitPattern: clock.reading)), .integer(seq)])
         }

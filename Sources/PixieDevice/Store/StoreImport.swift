@@ -220,6 +220,7 @@ package final class StoreImport {
                 hlc, try database.queryOne("SELECT coalesce(max(hlc), 0) AS m FROM main.\(table)", [])!.int64("m"))
         }
         try database.execute("INSERT OR REPLACE INTO main.sync_agreements SELECT * FROM live.sync_agreements", [])
+        try database.execute("INSERT OR REPLACE INTO main.sync_siblings SELECT * FROM live.sync_siblings", [])
         // The digests are summed here only if every row has its item under this device's key (the live rows under
         // the same key); otherwise the store's next write computes them all.
         let missing = try StoreCategory.allCases.reduce(0) { total, category in
@@ -245,8 +246,9 @@ package final class StoreImport {
             summed = keyID
         }
         try database.execute(
-            "UPDATE main.sync_state SET hlc = ?, seq = ?, item_key_id = ?",
-            [.integer(hlc), .integer(arrival), summed.map { .blob($0) } ?? .null])
+            // An import counts as a local write: the loop of a listener on this home pushes what it brought.
+            "UPDATE main.sync_state SET hlc = ?, seq = ?, local_seq = ?, item_key_id = ?",
+            [.integer(hlc), .integer(arrival), .integer(arrival), summed.map { .blob($0) } ?? .null])
         try database.execute("COMMIT", [])
         try database.execute("DETACH DATABASE live", [])
         return kept

@@ -19,6 +19,9 @@ public final class SyncLoop: Sendable {
         /// Between rounds with every sibling: 10 minutes, jittered by ±10% (docs/pixie-sync.md, "When a round
         /// starts"). The safety net for frames the relay dropped, not the normal path.
         public var interval: Duration = .seconds(600)
+        /// How often the loop looks for a local write to push (docs/pixie-sync.md, "When a round starts"): a write on
+        /// this home, from this process or another (`pixie store`), starts a round with every sibling within this.
+        public var pushDelay: Duration = .seconds(1)
         /// A round that has heard nothing for this long is given up (the relay keeps no frames to re-send).
         public var roundTimeout: Duration = .seconds(60)
         /// How far ahead of this device's clock a received row may be before it is held.
@@ -35,6 +38,9 @@ public final class SyncLoop: Sendable {
         case collected(category: StoreCategory, count: Int)
         /// A message not taken, and why (for this device's log only).
         case dropped(String)
+        /// A message for a round this process does not hold: another process of this home (`pixie sync` beside
+        /// `pixie listen`) may hold it, or the relay replayed it. It was left alone and changed nothing.
+        case passed(String)
         /// A round could not go on (the store, the relay, the roster); the reason says what.
         case failed(String)
     }
@@ -79,6 +85,10 @@ public final class SyncLoop: Sendable {
         var siblings: [Sibling]?
         /// When the roster was last fetched for a sender it did not hold (at most once every 10 seconds).
         var lastUnknownSenderFetch: Date?
+        /// The rounds this device started that have ended, by its half of their id, while ``roundOnce(patience:)``
+        /// waits for them.
+        var ended: [Data: Summary] = [:]
+        var keepingEnded = false
     }
 
     let context: DeviceContext
@@ -128,16 +138,61 @@ public final class SyncLoop: Sendable {
         }
     }
 
+    /// A round with every sibling now, then whenever a local write moved the store's ``DeviceStore/lastLocalWrite()``
+    /// (looked at every ``Configuration/pushDelay``), and at the latest every ``Configuration/interval``, jittered.
     private func periodically() async {
         while !Task.isCancelled {
+            var pushed = try? context.store.lastLocalWrite()
             await startRounds()
             let wait = configuration.interval * context.environment.randomFraction(in: 0.9...1.1)
             var waited = Duration.zero
             while waited < wait, !Task.isCancelled {
-                let step = min(wait - waited, configuration.roundTimeout)
+                let step = min(wait - waited, configuration.pushDelay, configuration.roundTimeout)
                 guard (try? await clock.sleep(for: step)) != nil else { return }
                 waited += step
                 expireQuietRounds()
+                let mark = try? context.store.lastLocalWrite()
+                if mark != pushed, mark != nil {
+                    pushed = mark
+                    break
+                }
+            }
+        }
+    }
+
+    /// What ``roundOnce(patience:)`` found: the rounds that ended, and the siblings whose rounds did not.
+    public struct Rounds: Sendable, Equatable {
+        public let ended: [Summary]
+        /// Siblings a round was opened with that did not finish it in time (offline, or not listening).
+        public let unanswered: [AuthorTag]
+        /// Siblings of the logged roster no round could reach (no inbox yet), or that could not be sent to.
+        public let unreached: Int
+    }
+
+    /// One round with every sibling of the logged roster (`pixie sync`), waiting up to `patience` for them to end;
+    /// round messages from siblings are taken meanwhile (``deliver(sender:message:)``).
+    public func roundOnce(patience: Duration) async -> Rounds {
+        state.withLock {
+            $0.keepingEnded = true
+            $0.ended = [:]
+        }
+        return await withTaskGroup(of: Void.self) { group in
+            group.addTask { [self] in
+                for await (sender, message) in incoming { await handle(sender: sender, message: message) }
+            }
+            let (opened, unreached) = await openRounds()
+            let deadline = clock.now.addingTimeInterval(patience.timeInterval)
+            while clock.now < deadline, state.withLock({ state in opened.contains { state.rounds[$0.half] != nil } }) {
+                try? await Task.sleep(for: .milliseconds(10))
+            }
+            group.cancelAll()
+            return state.withLock { state in
+                for (half, _) in opened { state.rounds[half] = nil }
+                state.keepingEnded = false
+                let ended = opened.compactMap { state.ended[$0.half] }
+                let unanswered = opened.filter { state.ended[$0.half] == nil }.map(\.author)
+                state.ended = [:]
+                return Rounds(ended: ended, unanswered: unanswered, unreached: unreached)
             }
         }
     }
@@ -145,14 +200,22 @@ public final class SyncLoop: Sendable {
     /// Opens a round with every sibling of the logged roster; returns how many were opened.
     @discardableResult
     public func startRounds() async -> Int {
+        await openRounds().opened.count
+    }
+
+    /// Opens a round with every sibling of the logged roster: this device's half of each round's id and the
+    /// sibling, and how many devices of the roster could not be reached.
+    private func openRounds() async -> (opened: [(half: Data, author: AuthorTag)], unreached: Int) {
         let siblings: [Sibling]
+        let others: Int
         do {
-            siblings = try await refreshRoster()
+            let roster = try await fetchRoster()
+            (siblings, others) = (roster.siblings, roster.others.count)
         } catch {
             events(.failed("the roster could not be fetched and checked, so no round started: \(error)"))
-            return 0
+            return ([], 0)
         }
-        var opened = 0
+        var opened: [(half: Data, author: AuthorTag)] = []
         for sibling in siblings {
             do {
                 let half = context.environment.random.bytes(count: SyncRoundID.halfByteCount)
@@ -160,13 +223,18 @@ public final class SyncLoop: Sendable {
                     half: half, inbox: inbox, sibling: sibling.author, data: context.store, now: clock.now,
                     configuration: roundConfiguration)
                 state.withLock { $0.rounds[half] = Open(round: round, sibling: sibling, lastHeard: clock.now) }
-                try await send(opening, sibling.inbox, sibling.key)
-                opened += 1
+                do {
+                    try await send(opening, sibling.inbox, sibling.key)
+                } catch {
+                    state.withLock { $0.rounds[half] = nil }
+                    throw error
+                }
+                opened.append((half, sibling.author))
             } catch {
                 events(.failed("a round with \(sibling.author) could not start: \(error)"))
             }
         }
-        return opened
+        return (opened, others - opened.count)
     }
 
     var roundConfiguration: ReconcileRound.Configuration {
@@ -206,7 +274,7 @@ public final class SyncLoop: Sendable {
                 }
             } else {
                 guard var open = takeRound(header, from: sibling) else {
-                    events(.dropped("a round message for a round this process does not hold (over, or another's)"))
+                    events(.passed("a \(message.type) for a round this process does not hold (another's, or over)"))
                     return
                 }
                 do {
@@ -218,7 +286,11 @@ public final class SyncLoop: Sendable {
                     throw error
                 }
                 if open.round.isFinished {
-                    finished = Self.summary(open.round, sibling)
+                    let summary = Self.summary(open.round, sibling)
+                    finished = summary
+                    if open.round.role == .initiator {
+                        state.withLock { if $0.keepingEnded { $0.ended[open.round.id.initiator] = summary } }
+                    }
                 } else {
                     open.lastHeard = now
                     let key = open.round.role == .initiator ? open.round.id.initiator : open.round.id.responder
@@ -241,6 +313,12 @@ public final class SyncLoop: Sendable {
             }
         }
         if let finished {
+            do {
+                try context.store.recordRound(
+                    with: sibling.author, at: clock.now, clockDifference: finished.clockDifference)
+            } catch {
+                events(.failed("the round with \(sibling.author) ended, but it could not be recorded: \(error)"))
+            }
             events(.round(finished))
             await collect()
         }

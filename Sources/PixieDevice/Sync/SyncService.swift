@@ -96,6 +96,9 @@ public final class SyncService: Sendable {
         case acknowledged(ok: Bool, reason: String)
         /// Dropped without an answer; the reason is for this device's log only.
         case dropped(String)
+        /// A frame of this account for an absorption this process does not run: another process of this home
+        /// (`pixie sync` beside `pixie listen`) may be absorbing, and reads it itself. Left alone.
+        case passed(String)
         /// The export or the upload failed; the new device was told.
         case failed(String)
         /// The new device cancelled before the snapshot went out.
@@ -177,7 +180,9 @@ public final class SyncService: Sendable {
     }
 
     /// Seals `message` for the device with `key` at `subject` and sends it.
-    func send(_ message: SiblingMessage, to subject: RelaySubject, key: XWing.PublicKey) async throws {
+    @_spi(Testing) public func send(
+        _ message: SiblingMessage, to subject: RelaySubject, key: XWing.PublicKey
+    ) async throws {
         let envelope = try channelKeys.seal(
             message, senderCert: try await context.credentials.currentSenderCert(),
             to: check.ownUserIDHash ?? Data(), recipientKey: key, recipient: subject)
@@ -214,7 +219,7 @@ extension SyncService {
         case .syncCancel(let cancel):
             await offer(.cancel(requestID: cancel.requestID, now: clock.now), report: report)
         case .syncPreparing, .syncOffer, .syncFailed:
-            report(.dropped("a frame for a new device, and this one is not absorbing"))
+            report(.passed("a \(message.type) frame for an absorption this process does not run"))
         case .signInRequest, .signInAck, .signInApproval, .signInSettled:
             report(.dropped("a \(message.type) frame, which is not a sync message"))
         case .syncDigest, .syncSketch, .syncWant, .syncRows:
@@ -224,6 +229,30 @@ extension SyncService {
                 report(.dropped("a \(message.type) frame of the reconcile loop, and this device is not running it"))
             }
         }
+    }
+
+    /// One round with every sibling of the logged roster (`pixie sync`; docs/pixie-sync.md, "When a round starts"),
+    /// on this service's relay connection: subscribes this device's inbox, opens the rounds, takes the siblings'
+    /// answers, and returns when every round ended or `patience` is over. Frames of other exchanges on the inbox (a
+    /// `pixie listen` beside it answering, an absorption) are left alone.
+    public func reconcile(
+        patience: Duration = .seconds(15), configuration: SyncLoop.Configuration = SyncLoop.Configuration(),
+        events: @escaping @Sendable (SyncLoop.Event) -> Void = { _ in }
+    ) async throws -> SyncLoop.Rounds {
+        try await relay.subscribe(try context.state.inbox)
+        let loop = try reconcileLoop(configuration: configuration, events: events)
+        let reader = Task { [relay] in
+            for await delivery in relay.deliveries where delivery.subject == inbox {
+                guard let opened = try? open(delivery.payload), SyncLoop.header(of: opened.message) != nil else {
+                    continue
+                }
+                loop.deliver(sender: opened.sender, message: opened.message)
+            }
+        }
+        defer { reader.cancel() }
+        let rounds = await loop.roundOnce(patience: patience)
+        await context.keepTransparencyPin()
+        return rounds
     }
 
     /// The reconcile loop for this connection (docs/pixie-sync.md), sending through this service's sealing and relay.

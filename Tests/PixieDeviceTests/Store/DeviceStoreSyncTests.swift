@@ -194,6 +194,51 @@ struct DeviceStoreSyncTests {
         #expect(try phone.syncSummary()?.digests == laptop.syncSummary()?.digests)
     }
 
+    @Test("the last local write moves with puts, deletes and a contact tombstoned on arrival, not with rows applied")
+    func lastLocalWrite() throws {
+        let (phone, phoneClock) = try Self.device(1)
+        let (laptop, _) = try Self.device(2)
+        #expect(try phone.lastLocalWrite() == 0 && phone.isUnsynced)
+        try phone.put(.notebookNotes, id: "n", fields: Self.note("milk"))
+        let afterPut = try phone.lastLocalWrite()
+        #expect(try afterPut > 0 && !phone.isUnsynced)
+        // What arrives from a sibling is no local write: a loop that pushed it back would never rest.
+        try laptop.apply(try Self.everything(phone))
+        #expect(try laptop.lastLocalWrite() == 0 && !laptop.isUnsynced)
+        try laptop.delete(.notebookNotes, id: "n")
+        let afterDelete = try laptop.lastLocalWrite()
+        #expect(afterDelete > 0)
+        #expect(try laptop.tombstones(.notebookNotes) == (1, afterDelete))
+        // A contact of a person this store holds arrives newer: the local one is tombstoned here, a local write.
+        let hash = Data(repeating: 7, count: 32)
+        try laptop.put(.contacts, id: "ada-laptop", fields: Self.contact("Ada", hash: hash))
+        let beforeArrival = try laptop.lastLocalWrite()
+        phoneClock.advance(by: 1)
+        try phone.put(.contacts, id: "ada-phone", fields: Self.contact("Ada P.", hash: hash))
+        #expect(try phone.lastLocalWrite() > afterPut)
+        try laptop.apply(try phone.rows(.contacts))
+        #expect(try laptop.row(.contacts, id: "ada-laptop")?.isDeleted == true)
+        #expect(try laptop.lastLocalWrite() > beforeArrival)
+    }
+
+    @Test("a round's end is recorded per sibling, replacing the last, with the clock difference if known")
+    func recordedRounds() throws {
+        let (store, _) = try Self.device(1)
+        #expect(try store.siblingRounds().isEmpty)
+        let sibling = AuthorTag(rawValue: 0xfeed)
+        let first = Date(timeIntervalSince1970: 1_800_000_000.25)
+        try store.recordRound(with: sibling, at: first, clockDifference: -1500)
+        try store.recordRound(with: AuthorTag(rawValue: 3), at: first, clockDifference: nil)
+        #expect(try store.siblingRounds().first { $0.sibling == sibling }?.clockDifference == -1500)
+        #expect(try !store.isUnsynced)
+        try store.recordRound(with: sibling, at: first.addingTimeInterval(60), clockDifference: 20)
+        let rounds = try store.siblingRounds()
+        #expect(rounds.count == 2)
+        let last = try #require(rounds.first { $0.sibling == sibling })
+        #expect(last.clockDifference == 20 && abs(last.at.timeIntervalSince(first) - 60) < 0.002)
+        #expect(rounds.first { $0.sibling == AuthorTag(rawValue: 3) }?.clockDifference == nil)
+    }
+
     @Test("a row more than five minutes ahead of this clock is held, and applied once the clock catches up")
     func heldRows() throws {
         let (fast, _) = try Self.device(1, skew: 3600)
