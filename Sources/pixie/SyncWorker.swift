@@ -36,9 +36,9 @@ struct SyncRunFiles {
         }
     }
 
-    /// Takes the worker's lock and keeps it until the process ends; false if another process holds it for a
-    /// second (a watcher or `pixie sync status` testing it holds it only for a moment).
-    func takeLock() throws -> Bool {
+    /// Takes the worker's lock, kept until the descriptor returned is closed or the process ends; nil if another
+    /// process holds it for a second (a watcher or `pixie sync status` testing it holds it only for a moment).
+    func takeLock() throws -> Int32? {
         let descriptor = open(lock.path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
             throw DeviceError.home("cannot open \(lock.path): \(String(cString: strerror(errno)))")
@@ -48,12 +48,11 @@ struct SyncRunFiles {
             tries += 1
             guard tries < 50 else {
                 close(descriptor)
-                return false
+                return nil
             }
             usleep(20_000)
         }
-        // Deliberately left open: the lock lasts as long as this process.
-        return true
+        return descriptor
     }
 
     /// Whether a worker holds the lock now.
@@ -143,7 +142,7 @@ struct SyncWorker: ParsableCommand {
         let home = try openHome(self.home)
         let files = SyncRunFiles(home: home)
         try files.makeDirectory()
-        guard try files.takeLock() else {
+        guard let lock = try files.takeLock() else {
             throw failure("another absorption is running for \(self.home); `pixie sync status` shows it")
         }
         let writer = try SyncEventWriter(files: files, run: run)
@@ -155,14 +154,28 @@ struct SyncWorker: ParsableCommand {
             let service = try await SyncService.connect(
                 context: try DeviceContext(home: home), configuration: configuration)
             let outcome: SyncService.Outcome
+            // The person may continue without the store at the grace: a round with the online siblings starts
+            // filling it in meanwhile (docs/pixie-sync.md, "When a round starts").
+            let early = Mutex<Task<Void, Never>?>(nil)
             do {
-                outcome = try await service.absorb { writer.write(recorder.record(for: $0)) }
+                outcome = try await service.absorb { event in
+                    writer.write(recorder.record(for: event))
+                    if case .mayContinue = event {
+                        early.withLock { $0 = Task { await roundAfterAbsorbing(home: home, show: writer.write) } }
+                    }
+                }
             } catch {
                 await service.close()
                 throw error
             }
             await service.close()
             writer.write(SyncRecorder.record(for: outcome))
+            await early.withLock { $0 }?.value
+            // The absorption is over: the next `pixie sync` may start one. What reached the sibling while its
+            // snapshot was made and sent comes now, in a reconcile round (its records carry this run's id, so a
+            // new run's status never mixes them in).
+            close(lock)
+            if case .absorbed = outcome { await roundAfterAbsorbing(home: home, show: writer.write) }
             switch outcome {
             case .absorbed, .noSiblings: return
             case .noAnswer, .refused: throw ExitCode.failure
@@ -173,6 +186,29 @@ struct SyncWorker: ParsableCommand {
             writer.write(["event": "failed", "reason": "\(error)"])
             throw failure("\(error)")
         }
+    }
+}
+
+/// One reconcile round with every online sibling after an absorption (or at its grace), its rounds shown as records
+/// (`round`, `reconciled`, `round_failed`); a failure is recorded, not thrown: the store is absorbed either way.
+func roundAfterAbsorbing(home: DeviceHome, show: @escaping @Sendable ([String: Any]) -> Void) async {
+    do {
+        let service = try await SyncService.connect(context: try DeviceContext(home: home))
+        let ended: [SyncLoop.Summary]
+        do {
+            ended = try await service.reconcile(patience: .seconds(10)).ended
+        } catch {
+            await service.close()
+            throw error
+        }
+        await service.close()
+        for round in ended { show(roundRecord(round, names: [:])) }
+        show([
+            "event": "reconciled", "siblings": ended.count, "rows_in": ended.reduce(0) { $0 + $1.rowsApplied },
+            "rows_out": ended.reduce(0) { $0 + $1.rowsSent },
+        ])
+    } catch {
+        show(["event": "round_failed", "reason": "\(error)"])
     }
 }
 
@@ -419,6 +455,12 @@ final class RecordPrinter: Sendable {
                 + "\(record["seconds_left"] as? Int ?? 0) s left."
         case "importing":
             return "Checked: its SHA-256 is the sibling's. Importing…"
+        case "reconciled":
+            let (rowsIn, rowsOut) = (record["rows_in"] as? Int ?? 0, record["rows_out"] as? Int ?? 0)
+            return "A reconcile round with \(record["siblings"] as? Int ?? 0) online sibling(s): \(rowsIn) row"
+                + "\(rowsIn == 1 ? "" : "s") in, \(rowsOut) out."
+        case "round_failed":
+            return "The reconcile round did not run: \(record["reason"] as? String ?? ""); `pixie sync` runs one."
         default:
             return nil
         }

@@ -446,22 +446,9 @@ struct Listen: ParsableCommand {
         case .reconnected:
             (event, text) = ("reconnected", "Connected to the relay again; listening.")
         case .reconcile(.round(let round)):
-            let moved = round.rowsSent + round.rowsApplied
-            var line =
-                round.differed == 0
-                ? "In step with sibling \(round.sibling): all \(round.agreed) categories agree."
-                : "Reconciled with sibling \(round.sibling): \(round.rowsApplied) row\(round.rowsApplied == 1 ? "" : "s") in, "
-                    + "\(round.rowsSent) out; \(round.agreed) of 8 categories agree."
-            if round.rowsHeld > 0 {
-                line +=
-                    " \(round.rowsHeld) of its rows are dated more than 5 minutes ahead of this device's clock and wait."
-            }
-            if round.rowsTooLarge > 0 {
-                line += " \(round.rowsTooLarge) rows are too large for a frame and were left out (not supported yet)."
-            }
             // A round that moved nothing and agreed on everything is said in --json only: it comes every interval.
-            if !json, moved == 0, round.differed == 0, round.rowsHeld == 0 { return }
-            (event, text) = ("sync_round", line)
+            if !json, round.rowsSent + round.rowsApplied == 0, round.differed == 0, round.rowsHeld == 0 { return }
+            (event, text) = ("sync_round", roundLine(round, names: [:]))
         case .reconcile(.collected(let category, let count)):
             (event, text) = (
                 "sync_collected",
@@ -469,6 +456,10 @@ struct Listen: ParsableCommand {
             )
         case .reconcile(.dropped(let reason)):
             (event, text) = ("sync_round_dropped", "Dropped a reconcile message: \(reason).")
+        case .reconcile(.passed(let reason)), .sync(.passed(let reason)):
+            // Another process of this home (`pixie sync`) reads these itself: said in --json only.
+            guard json else { return }
+            (event, text) = ("sync_passed", "Left to another process of this home: \(reason).")
         case .reconcile(.failed(let reason)):
             (event, text) = ("sync_round_failed", "The reconcile loop: \(reason)")
         }

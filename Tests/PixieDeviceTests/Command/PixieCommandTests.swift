@@ -305,9 +305,11 @@ struct PixieCommandTests {
         #expect(absorbed["rows"] as? Int == 2 && absorbed["inserted"] as? Int == 2, "\(joining.text)")
         #expect(joining.events.contains { $0["event"] as? String == "downloading" })
         _ = try await phone.event("sync_absorbed")
+        // With a store here, `pixie sync` runs a reconcile round: the phone's store is here already.
         let sync = try PixieProcess(["sync", "--home", "laptop", "--json"], in: directory)
         #expect(await sync.exit() == 0, "\(sync.text)")
-        #expect(try await sync.event("absorbed")["inserted"] as? Int == 0)
+        let reconciled = try await sync.event("reconciled")
+        #expect(reconciled["siblings"] as? Int == 1 && reconciled["rows_in"] as? Int == 0, "\(sync.text)")
         let status = try PixieProcess(["sync", "status", "--home", "laptop", "--json"], in: directory)
         #expect(await status.exit() == 0, "\(status.text)")
         #expect(status.text.contains("\"state\":\"absorbed\""), "\(status.text)")
@@ -340,6 +342,74 @@ struct PixieCommandTests {
         #expect(await imported.exit() == 0, "\(imported.text)")
         // Insert-if-absent: the laptop's tombstone of n1 stays; the archive never held the API key.
         #expect(imported.text.contains("1 rows, 0 new"), "\(imported.text)")
+    }
+
+    @Test("two devices stay in step: writes on either side reach the other, and pixie sync cooperates with listen")
+    func staysInStep() async throws {
+        let server = try await setUp()
+        defer {
+            server.stop()
+            try? FileManager.default.removeItem(at: directory)
+        }
+        try await createAccount(server)
+        func store(_ arguments: [String]) async throws -> String {
+            let process = try PixieProcess(["store"] + arguments, in: directory)
+            #expect(await process.exit() == 0, "\(process.text)")
+            return process.text
+        }
+        _ = try await store(["add", "notebook_notes", "--id", "n1", "title=Groceries", "body=milk", "--home", "phone"])
+        let phone = try PixieProcess(["listen", "--home", "phone", "--json"], in: directory)
+        defer { phone.stop() }
+        _ = try await phone.event("listening")
+        let joining = try PixieProcess(
+            ["signin", "--no-sync"] + setup(server, home: "laptop", name: "laptop"), in: directory)
+        defer { joining.stop() }
+        let code = try #require(try await joining.event("waiting")["check_code"] as? String)
+        _ = try await phone.event("prompt")
+        phone.type(code)
+        #expect(await joining.exit() == 0, "\(joining.text)")
+        // A laptop that joined without the store: `pixie sync` absorbs it whole.
+        let first = try PixieProcess(["sync", "--home", "laptop", "--json"], in: directory)
+        #expect(await first.exit() == 0, "\(first.text)")
+        #expect(try await first.event("absorbed")["inserted"] as? Int == 1)
+        // A write on the laptop goes to the phone with the next round.
+        _ = try await store(["add", "plans", "--id", "p1", "title=Trip", "body=pack", "--home", "laptop"])
+        let round = try PixieProcess(["sync", "--home", "laptop", "--json"], in: directory)
+        #expect(await round.exit() == 0, "\(round.text)")
+        #expect(try await round.event("reconciled")["rows_out"] as? Int == 1, "\(round.text)")
+        #expect(try await store(["list", "plans", "--home", "phone", "--json"]).contains("pack"))
+        // The laptop listens too; edits and a deletion on the phone reach it, pushed by the phone's listener.
+        let laptop = try PixieProcess(["listen", "--home", "laptop", "--json"], in: directory)
+        defer { laptop.stop() }
+        _ = try await laptop.event("listening")
+        _ = try await store([
+            "add", "notebook_notes", "--id", "n1", "title=Groceries", "body=milk, eggs", "--home", "phone",
+        ])
+        _ = try await store(["rm", "plans", "p1", "--home", "phone"])
+        var laptopNotes = ""
+        for _ in 0..<1000 {
+            laptopNotes = try await store(["list", "notebook_notes", "--home", "laptop", "--json"])
+            let plans = try await store(["list", "plans", "--home", "laptop", "--json"])
+            if laptopNotes.contains("milk, eggs"), !plans.contains("pack") { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(laptopNotes.contains("milk, eggs"), "\(laptopNotes)")
+        // `pixie sync` beside the laptop's `pixie listen`: its round is its own, and the listener leaves it alone.
+        let beside = try PixieProcess(["sync", "--home", "laptop", "--json"], in: directory)
+        #expect(await beside.exit() == 0, "\(beside.text)")
+        #expect(try await beside.event("reconciled")["siblings"] as? Int == 1, "\(beside.text)")
+        #expect(!laptop.events.contains { $0["event"] as? String == "sync_round_dropped" }, "\(laptop.text)")
+        #expect(!laptop.events.contains { $0["event"] as? String == "sync_dropped" }, "\(laptop.text)")
+        // `pixie sync status` says the laptop agrees with the phone on every category.
+        let status = try PixieProcess(["sync", "status", "--home", "laptop", "--json"], in: directory)
+        #expect(await status.exit() == 0, "\(status.text)")
+        let shown = try #require(try JSONSerialization.jsonObject(with: Data(status.text.utf8)) as? [String: Any])
+        let siblings = try #require(shown["siblings"] as? [[String: Any]], "\(status.text)")
+        #expect(siblings.count == 1 && siblings.first?["name"] as? String == "phone", "\(status.text)")
+        let categories = try #require(siblings.first?["categories"] as? [String: [String: Any]])
+        #expect(
+            categories.count == 8 && categories.values.allSatisfy { $0["agrees"] as? Bool == true }, "\(status.text)")
+        #expect(siblings.first?["last_round_at"] is Int, "\(status.text)")
     }
 
     @Test("the six-digit code enrolls a device, which then gets the seeds (and no grant) once its check code is typed")
