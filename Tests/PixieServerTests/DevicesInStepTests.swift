@@ -79,6 +79,48 @@ extension DevicesInMemoryTests {
         }
     }
 
+    @Test("a message written on the phone while the laptop absorbs is not in the snapshot, and arrives after it")
+    func writtenDuringAbsorption() async throws {
+        try await Self.withAccount { account, _ in
+            let phoneStore = try DeviceStore(home: account.phone)
+            let laptopStore = try DeviceStore(home: account.laptop)
+            try phoneStore.put(.conversations, id: "c1", fields: ["title": .text("Family"), "created_at": .integer(1)])
+            func message(_ body: String) -> [String: StoreValue] {
+                ["conversation_id": .text("c1"), "sender": .text("me"), "body": .text(body), "sent_at": .integer(1)]
+            }
+            try phoneStore.put(.messages, id: "m1", fields: message("before"))
+            // The phone's frames to the laptop (its preparing and its offer) are held until the message is written:
+            // the snapshot is made and parked by then.
+            let laptopInbox = try account.laptop.state().inbox.subject
+            account.relay.inject(.hold, count: 2) { $0.subject == laptopInbox }
+            let sync = try await SyncService.connect(
+                context: try DeviceContext(home: account.laptop, environment: account.environment))
+            let absorbing = Task { try await sync.absorb() }
+            for _ in 0..<5000 where account.relay.accepted.filter({ $0.subject == laptopInbox }).count < 2 {
+                try await Task.sleep(for: .milliseconds(2))
+            }
+            try phoneStore.put(.messages, id: "m2", fields: message("during"))
+            account.relay.releaseHeld()
+            let outcome = try await absorbing.value
+            await sync.close()
+            guard case .absorbed = outcome else {
+                Issue.record("expected the store, got \(outcome)")
+                return
+            }
+            #expect(try laptopStore.row(.messages, id: "m1")?["body"] == .text("before"))
+            #expect(try laptopStore.row(.messages, id: "m2") == nil)
+            // The round that follows an absorption brings it, and only it: the snapshot carried the versions.
+            let reconciling = try await SyncService.connect(
+                context: try DeviceContext(home: account.laptop, environment: account.environment))
+            let rounds = try await reconciling.reconcile()
+            await reconciling.close()
+            #expect(rounds.ended.count == 1 && rounds.unanswered.isEmpty)
+            #expect(rounds.ended.first?.rowsApplied == 1 && rounds.ended.first?.rowsSent == 0)
+            #expect(try laptopStore.row(.messages, id: "m2")?["body"] == .text("during"))
+            #expect(try phoneStore.syncSummary()?.digests == laptopStore.syncSummary()?.digests)
+        }
+    }
+
     @Test("a stranger's reconcile messages, sealed under its own account's SenderCert, are dropped; nothing changes")
     func strangerRounds() async throws {
         try await Self.withAccount { account, phoneReports in

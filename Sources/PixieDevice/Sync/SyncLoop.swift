@@ -71,15 +71,9 @@ public final class SyncLoop: Sendable {
         let key: XWing.PublicKey
     }
 
-    struct Open {
-        var round: ReconcileRound
-        let sibling: Sibling
-        var lastHeard: Date
-    }
-
     struct State {
         /// Open rounds, by this device's half of their id.
-        var rounds: [Data: Open] = [:]
+        var rounds = RoundTable<Sibling>()
         /// The siblings a round can reach (the logged roster, without this device, with an inbox and a sealing
         /// key); nil until the roster was fetched and checked.
         var siblings: [Sibling]?
@@ -182,12 +176,12 @@ public final class SyncLoop: Sendable {
             }
             let (opened, unreached) = await openRounds()
             let deadline = clock.now.addingTimeInterval(patience.timeInterval)
-            while clock.now < deadline, state.withLock({ state in opened.contains { state.rounds[$0.half] != nil } }) {
+            while clock.now < deadline, state.withLock({ state in opened.contains { state.rounds.isOpen($0.half) } }) {
                 try? await Task.sleep(for: .milliseconds(10))
             }
             group.cancelAll()
             return state.withLock { state in
-                for (half, _) in opened { state.rounds[half] = nil }
+                for (half, _) in opened { state.rounds.remove(half) }
                 state.keepingEnded = false
                 let ended = opened.compactMap { state.ended[$0.half] }
                 let unanswered = opened.filter { state.ended[$0.half] == nil }.map(\.author)
@@ -222,11 +216,11 @@ public final class SyncLoop: Sendable {
                 let (round, opening) = try ReconcileRound.open(
                     half: half, inbox: inbox, sibling: sibling.author, data: context.store, now: clock.now,
                     configuration: roundConfiguration)
-                state.withLock { $0.rounds[half] = Open(round: round, sibling: sibling, lastHeard: clock.now) }
+                state.withLock { $0.rounds.keep(round, peer: sibling, peerKey: sibling.pubkey, now: clock.now) }
                 do {
                     try await send(opening, sibling.inbox, sibling.key)
                 } catch {
-                    state.withLock { $0.rounds[half] = nil }
+                    state.withLock { $0.rounds.remove(half) }
                     throw error
                 }
                 opened.append((half, sibling.author))
@@ -270,10 +264,10 @@ public final class SyncLoop: Sendable {
                 if round.isFinished {
                     finished = Self.summary(round, sibling)
                 } else {
-                    state.withLock { $0.rounds[half] = Open(round: round, sibling: sibling, lastHeard: now) }
+                    state.withLock { $0.rounds.keep(round, peer: sibling, peerKey: sibling.pubkey, now: now) }
                 }
             } else {
-                guard var open = takeRound(header, from: sibling) else {
+                guard var open = state.withLock({ $0.rounds.take(header, from: sibling.pubkey) }) else {
                     events(.passed("a \(message.type) for a round this process does not hold (another's, or over)"))
                     return
                 }
@@ -281,20 +275,18 @@ public final class SyncLoop: Sendable {
                     outgoing = try open.round.handle(message, data: context.store, now: now)
                 } catch let error as ReconcileError {
                     // A message out of place (a replay, a duplicate) leaves the round as it was.
-                    let key = open.round.role == .initiator ? open.round.id.initiator : open.round.id.responder
-                    state.withLock { $0.rounds[key] = open }
+                    state.withLock { $0.rounds.putBack(open) }
                     throw error
                 }
                 if open.round.isFinished {
-                    let summary = Self.summary(open.round, sibling)
+                    let summary = Self.summary(open.round, open.peer)
                     finished = summary
                     if open.round.role == .initiator {
                         state.withLock { if $0.keepingEnded { $0.ended[open.round.id.initiator] = summary } }
                     }
                 } else {
                     open.lastHeard = now
-                    let key = open.round.role == .initiator ? open.round.id.initiator : open.round.id.responder
-                    state.withLock { $0.rounds[key] = open }
+                    state.withLock { $0.rounds.putBack(open) }
                 }
             }
         } catch let error as ReconcileError {
@@ -324,34 +316,10 @@ public final class SyncLoop: Sendable {
         }
     }
 
-    /// The open round `header` belongs to, taken out of the table (put back by the caller if it goes on): as the
-    /// responder, the round whose id is the header's; as the initiator, the round this device opened, answered or not.
-    private func takeRound(_ header: SyncRoundHeader, from sibling: Sibling) -> Open? {
-        state.withLock { state in
-            for key in [header.round.responder, header.round.initiator] {
-                guard let open = state.rounds[key], open.sibling.pubkey == sibling.pubkey else { continue }
-                let matches =
-                    open.round.role == .responder
-                    ? key == header.round.responder && open.round.id == header.round
-                    : key == header.round.initiator && (open.round.id.isOpening || open.round.id == header.round)
-                guard matches else { continue }
-                state.rounds[key] = nil
-                return open
-            }
-            return nil
-        }
-    }
-
     /// Gives up rounds that have heard nothing for ``Configuration/roundTimeout``.
     func expireQuietRounds() {
         let now = clock.now
-        let gone = state.withLock { state in
-            let quiet = state.rounds.filter {
-                now.timeIntervalSince($0.value.lastHeard) >= configuration.roundTimeout.timeInterval
-            }
-            for key in quiet.keys { state.rounds[key] = nil }
-            return quiet.count
-        }
+        let gone = state.withLock { $0.rounds.expire(now: now, timeout: configuration.roundTimeout.timeInterval) }
         if gone > 0 { events(.dropped("\(gone) round\(gone == 1 ? "" : "s") went quiet and were given up")) }
     }
 
@@ -370,10 +338,7 @@ public final class SyncLoop: Sendable {
         do {
             let agreements = try context.store.agreements()
             for category in StoreCategory.allCases {
-                let reach =
-                    others.map { author in
-                        agreements.first { $0.sibling == author && $0.category == category }?.seq ?? 0
-                    }.min() ?? 0
+                let reach = AgreementBarrier.reach(category, agreements: agreements, others: others)
                 guard reach > 0 else { continue }
                 let count = try context.store.collectTombstones(category, throughSeq: reach)
                 if count > 0 { events(.collected(category: category, count: count)) }
