@@ -13,6 +13,7 @@ func reconcileNow(home: DeviceHome, homePath: String, json: Bool, patience: Doub
     do {
         rounds = try await service.reconcile(patience: .milliseconds(Int64((patience * 1000).rounded()))) { event in
             if json, let record = reconcileRecord(event, names: names) { try? printJSON(record) }
+            if !json, case .clockCorrected(let offset) = event { streams.out(clockLine(offset)) }
         }
     } catch {
         await service.close()
@@ -26,10 +27,15 @@ func reconcileNow(home: DeviceHome, homePath: String, json: Bool, patience: Doub
         try printJSON([
             "event": "reconciled", "siblings": rounds.ended.count, "rows_in": rowsIn, "rows_out": rowsOut,
             "unanswered": rounds.unanswered.map { name(of: $0, in: names) }, "unreached": rounds.unreached,
+            "failures": rounds.failures,
         ])
     } else {
         for round in rounds.ended { streams.out(roundLine(round, names: names)) }
     }
+    if rounds.ended.isEmpty, !rounds.failures.isEmpty {
+        throw failure(rounds.failures.joined(separator: "; "))
+    }
+    if !json { for reason in rounds.failures { streams.err("pixie: \(reason)") } }
     if rounds.ended.isEmpty, rounds.unanswered.isEmpty {
         if rounds.unreached > 0 {
             throw failure(
@@ -80,7 +86,8 @@ func roundLine(_ round: SyncLoop.Summary, names: [AuthorTag: String]) -> String 
         line += " \(round.rowsHeld) of its rows are dated more than 5 minutes ahead of this device's clock and wait."
     }
     if round.rowsTooLarge > 0 {
-        line += " \(round.rowsTooLarge) rows are too large for a frame and were left out (not supported yet)."
+        line += " \(round.rowsTooLarge) rows are too large for a frame and could not go "
+            + "through blob-svc; the next round tries again."
     }
     return line
 }
@@ -102,5 +109,15 @@ func reconcileRecord(_ event: SyncLoop.Event, names: [AuthorTag: String]) -> [St
     case .dropped(let reason): ["event": "round_dropped", "reason": reason]
     case .passed(let reason): ["event": "round_passed", "reason": reason]
     case .failed(let reason): ["event": "round_failed", "reason": reason]
+    case .clockCorrected(let offset):
+        ["event": "clock_corrected", "offset_ms": Int((offset * 1000).rounded()), "detail": clockLine(offset)]
     }
+}
+
+/// What a corrected clock means for the person.
+func clockLine(_ offset: TimeInterval) -> String {
+    let seconds = Int(abs(offset).rounded())
+    let amount = seconds >= 7200 ? "\(seconds / 3600) h" : seconds >= 120 ? "\(seconds / 60) min" : "\(seconds) s"
+    return "This device's clock is \(amount) \(offset > 0 ? "behind" : "ahead of") the server's: its writes are "
+        + "dated, and its siblings' rows judged, by the server's time. Set the clock right when you can."
 }

@@ -257,7 +257,12 @@ struct SyncStatus: ParsableCommand {
                         + (holder.map { name(of: $0, in: names) } ?? "the next round") + " to agree before they go.")
             }
         }
-        return ["siblings": siblings, "tombstones": tombstones]
+        let offset = try device.state().serverClockOffset
+        if !json, let offset, abs(offset) >= 2000 { streams.out(clockLine(TimeInterval(offset) / 1000)) }
+        return [
+            "siblings": siblings, "tombstones": tombstones,
+            "server_clock_offset_ms": offset.map { Int($0) as Any } ?? NSNull(),
+        ]
     }
 }
 

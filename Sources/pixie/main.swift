@@ -462,6 +462,8 @@ struct Listen: ParsableCommand {
             (event, text) = ("sync_passed", "Left to another process of this home: \(reason).")
         case .reconcile(.failed(let reason)):
             (event, text) = ("sync_round_failed", "The reconcile loop: \(reason)")
+        case .reconcile(.clockCorrected(let offset)):
+            (event, text) = ("clock_corrected", clockLine(offset))
         }
         if json { try? printJSON(["event": event, "detail": text]) } else { streams.out(text) }
     }

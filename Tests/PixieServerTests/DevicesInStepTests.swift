@@ -121,6 +121,101 @@ extension DevicesInMemoryTests {
         }
     }
 
+    /// A device clock off the true time by `by` seconds.
+    struct ShiftedClock: DeviceClock {
+        let by: TimeInterval
+        var now: Date { Date().addingTimeInterval(by) }
+        func sleep(for duration: Duration) async throws { try await Task.sleep(for: duration) }
+    }
+
+    /// The in-process server, with the `Date` a real pixie-server's answers carry (libmicrohttpd adds it).
+    struct DatedTransport: HTTPTransport {
+        let inner: any HTTPTransport
+        func send(_ request: TransportRequest) async throws -> TransportResponse {
+            var response = try await inner.send(request)
+            let formatter = DateFormatter()
+            formatter.locale = Locale(identifier: "en_US_POSIX")
+            formatter.timeZone = TimeZone(identifier: "GMT")
+            formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+            response.headers["date"] = formatter.string(from: Date())
+            return response
+        }
+    }
+
+    @Test("a laptop whose clock is 3 hours behind cannot take part, until the server's Date corrects its clock")
+    func clockCorrectedByTheServer() async throws {
+        try await Self.withAccount { account, _ in
+            let phoneStore = try DeviceStore(home: account.phone)
+            try phoneStore.put(.notebookNotes, id: "n1", fields: ["title": .text("List"), "body": .text("milk")])
+            var behind = account.environment
+            behind.clock = ShiftedClock(by: -10_800)
+            // Uncorrected (the server gives no Date), the laptop's own SenderCert is 3 hours in its future: no round
+            // can start, and it says why.
+            let uncorrected = try await SyncService.connect(
+                context: try DeviceContext(home: account.laptop, environment: behind))
+            let heldEvents = Box<[SyncLoop.Event]>([])
+            let held = try await uncorrected.reconcile { heldEvents.append($0) }
+            await uncorrected.close()
+            #expect(held.ended.isEmpty, "\(held)")
+            #expect(
+                heldEvents.get.contains {
+                    if case .failed(let reason) = $0 { reason.contains("clock") } else { false }
+                }, "\(heldEvents.get)")
+            let laptopStore = try DeviceStore(home: account.laptop, clock: ShiftedClock(by: -10_800))
+            #expect(try laptopStore.row(.notebookNotes, id: "n1") == nil)
+            // With the server's Date, the loop corrects the clock, says so, and takes the row.
+            let fixture = account.fixture
+            behind.transport = { _ in DatedTransport(inner: InProcessTransport(fixture.router)) }
+            let events = Box<[SyncLoop.Event]>([])
+            let corrected = try await SyncService.connect(
+                context: try DeviceContext(home: account.laptop, environment: behind))
+            let rounds = try await corrected.reconcile { events.append($0) }
+            await corrected.close()
+            #expect(rounds.ended.first?.rowsApplied == 1 && rounds.ended.first?.rowsHeld == 0, "\(rounds)")
+            let offset = events.get.compactMap { if case .clockCorrected(let offset) = $0 { offset } else { nil } }
+            #expect(offset.count == 1 && abs((offset.first ?? 0) - 10_800) < 3, "\(events.get)")
+            #expect(try laptopStore.row(.notebookNotes, id: "n1")?["body"] == .text("milk"))
+            // The offset is kept: a store opened afresh on the laptop (as `pixie store` is) dates its writes by it.
+            let written = try DeviceStore(home: account.laptop, clock: ShiftedClock(by: -10_800)).put(
+                .plans, id: "p1", fields: ["title": .text("Trip"), "body": .text("pack")])
+            let dated = Date(timeIntervalSince1970: TimeInterval(written.version.hlc >> 16) / 1000)
+            #expect(abs(dated.timeIntervalSinceNow) < 5, "\(written.version)")
+        }
+    }
+
+    @Test("notes too large for a frame go through blob-svc both ways, and their blobs are deleted once applied")
+    func largeRows() async throws {
+        try await Self.withAccount { account, _ in
+            let phoneStore = try DeviceStore(home: account.phone)
+            let laptopStore = try DeviceStore(home: account.laptop)
+            let long = String(repeating: "a line of a long note\n", count: 9000)  // about 200 KB
+            try phoneStore.put(.notebookNotes, id: "n1", fields: ["title": .text("Long"), "body": .text(long)])
+            try phoneStore.put(.notebookNotes, id: "n2", fields: ["title": .text("Short"), "body": .text("milk")])
+            let context = try DeviceContext(home: account.laptop, environment: account.environment)
+            let service = try await SyncService.connect(context: context)
+            let events = Box<[SyncLoop.Event]>([])
+            let first = try await service.reconcile { events.append($0) }
+            await service.close()
+            // The laptop was empty: it asked for every row, and the phone's answer named a blob for the long one.
+            #expect(
+                first.ended.first?.rowsApplied == 2 && first.ended.first?.rowsTooLarge == 0, "\(first) \(events.get)")
+            #expect(try laptopStore.row(.notebookNotes, id: "n1")?["body"] == .text(long))
+            // The other way: a long note written on the laptop goes to the phone with the laptop's own round.
+            try laptopStore.put(
+                .notebookNotes, id: "n3", fields: ["title": .text("Longer"), "body": .text(long + long)])
+            let again = try await SyncService.connect(context: context)
+            let second = try await again.reconcile()
+            await again.close()
+            #expect(second.ended.first?.rowsSent == 1, "\(second)")
+            #expect(try phoneStore.row(.notebookNotes, id: "n3")?["body"] == .text(long + long))
+            try await Self.eventually("the digests agree") {
+                try phoneStore.syncSummary()?.digests == laptopStore.syncSummary()?.digests
+            }
+            // Each blob was deleted by the device that applied it.
+            try await Self.eventually("no blob is left") { account.fixture.blobCount() == 0 }
+        }
+    }
+
     @Test("a stranger's reconcile messages, sealed under its own account's SenderCert, are dropped; nothing changes")
     func strangerRounds() async throws {
         try await Self.withAccount { account, phoneReports in

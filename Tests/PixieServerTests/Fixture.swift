@@ -47,6 +47,13 @@ struct Fixture {
     let application: Application
     var router: Router { application.router }
 
+    /// How many blobs blob-svc holds (its committed files in `<data>/blobs`).
+    func blobCount() -> Int {
+        let blobs = dataDirectory.url.appendingPathComponent("blobs")
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: blobs.path)) ?? []
+        return names.filter { $0 != "tmp" }.count
+    }
+
     init(
         services: [PixieConfiguration.Service] = PixieConfiguration.Service.allCases, pinned: Bool = true,
         tokens: (any TokenSpender)? = nil, random: any SecureRandomSource = SystemRandom(),

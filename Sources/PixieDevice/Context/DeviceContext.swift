@@ -21,12 +21,23 @@ public struct DeviceContext: Sendable {
     public let credentials: DeviceCredentials
     /// Send-class relay tokens, paid for with the session.
     public let wallet: TokenWallet
+    /// The environment's clock corrected by the device's offset from the server's (``correctClock()``): the clock
+    /// of everything on this context (``clock``, ``environment``), the store's stamps and the loop's judgments too.
+    public let correctedClock: CorrectedClock
     let flow: OnboardingFlow
 
     /// The context of the device set up in `home` (a member of an account: `pixie init` or `pixie signin` ran).
+    ///
+    /// Its clock is `environment`'s corrected by the device's last measured offset from the server's clock
+    /// (``correctedClock``), so that a device whose clock is wrong by hours still dates, checks and judges by the
+    /// server's time once the loop has measured it.
     public init(home: DeviceHome, environment: DeviceEnvironment = DeviceEnvironment()) throws {
-        let flow = OnboardingFlow(home: home, environment: environment)
         let state = try home.state()
+        let correctedClock = CorrectedClock(
+            base: environment.clock, offset: TimeInterval(state.serverClockOffset ?? 0) / 1000)
+        var environment = environment
+        environment.clock = correctedClock
+        let flow = OnboardingFlow(home: home, environment: environment)
         let membership = try flow.member(state)
         let client = flow.client(try state.serverURL)
         let bindings = try flow.bindings(state, client)
@@ -35,7 +46,8 @@ public struct DeviceContext: Sendable {
         self.environment = environment
         self.state = state
         self.membership = membership
-        self.store = try DeviceStore(home: home, clock: environment.clock)
+        self.correctedClock = correctedClock
+        self.store = try DeviceStore(home: home, clock: correctedClock)
         self.client = client
         self.bindings = bindings
         self.credentials = credentials
@@ -44,6 +56,19 @@ public struct DeviceContext: Sendable {
     }
 
     public var clock: any DeviceClock { environment.clock }
+
+    /// Measures this device's clock against the server's (the `Date` of its answer to `GET /healthz`), puts the
+    /// offset in use, and keeps it in the device's state for the home's other processes. Returns the offset, or nil
+    /// when the server could not be asked or gave no date (the last offset stays).
+    @discardableResult
+    public func correctClock() async -> TimeInterval? {
+        let sent = correctedClock.base.now
+        guard let date = try? await client.serverDate() else { return nil }
+        let offset = correctedClock.correct(serverDate: date, sent: sent, received: correctedClock.base.now)
+        let kept = Int64((offset * 1000).rounded())
+        if (try? home.state().serverClockOffset) != kept { try? home.update { $0.serverClockOffset = kept } }
+        return offset
+    }
 
     /// A new connection to this device's relay.
     public func connectRelay() async throws -> any RelayConnection {

@@ -199,6 +199,9 @@ public struct DeviceState: Codable, Sendable {
     public var passkey: Base64URLBytes
     /// The transparency checkpoint this device has pinned (``TransparencyVerifier/state``).
     public var transparency: Base64URLBytes
+    /// The server's clock minus this device's, in milliseconds, as last measured (``CorrectedClock``); nil until
+    /// measured, for a device set up before it was kept.
+    public var serverClockOffset: Int64?
     public var membership: Membership?
 
     public var serverURL: URL {

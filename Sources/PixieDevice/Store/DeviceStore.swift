@@ -41,10 +41,16 @@ public final class DeviceStore: Sendable, ReconcileData {
 
     /// Opens (creating it if needed) `store.sqlite` in `home`, writing as the device set up there (if it is set up
     /// yet) on `clock`'s time.
+    ///
+    /// Writes are stamped by `clock` corrected by the device's last measured offset from the server's clock
+    /// (``CorrectedClock``; docs/pixie-sync.md, "Whose wall clock"), unless `clock` is a corrected one already.
     public convenience init(home: DeviceHome, clock: any DeviceClock = SystemDeviceClock()) throws {
+        let state = try? home.state()
+        let offset = TimeInterval(state?.serverClockOffset ?? 0) / 1000
         try self.init(
             file: home.directory.appendingPathComponent(Self.fileName),
-            writer: (try? home.state()).map(StoreWriter.init(state:)) ?? .unknown, clock: clock)
+            writer: state.map(StoreWriter.init(state:)) ?? .unknown,
+            clock: clock as? CorrectedClock ?? CorrectedClock(base: clock, offset: offset))
     }
 
     init(file: URL, writer: StoreWriter, clock: any DeviceClock) throws {

@@ -68,7 +68,8 @@ public enum BlobCrypto {
             self.nonce = SecureRandom.bytes(count: 12)
         }
 
-        /// A sealer with a given key and nonce, for tests that check the bytes against another implementation.
+        /// A sealer with a given key and nonce: drawn from a device's injectable randomness (``SyncBlobRecord``), or
+        /// a test's that checks the bytes against another implementation.
         @_spi(Testing) public init(key: SymmetricKey, nonce: Data) throws {
             try BlobCrypto.checkKey(key, nonce: nonce)
             self.key = key

@@ -49,7 +49,7 @@ package struct ReconcileRound {
         package var rowsApplied = 0
         package var rowsHeld = 0
         package var rowsRefused: [String] = []
-        /// Rows too large for a frame, left out (blob records are not built yet).
+        /// Rows too large for a frame that could not go through blob-svc either (its upload failed), left out.
         package var rowsTooLarge = 0
         /// The sibling's wall clock minus this device's, when it told us (milliseconds).
         package var clockDifference: Int64?
@@ -60,7 +60,7 @@ package struct ReconcileRound {
     /// This device's inbox, which every message names as its sender.
     let inbox: RelaySubject
     /// The sibling, for agreements.
-    let sibling: AuthorTag
+    package let sibling: AuthorTag
     let configuration: Configuration
     package private(set) var report = Report()
     package private(set) var isFinished = false
@@ -78,6 +78,14 @@ package struct ReconcileRound {
     private var opening: [SyncDigest]?
     private var nextBatch: UInt16 = 0
     private var batchesSeen: Set<UInt16> = []
+    /// Rows too large for a frame, waiting for the caller to put them on blob-svc (``takeLargeRows()``), and whether
+    /// their blob record's batch is to be the last of an answer.
+    private var largeRows: [StoreRow] = []
+    private var largeRowsEndAnswer = false
+    /// Blob records received, waiting for the caller to fetch them (``takeBlobRecords()``), and how many last
+    /// batches (initiator) wait for them before they count as arrived.
+    private var blobRecords: [SyncBlobRecord] = []
+    private var lastBatchesAwaitingBlobs = 0
 
     private struct Decoding {
         var decoder: RatelessDecoder?
@@ -177,8 +185,13 @@ package struct ReconcileRound {
         case (.initiator, .syncRows(let rows)), (.responder, .syncRows(let rows)):
             try checkRound(rows.header)
             guard batchesSeen.insert(rows.batch).inserted else { return [] }
-            try applyRows(rows, data: data)
+            let blobs = try applyRows(rows, data: data)
             if role == .initiator, rows.isLast {
+                // A last batch that names blobs has arrived only once they are applied (``blobsApplied``).
+                guard blobs == 0 else {
+                    lastBatchesAwaitingBlobs += 1
+                    return []
+                }
                 awaitingRows -= 1
                 return try closeIfDone(data: data, now: now)
             }
@@ -387,14 +400,16 @@ package struct ReconcileRound {
     }
 
     /// `rows` as row batches of at most 48 KiB of records; the last marked when `last` (an answer to a want). A row
-    /// whose record alone is larger is left out and counted (blob records are not built yet).
-    private mutating func batches(_ rows: [StoreRow], last: Bool = false) throws -> [SiblingMessage] {
+    /// whose record alone is larger waits for blob-svc (``takeLargeRows()``); the batch with its blob record is then
+    /// the last instead.
+    private mutating func batches(_ rows: [StoreRow], last requestedLast: Bool = false) throws -> [SiblingMessage] {
         var records: [Data] = [Data()]
+        var large: [StoreRow] = []
         for row in rows {
             var record = Data()
             StoreSnapshot.append(row, to: &record)
             guard record.count <= SyncRows.maximumRecordsByteCount else {
-                report.rowsTooLarge += 1
+                large.append(row)
                 continue
             }
             if records[records.count - 1].count + record.count > SyncRows.maximumRecordsByteCount {
@@ -403,6 +418,9 @@ package struct ReconcileRound {
             records[records.count - 1] += record
             report.rowsSent += 1
         }
+        largeRows += large
+        let last = requestedLast && large.isEmpty
+        if requestedLast, !large.isEmpty { largeRowsEndAnswer = true }
         if !last, records == [Data()] { return [] }
         return records.enumerated().map { index, batch in
             defer { nextBatch &+= 1 }
@@ -411,8 +429,9 @@ package struct ReconcileRound {
         }
     }
 
-    /// Folds a batch of the sibling's rows in.
-    private mutating func applyRows(_ batch: SyncRows, data: some ReconcileData) throws {
+    /// Folds a batch of the sibling's rows in; returns how many blob records it named (kept for the caller to fetch).
+    private mutating func applyRows(_ batch: SyncRows, data: some ReconcileData) throws -> Int {
+        var blobs = 0
         var rows: [StoreRow] = []
         var offset = batch.records.startIndex
         while offset < batch.records.endIndex {
@@ -420,8 +439,17 @@ package struct ReconcileRound {
             let length = Int(batch.records[(offset + 1)..<(offset + 5)].reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
             let body = batch.records[(offset + 5)..<(offset + 5 + length)]
             offset += 5 + length
+            if code == SyncBlobRecord.code {
+                do {
+                    blobRecords.append(try SyncBlobRecord(body: body))
+                    blobs += 1
+                } catch {
+                    report.rowsRefused.append("\(error)")
+                }
+                continue
+            }
             guard let category = StoreCategory(snapshotCode: code) else {
-                report.rowsRefused.append("a blob record, which this version does not read yet")
+                report.rowsRefused.append("a record of code \(code), which this version does not read")
                 continue
             }
             do {
@@ -430,10 +458,54 @@ package struct ReconcileRound {
                 report.rowsRefused.append("\(error)")
             }
         }
+        try fold(rows, data: data)
+        return blobs
+    }
+
+    private mutating func fold(_ rows: [StoreRow], data: some ReconcileData) throws {
         let applied = try data.apply(rows, maximumLead: configuration.maximumLead)
         report.rowsApplied += applied.applied.count
         report.rowsHeld += applied.held.count
         report.rowsRefused += applied.refused
+    }
+
+    // MARK: rows through blob-svc (the caller's I/O)
+
+    /// The rows too large for a frame that this round's last messages left out, to seal and upload
+    /// (``SyncBlobRecord``); then ``largeRowsSent(_:)`` with the record, or nil if the upload failed.
+    package mutating func takeLargeRows() -> [StoreRow] {
+        defer { largeRows = [] }
+        return largeRows
+    }
+
+    /// The batch to send for the large rows now on blob-svc (`record`), or, when their upload failed (nil), the
+    /// empty last batch an answer still owes; nil when there is nothing to send.
+    package mutating func largeRowsSent(_ record: SyncBlobRecord?, count: Int) -> SiblingMessage? {
+        let last = largeRowsEndAnswer
+        largeRowsEndAnswer = false
+        if record == nil { report.rowsTooLarge += count } else { report.rowsSent += count }
+        guard record != nil || last else { return nil }
+        defer { nextBatch &+= 1 }
+        return .syncRows(SyncRows(header: header, batch: nextBatch, isLast: last, records: record?.encoded ?? Data()))
+    }
+
+    /// The blob records the sibling's batches named, to fetch, check and open; then ``blobsFetched(_:failures:data:now:)``.
+    package mutating func takeBlobRecords() -> [SyncBlobRecord] {
+        defer { blobRecords = [] }
+        return blobRecords
+    }
+
+    /// Folds in the rows of the blobs fetched (and counts those that could not be, as refused); a last batch that
+    /// waited for them has now arrived, and the initiator may close.
+    package mutating func blobsFetched(
+        _ rows: [StoreRow], failures: [String], data: some ReconcileData, now: Date
+    ) throws -> [SiblingMessage] {
+        report.rowsRefused += failures
+        try fold(rows, data: data)
+        guard role == .initiator, lastBatchesAwaitingBlobs > 0, blobRecords.isEmpty else { return [] }
+        awaitingRows -= lastBatchesAwaitingBlobs
+        lastBatchesAwaitingBlobs = 0
+        return try closeIfDone(data: data, now: now)
     }
 
     private mutating func agree(

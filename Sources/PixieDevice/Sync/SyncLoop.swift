@@ -43,6 +43,9 @@ public final class SyncLoop: Sendable {
         case passed(String)
         /// A round could not go on (the store, the relay, the roster); the reason says what.
         case failed(String)
+        /// This device's wall clock is off the server's by this many seconds (2 or more; positive: behind): the
+        /// loop stamps and judges by the server's time instead (docs/pixie-sync.md, "Whose wall clock").
+        case clockCorrected(TimeInterval)
     }
 
     /// One round, as it ended.
@@ -58,7 +61,8 @@ public final class SyncLoop: Sendable {
         public let rowsApplied: Int
         /// Rows held because they were too far ahead of this device's clock.
         public let rowsHeld: Int
-        /// Rows left out because they are too large for a frame (blob records are not built yet).
+        /// Rows too large for a frame that could not go through blob-svc either (its upload failed), left out for
+        /// the next round.
         public let rowsTooLarge: Int
         /// The sibling's clock minus this device's, in milliseconds, as its digest said.
         public let clockDifference: Int64?
@@ -83,6 +87,8 @@ public final class SyncLoop: Sendable {
         /// waits for them.
         var ended: [Data: Summary] = [:]
         var keepingEnded = false
+        /// Rounds taken out of the table while their rows go to or come from blob-svc, by this device's half.
+        var working: Set<Data> = []
     }
 
     let context: DeviceContext
@@ -117,11 +123,14 @@ public final class SyncLoop: Sendable {
         arrive.yield((sender, message))
     }
 
+    /// The device's clock, corrected by its offset from the server's (``DeviceContext/correctedClock``): rounds
+    /// judge rows and date digests by it.
     var clock: any DeviceClock { context.clock }
 
     /// Runs until cancelled: handles round messages in the order they came, and starts a round with every sibling
     /// now and then every ``Configuration/interval`` (jittered), giving up rounds that went quiet.
     public func run() async {
+        await correctClock()
         await withTaskGroup(of: Void.self) { group in
             group.addTask { [self] in
                 for await (sender, message) in incoming { await handle(sender: sender, message: message) }
@@ -159,13 +168,17 @@ public final class SyncLoop: Sendable {
         public let ended: [Summary]
         /// Siblings a round was opened with that did not finish it in time (offline, or not listening).
         public let unanswered: [AuthorTag]
-        /// Siblings of the logged roster no round could reach (no inbox yet), or that could not be sent to.
+        /// Devices of the logged roster no round can reach yet (no inbox or sealing key: still joining).
         public let unreached: Int
+        /// What kept rounds from starting (the roster could not be fetched or checked, a send failed), one reason
+        /// each; the same as the ``Event/failed(_:)`` events said.
+        public let failures: [String]
     }
 
     /// One round with every sibling of the logged roster (`pixie sync`), waiting up to `patience` for them to end;
     /// round messages from siblings are taken meanwhile (``deliver(sender:message:)``).
     public func roundOnce(patience: Duration) async -> Rounds {
+        await correctClock()
         state.withLock {
             $0.keepingEnded = true
             $0.ended = [:]
@@ -174,9 +187,13 @@ public final class SyncLoop: Sendable {
             group.addTask { [self] in
                 for await (sender, message) in incoming { await handle(sender: sender, message: message) }
             }
-            let (opened, unreached) = await openRounds()
+            let (opened, unreached, failures) = await openRounds()
             let deadline = clock.now.addingTimeInterval(patience.timeInterval)
-            while clock.now < deadline, state.withLock({ state in opened.contains { state.rounds.isOpen($0.half) } }) {
+            while clock.now < deadline,
+                state.withLock({ state in
+                    opened.contains { state.rounds.isOpen($0.half) || state.working.contains($0.half) }
+                })
+            {
                 try? await Task.sleep(for: .milliseconds(10))
             }
             group.cancelAll()
@@ -186,9 +203,14 @@ public final class SyncLoop: Sendable {
                 let ended = opened.compactMap { state.ended[$0.half] }
                 let unanswered = opened.filter { state.ended[$0.half] == nil }.map(\.author)
                 state.ended = [:]
-                return Rounds(ended: ended, unanswered: unanswered, unreached: unreached)
+                return Rounds(ended: ended, unanswered: unanswered, unreached: unreached, failures: failures)
             }
         }
+    }
+
+    /// Measures this device's clock against the server's, and says so when it is off.
+    private func correctClock() async {
+        if let offset = await context.correctClock(), offset != 0 { events(.clockCorrected(offset)) }
     }
 
     /// Opens a round with every sibling of the logged roster; returns how many were opened.
@@ -198,18 +220,20 @@ public final class SyncLoop: Sendable {
     }
 
     /// Opens a round with every sibling of the logged roster: this device's half of each round's id and the
-    /// sibling, and how many devices of the roster could not be reached.
-    private func openRounds() async -> (opened: [(half: Data, author: AuthorTag)], unreached: Int) {
+    /// sibling, how many devices of the roster have no inbox yet, and why rounds could not start.
+    private func openRounds() async -> (opened: [(half: Data, author: AuthorTag)], unreached: Int, failures: [String]) {
         let siblings: [Sibling]
         let others: Int
         do {
             let roster = try await fetchRoster()
             (siblings, others) = (roster.siblings, roster.others.count)
         } catch {
-            events(.failed("the roster could not be fetched and checked, so no round started: \(error)"))
-            return ([], 0)
+            let reason = "the roster could not be fetched and checked, so no round started: \(error)"
+            events(.failed(reason))
+            return ([], 0, [reason])
         }
         var opened: [(half: Data, author: AuthorTag)] = []
+        var failures: [String] = []
         for sibling in siblings {
             do {
                 let half = context.environment.random.bytes(count: SyncRoundID.halfByteCount)
@@ -225,10 +249,12 @@ public final class SyncLoop: Sendable {
                 }
                 opened.append((half, sibling.author))
             } catch {
-                events(.failed("a round with \(sibling.author) could not start: \(error)"))
+                let reason = "a round with \(sibling.author) could not start: \(error)"
+                events(.failed(reason))
+                failures.append(reason)
             }
         }
-        return (opened, others - opened.count)
+        return (opened, others - siblings.count, failures)
     }
 
     var roundConfiguration: ReconcileRound.Configuration {
@@ -278,6 +304,10 @@ public final class SyncLoop: Sendable {
                     state.withLock { $0.rounds.putBack(open) }
                     throw error
                 }
+                let key = RoundTable<Sibling>.key(of: open.round)
+                state.withLock { _ = $0.working.insert(key) }
+                defer { state.withLock { _ = $0.working.remove(key) } }
+                outgoing = try await throughBlobs(&open.round, outgoing)
                 if open.round.isFinished {
                     let summary = Self.summary(open.round, open.peer)
                     finished = summary
@@ -314,6 +344,96 @@ public final class SyncLoop: Sendable {
             events(.round(finished))
             await collect()
         }
+    }
+
+    // MARK: rows too large for a frame
+
+    /// The largest blob of rows fetched: a record is at most 64 MiB (``StoreSnapshot``), and a blob holds the large
+    /// rows of one answer.
+    static let largestRowsBlob: UInt64 = 256 << 20
+
+    /// Does the round's blob-svc work, which ``ReconcileRound`` leaves to its caller: puts the rows too large for a
+    /// frame on blob-svc and sends their blob record (before any close), and fetches, checks and folds in the blobs
+    /// the sibling named. Returns the messages to send.
+    private func throughBlobs(
+        _ round: inout ReconcileRound, _ outgoing: [SiblingMessage]
+    ) async throws
+        -> [SiblingMessage]
+    {
+        var outgoing = outgoing
+        let large = round.takeLargeRows()
+        if !large.isEmpty {
+            let record = await upload(large, for: round.sibling)
+            if let message = round.largeRowsSent(record, count: large.count) {
+                let close = outgoing.firstIndex { if case .syncDigest = $0 { true } else { false } }
+                outgoing.insert(message, at: close ?? outgoing.endIndex)
+            }
+        }
+        let records = round.takeBlobRecords()
+        guard !records.isEmpty else { return outgoing }
+        var rows: [StoreRow] = []
+        var failures: [String] = []
+        for record in records {
+            do {
+                rows += try await fetch(record)
+            } catch {
+                failures.append("rows too large for a frame did not arrive: \(error)")
+            }
+        }
+        return outgoing + (try round.blobsFetched(rows, failures: failures, data: context.store, now: clock.now))
+    }
+
+    /// Seals `rows` under a fresh key and puts them on blob-svc (paid with upload tokens, like a snapshot); the
+    /// record naming them, or nil (and said) if that failed.
+    private func upload(_ rows: [StoreRow], for sibling: AuthorTag) async -> SyncBlobRecord? {
+        do {
+            let key = context.environment.random.bytes(count: 32)
+            let nonce = context.environment.random.bytes(count: 12)
+            let sealed = try SyncBlobRecord.seal(rows, key: SymmetricKey(data: key), nonce: nonce)
+            let tokens = try await context.wallet.uploadTokens(
+                count: Int(Int64(sealed.count) / BlobAPI.bytesPerUploadToken) + 1,
+                verifier: UploadKeyListVerifier(bindings: context.bindings))
+            let pipe = PipedBody(capacity: max(sealed.count, 1))
+            try pipe.write(sealed)
+            pipe.finish()
+            let uploaded = try await context.client.uploadBlob(pipe, mime: "application/x-pixie-sync", tokens: tokens)
+            let sha256 = Data(SHA256.hash(data: sealed))
+            guard let blobID = Data(base64URLEncoded: uploaded.blobID), blobID.count == SyncOffer.blobIDByteCount,
+                uploaded.sizeBytes == Int64(sealed.count), Data(base64URLEncoded: uploaded.sha256) == sha256
+            else {
+                try? await context.client.deleteBlob(uploaded.blobID)
+                throw SyncBlobError.tampered("blob-svc stored something else than the rows sent (size or SHA-256)")
+            }
+            return SyncBlobRecord(
+                blobID: blobID, key: key, nonce: nonce, sha256: sha256, sizeBytes: UInt64(sealed.count))
+        } catch {
+            events(
+                .failed(
+                    "\(rows.count) row\(rows.count == 1 ? "" : "s") too large for a frame could not be put on blob-svc "
+                        + "for \(sibling), so the round leaves them out: \(error)"))
+            return nil
+        }
+    }
+
+    /// Downloads the blob `record` names, checks its size and SHA-256, opens it, and deletes it from blob-svc.
+    private func fetch(_ record: SyncBlobRecord) async throws -> [StoreRow] {
+        guard record.sizeBytes <= Self.largestRowsBlob else {
+            throw SyncBlobError.malformed("a blob of \(record.sizeBytes) bytes, more than rows of a round may take")
+        }
+        var sealed = Data()
+        while UInt64(sealed.count) < record.sizeBytes {
+            let (bytes, size) = try await context.client.blobRange(
+                record.blobName, from: UInt64(sealed.count),
+                count: Int(min(4 << 20, record.sizeBytes - UInt64(sealed.count))))
+            guard size == record.sizeBytes, !bytes.isEmpty else {
+                throw SyncBlobError.tampered(
+                    "blob-svc holds \(size) bytes where the sibling sealed \(record.sizeBytes)")
+            }
+            sealed += bytes
+        }
+        let rows = try record.open(sealed)
+        try? await context.client.deleteBlob(record.blobName)
+        return rows
     }
 
     /// Gives up rounds that have heard nothing for ``Configuration/roundTimeout``.
