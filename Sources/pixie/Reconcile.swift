@@ -86,7 +86,8 @@ func roundLine(_ round: SyncLoop.Summary, names: [AuthorTag: String]) -> String 
         line += " \(round.rowsHeld) of its rows are dated more than 5 minutes ahead of this device's clock and wait."
     }
     if round.rowsTooLarge > 0 {
-        line += " \(round.rowsTooLarge) rows are too large for a frame and could not go "
+        line +=
+            " \(round.rowsTooLarge) rows are too large for a frame and could not go "
             + "through blob-svc; the next round tries again."
     }
     return line

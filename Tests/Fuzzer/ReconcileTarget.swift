@@ -8,7 +8,9 @@ import PixieWire
 /// - an accepted message encodes back to the same bytes;
 /// - a sketch's symbols go through the decoder against a fixed set of this device's items, and when it says it
 ///   has decoded, this device's set changed by what it found encodes to exactly the symbols received;
-/// - a batch's row records are read as the round reads them, refusing with `BackupServiceError` only.
+/// - a batch's row records are read as the round reads them, refusing with `BackupServiceError` only;
+/// - a blob record (code 9) is read as the round reads it, refusing with `SyncBlobError` only, and an accepted one
+///   encodes back to its bytes.
 let reconcileTarget = FuzzTarget(
     name: "reconcile",
     summary: "the reconcile loop's sync_digest, sync_sketch, sync_want and sync_rows, and the symbol decoder",
@@ -29,6 +31,12 @@ let reconcileTarget = FuzzTarget(
             StoreRow(
                 category: .messages, id: "m1", version: RowVersion(hlc: 1 << 41, author: AuthorTag(rawValue: 8)),
                 isDeleted: true, fields: [:]), to: &records)
+        records +=
+            SyncBlobRecord(
+                blobID: Data(repeating: 4, count: 16), key: Data(repeating: 5, count: 32),
+                nonce: Data(repeating: 6, count: 12),
+                sha256: Data(repeating: 7, count: 32), sizeBytes: 4096
+            ).encoded
         let remote = reconcileLocal.dropFirst(3) + [SyncItem(idTag: 42, versionTag: 1 << 63)]
         let messages: [SiblingMessage] = [
             .syncDigest(SyncDigests(header: opening, phase: .open, wallClock: 1, hlc: 2, digests: digests)),
@@ -82,6 +90,13 @@ let reconcileTarget = FuzzTarget(
                 let length = Int(rows.records[(offset + 1)..<(offset + 5)].reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
                 let body = Data(rows.records[(offset + 5)..<(offset + 5 + length)])
                 offset += 5 + length
+                if code == SyncBlobRecord.code {
+                    expectOnly(SyncBlobError.self, "a blob record") {
+                        let record = try SyncBlobRecord(body: body)
+                        expectRoundTrip(body, Data(record.encoded.dropFirst(5)), "a blob record")
+                    }
+                    continue
+                }
                 guard let category = StoreCategory(snapshotCode: code) else { continue }
                 expectOnly(BackupServiceError.self, "a row record") {
                     _ = try StoreSnapshot.Reader.decodeRow(body, category, schema: 2)
