@@ -12,7 +12,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # Debian packages: one per line, with what needs it.
 apt_packages=(
     pkg-config     # SwiftPM finds the C libraries through it
-    libssl-dev     # COpenSSL: libcrypto 3.0
+    libssl-dev     # COpenSSL: libcrypto and libssl 3.0 (TLSEngine)
     zlib1g-dev     # CZlib: compressed test vectors
     openssl        # `openssl speed`, the anchor for scripts/bench.sh
     valgrind       # the constant-time check (memcheck) and its client-request header
