@@ -1,6 +1,6 @@
 import Dispatch
 import Foundation
-internal import SiblingsCrypto
+package import SiblingsCrypto
 import Synchronization
 import SystemCalls
 
@@ -96,8 +96,36 @@ public final class WebSocket: AsyncSequence, Sendable {
         var unsent = Data()
         /// How much of `unsent` is written already.
         var unsentStart = 0
+        /// The connection's TLS (`wss://`), if any: frames are sealed into records as they are queued, and what
+        /// is read is opened before the frame parser sees it. Only used under the lock.
+        let tls: TLSEngine?
 
         var hasUnsent: Bool { unsentStart < unsent.count }
+
+        /// Queues `bytes` (frames) for the socket, sealed when the connection has TLS.
+        mutating func enqueue(_ bytes: Data) throws {
+            guard let tls else {
+                unsent.append(bytes)
+                return
+            }
+            do {
+                try tls.write(bytes)
+            } catch {
+                throw WebSocketError("the TLS connection can no longer send: \(error)")
+            }
+            unsent.append(tls.takeOutput())
+        }
+
+        /// Opens `ciphertext` read from the socket: the plaintext it completes, and any record TLS answers with
+        /// queued. Throws once the TLS connection is over (closed, or a record that does not authenticate).
+        mutating func open(_ ciphertext: Data) throws(TLSError) -> Data {
+            guard let tls else { return ciphertext }
+            tls.receive(ciphertext)
+            let plaintext = try tls.read()
+            let answer = tls.takeOutput()
+            if !answer.isEmpty { unsent.append(answer) }
+            return plaintext
+        }
     }
 
     private struct State {
@@ -116,7 +144,9 @@ public final class WebSocket: AsyncSequence, Sendable {
     private let keepalive: WebSocketKeepalive?
     /// Every write and the final release hold this lock, so no write reaches a descriptor that was closed
     /// (and perhaps reused); a write that waits for the peer lets go of it while it waits.
-    private let transport = Mutex(Transport())
+    private let transport: Mutex<Transport>
+    /// True for a `wss://` connection (``Transport/tls``).
+    private let hasTLS: Bool
     /// Set once ``start(consumer:)`` was given a consumer: ``receive()`` is then not for this socket.
     private let consumed = Atomic(false)
     private let release: @Sendable (_ silent: Bool) -> Void
@@ -134,8 +164,11 @@ public final class WebSocket: AsyncSequence, Sendable {
     /// closed.
     package init(
         role: Role, fd: Int32, maximumMessageSize: Int, initialBytes: Data = Data(),
-        keepalive: WebSocketKeepalive? = nil, release: @escaping @Sendable (_ silent: Bool) -> Void
+        keepalive: WebSocketKeepalive? = nil, tls: sending TLSEngine? = nil,
+        release: @escaping @Sendable (_ silent: Bool) -> Void
     ) {
+        hasTLS = tls != nil
+        transport = Mutex(Transport(tls: tls))
         self.role = role
         self.fd = fd
         self.maximumMessageSize = Swift.max(0, maximumMessageSize)
@@ -183,7 +216,7 @@ public final class WebSocket: AsyncSequence, Sendable {
     private func sendWithoutWaiting(_ bytes: Data) throws -> Bool {
         try transport.withLock { transport in
             guard transport.open else { throw WebSocketError("the WebSocket is closed; open a new connection") }
-            transport.unsent.append(bytes)
+            try transport.enqueue(bytes)
             return try Self.sendUnsent(fd, &transport)
         }
     }
@@ -317,7 +350,7 @@ public final class WebSocket: AsyncSequence, Sendable {
             let done = try transport.withLock { transport in
                 guard transport.open else { throw WebSocketError("the WebSocket is closed; open a new connection") }
                 if !appended {
-                    transport.unsent.append(bytes)
+                    try transport.enqueue(bytes)
                     appended = true
                 }
                 return try Self.sendUnsent(fd, &transport)
@@ -641,7 +674,18 @@ extension WebSocket: EventLoopChannel {
             let n = retryingInterrupts { Glibc.recv(fd, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT)) }
             if n > 0 {
                 if reader.ending == nil {
-                    reader.inbound.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+                    let bytes = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
+                    if hasTLS {
+                        // Opened under the lock every send takes, since one TLS connection both reads and writes.
+                        let opened = transport.withLock { transport -> Data? in try? transport.open(Data(bytes)) }
+                        guard let opened else {
+                            endOfStream = true
+                            break
+                        }
+                        reader.inbound.append(contentsOf: opened)
+                    } else {
+                        reader.inbound.append(contentsOf: bytes)
+                    }
                 }
                 total += n
                 if n < buffer.count { break }
@@ -735,16 +779,20 @@ enum Socket {
         }
     }
 
-    /// Reads exact byte counts from a socket, through a buffer.
+    /// Reads exact byte counts from a socket, through a buffer, opening TLS records first when there is `tls`.
     struct Reader {
         let fd: Int32
         var buffered: [UInt8]
+        var tls: TLSEngine?
+        /// Why reading stopped, when it was the TLS connection.
+        private(set) var tlsFailure: TLSError?
         private var start = 0
         private var chunk = [UInt8](repeating: 0, count: 64 << 10)
 
-        init(fd: Int32, buffered: [UInt8]) {
+        init(fd: Int32, buffered: [UInt8], tls: TLSEngine? = nil) {
             self.fd = fd
             self.buffered = buffered
+            self.tls = tls
         }
 
         /// The bytes read from the socket but not yet taken.
@@ -761,7 +809,17 @@ enum Socket {
                     retryingInterrupts { Glibc.recv(fd, bytes.baseAddress, bytes.count, 0) }
                 }
                 guard n > 0 else { return nil }
-                buffered.append(contentsOf: chunk[0..<n])
+                if let tls {
+                    tls.receive(Data(chunk[0..<n]))
+                    do {
+                        buffered.append(contentsOf: try tls.read())
+                    } catch {
+                        tlsFailure = error
+                        return nil
+                    }
+                } else {
+                    buffered.append(contentsOf: chunk[0..<n])
+                }
             }
             defer { start += count }
             return Array(buffered[start..<start + count])

@@ -1,11 +1,13 @@
 import Foundation
+public import SiblingsCrypto
+import SystemCalls
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
-/// A WebSocket client (RFC 6455) over a plain TCP socket (`ws://`, no TLS): a device's relay session and the tests
-/// use it. Frames it sends are masked with a fresh random key each; frames it receives must not be.
+/// A WebSocket client (RFC 6455) over a TCP socket, plain (`ws://`) or with TLS (`wss://`, a ``TLSContext``'s
+/// checks: the chain, the name, pins): a device's relay session and the tests use it. Frames it sends are masked with a fresh random key each; frames it receives must not be.
 public enum WebSocketClient {
     /// Connects to `ws://host:port/path` (`host` a name or an IPv4 or IPv6 address; each address it resolves to is
     /// tried in turn), performs the opening handshake (checking the server's answer as RFC 6455, section 4.1,
@@ -16,14 +18,17 @@ public enum WebSocketClient {
     /// handshake within `handshakeTimeout`; afterwards reads wait as long as the connection lives. Throws
     /// ``WebSocketError`` saying what failed: the connection, or a server that answered other than 101 (its
     /// status and body are in the reason).
+    ///
+    /// With `tls`, the connection is `wss://`: the TLS handshake comes first, within `handshakeTimeout` too, and
+    /// the server's certificate must be valid for `host`; a TLS failure throws ``TLSError`` saying which.
     public static func connect(
         host: String = "127.0.0.1", port: UInt16, path: String = "/", headers: [(name: String, value: String)] = [],
         maximumMessageSize: Int = 1 << 20,
-        handshakeTimeout: Duration = .seconds(10)
+        handshakeTimeout: Duration = .seconds(10), tls: TLSContext? = nil
     ) async throws -> WebSocket {
         try await connect(
             host: host, port: port, path: path, headers: headers, maximumMessageSize: maximumMessageSize,
-            handshakeTimeout: handshakeTimeout, make: nil)
+            handshakeTimeout: handshakeTimeout, tls: tls, make: nil)
     }
 
     /// Connects as ``connect(port:path:headers:maximumMessageSize:handshakeTimeout:)`` does; the messages go
@@ -31,16 +36,17 @@ public enum WebSocketClient {
     public static func connect(
         host: String = "127.0.0.1", port: UInt16, path: String = "/", headers: [(name: String, value: String)] = [],
         maximumMessageSize: Int = 1 << 20,
-        handshakeTimeout: Duration = .seconds(10), consumer: @escaping @Sendable (WebSocket) -> any WebSocketConsumer
+        handshakeTimeout: Duration = .seconds(10), tls: TLSContext? = nil,
+        consumer: @escaping @Sendable (WebSocket) -> any WebSocketConsumer
     ) async throws -> WebSocket {
         try await connect(
             host: host, port: port, path: path, headers: headers, maximumMessageSize: maximumMessageSize,
-            handshakeTimeout: handshakeTimeout, make: consumer)
+            handshakeTimeout: handshakeTimeout, tls: tls, make: consumer)
     }
 
     private static func connect(
         host: String, port: UInt16, path: String, headers: [(name: String, value: String)], maximumMessageSize: Int,
-        handshakeTimeout: Duration,
+        handshakeTimeout: Duration, tls: TLSContext?,
         make: (@Sendable (WebSocket) -> any WebSocketConsumer)?
     ) async throws -> WebSocket {
         if let reason = EventLoop.unavailable { throw WebSocketError(reason) }
@@ -55,7 +61,7 @@ public enum WebSocketClient {
                         try handshake(
                             host: host, port: port, path: path, headers: headers,
                             maximumMessageSize: maximumMessageSize,
-                            handshakeTimeout: handshakeTimeout, make: make)
+                            handshakeTimeout: handshakeTimeout, tls: tls, make: make)
                     })
             }
         }
@@ -63,7 +69,7 @@ public enum WebSocketClient {
 
     private static func handshake(
         host: String, port: UInt16, path: String, headers: [(name: String, value: String)], maximumMessageSize: Int,
-        handshakeTimeout: Duration,
+        handshakeTimeout: Duration, tls: TLSContext?,
         make: (@Sendable (WebSocket) -> any WebSocketConsumer)?
     ) throws -> WebSocket {
         let fd = try connectSocket(host: host, port: port)
@@ -71,6 +77,12 @@ public enum WebSocketClient {
         defer { if !handedOver { close(fd) } }
         // The handshake must answer in time; afterwards reads wait as long as the connection lives.
         setReceiveTimeout(fd, handshakeTimeout)
+        var engine: TLSEngine?
+        if let tls {
+            let started = try TLSEngine(client: tls, serverName: host)
+            try tlsHandshake(fd, started, timeout: handshakeTimeout)
+            engine = started
+        }
 
         var generator = SystemRandomNumberGenerator()
         let key = Data((0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) }).base64EncodedString()
@@ -78,11 +90,16 @@ public enum WebSocketClient {
         request += "Connection: Upgrade\r\nSec-WebSocket-Key: \(key)\r\nSec-WebSocket-Version: 13\r\n"
         for (name, value) in headers { request += "\(name): \(value)\r\n" }
         request += "\r\n"
-        guard Socket.sendAll(fd, Data(request.utf8)) else {
+        var upgrade = Data(request.utf8)
+        if let engine {
+            try engine.write(upgrade)
+            upgrade = engine.takeOutput()
+        }
+        guard Socket.sendAll(fd, upgrade) else {
             throw WebSocketError("the connection dropped while sending the upgrade request (errno \(errno))")
         }
 
-        var reader = Socket.Reader(fd: fd, buffered: [])
+        var reader = Socket.Reader(fd: fd, buffered: [], tls: engine)
         var head: [UInt8] = []
         while !head.ends(with: [13, 10, 13, 10]) {
             errno = 0
@@ -92,6 +109,7 @@ public enum WebSocketClient {
                         "the server did not answer the WebSocket handshake within \(handshakeTimeout); "
                             + "is it overloaded, or not a WebSocket server?")
                 }
+                if let failure = reader.tlsFailure { throw failure }
                 throw WebSocketError("the server closed the connection or sent no complete response head")
             }
             head += byte
@@ -109,12 +127,44 @@ public enum WebSocketClient {
         guard flags >= 0, fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0 else {
             throw WebSocketError("could not make the socket non-blocking (errno \(errno))")
         }
+        let remaining = Data(reader.remaining)
+        reader.tls = nil
         let socket = WebSocket(
-            role: .client, fd: fd, maximumMessageSize: maximumMessageSize, initialBytes: Data(reader.remaining)
+            role: .client, fd: fd, maximumMessageSize: maximumMessageSize, initialBytes: remaining, tls: engine
         ) { _ in _ = Glibc.close(fd) }
         handedOver = true
         socket.start(consumer: make?(socket))
         return socket
+    }
+
+    /// Runs the TLS handshake on the blocking socket `fd` (its receive timeout set to `timeout`): throws the
+    /// ``TLSError`` that says why it failed, or a ``WebSocketError`` for a server that stalls or drops.
+    private static func tlsHandshake(_ fd: Int32, _ engine: TLSEngine, timeout: Duration) throws {
+        var chunk = [UInt8](repeating: 0, count: 16 << 10)
+        while true {
+            let done = try engine.handshake()
+            let out = engine.takeOutput()
+            guard out.isEmpty || Socket.sendAll(fd, out) else {
+                throw WebSocketError("the connection dropped during the TLS handshake (errno \(errno))")
+            }
+            if done { return }
+            errno = 0
+            let n = chunk.withUnsafeMutableBytes { bytes in
+                retryingInterrupts { Glibc.recv(fd, bytes.baseAddress, bytes.count, 0) }
+            }
+            if n > 0 {
+                engine.receive(Data(chunk[0..<n]))
+                continue
+            }
+            if n < 0, errno == EAGAIN || errno == EWOULDBLOCK {
+                throw WebSocketError(
+                    "the server did not complete the TLS handshake within \(timeout); is it a TLS server, or overloaded?"
+                )
+            }
+            // The peer closed: what it sent (a plain HTTP answer, an alert) may say why.
+            if try engine.handshake() { return }
+            throw TLSError(.closed, "the server closed the connection during the TLS handshake")
+        }
     }
 
     /// A connected TCP socket to `host`:`port`, trying each address `getaddrinfo(3)` gives; throws naming what

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPServer
 import Processes
+import SiblingsCrypto
 import SiblingsTestSupport
 import Testing
 import WebSockets
@@ -58,6 +59,11 @@ struct WebSocketClientTests {
         }
         let port = try #require(UInt16(portLine), "the websockets server printed no port: '\(portLine)'")
         let socket = try await WebSocketClient.connect(port: port, path: "/", maximumMessageSize: 2 << 20)
+        try await Self.echoes(socket)
+    }
+
+    /// Text, binary and 1 MiB echoed, then a close with 4003.
+    static func echoes(_ socket: WebSocket) async throws {
         try await socket.send(text: "héllo")
         #expect(try await socket.receive() == .text("héllo"))
         try await socket.send(binary: Data([0, 1, 2, 255]))
@@ -67,5 +73,94 @@ struct WebSocketClientTests {
         #expect(try await socket.receive() == .binary(big))
         await socket.close(code: WebSocketCloseCode(4003), reason: "done")
         #expect(socket.closeCode == WebSocketCloseCode(4003))
+    }
+
+    /// A websockets echo server (over TLS with `tls`'s chain and key), and its port.
+    static func echoServer(tls: (String, String)? = nil) async throws -> (ChildProcess, Pipe, UInt16) {
+        let (process, output, input) = try Self.launch(["server"] + (tls.map { [$0.0, $0.1] } ?? []))
+        let portLine = try await onThread { () -> String in
+            var line = Data()
+            while !line.contains(0x0A) {
+                let byte = output.readData(ofLength: 1)
+                if byte.isEmpty { break }
+                line.append(byte)
+            }
+            return String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        guard let port = UInt16(portLine) else {
+            process.terminate()
+            throw WebSocketError("the websockets server printed no port: '\(portLine)'")
+        }
+        return (process, input, port)
+    }
+
+    @Test(
+        "our client over TLS (wss://) against a websockets server with the test CA's certificate, by name and address")
+    func ourClientTheirServerOverTLS() async throws {
+        let certificates = try TestCertificates()
+        let (process, input, port) = try await Self.echoServer(
+            tls: (certificates.path("server.pem"), certificates.path("server.key")))
+        defer {
+            try? input.fileHandleForWriting.close()
+            process.terminate()
+            process.waitUntilExit()
+        }
+        let tls = try TLSContext(
+            .client(trust: .caFile(certificates.path("ca.pem")), pinnedKeys: [certificates.serverPin]))
+        for host in ["localhost", "127.0.0.1"] {
+            let socket = try await WebSocketClient.connect(
+                host: host, port: port, path: "/", maximumMessageSize: 2 << 20, tls: tls)
+            try await Self.echoes(socket)
+        }
+        // The system's store does not hold the test CA: refused, saying so, before any byte of WebSocket.
+        do {
+            _ = try await WebSocketClient.connect(host: "localhost", port: port, tls: try TLSContext(.client()))
+            Issue.record("a certificate of a CA the system does not trust was accepted")
+        } catch let error as TLSError {
+            #expect(error.kind == .untrusted, "\(error)")
+        }
+    }
+
+    @Test("wss:// to a plain ws:// server, and to one that stalls in the handshake: each a clear error, in time")
+    func tlsFailures() async throws {
+        let certificates = try TestCertificates()
+        let tls = try TLSContext(.client(trust: .caFile(certificates.path("ca.pem"))))
+        let (process, input, port) = try await Self.echoServer()
+        defer {
+            try? input.fileHandleForWriting.close()
+            process.terminate()
+            process.waitUntilExit()
+        }
+        do {
+            _ = try await WebSocketClient.connect(
+                host: "127.0.0.1", port: port, handshakeTimeout: .seconds(5), tls: tls)
+            Issue.record("a plain server completed a TLS handshake")
+        } catch let error as TLSError {
+            #expect(error.kind == .notTLS || error.kind == .closed, "\(error)")
+        }
+        // A server that accepts the connection and never answers: the handshake gives up at its timeout.
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(listener) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Int32 in
+                guard bind(listener, pointer, length) == 0, listen(listener, 4) == 0 else { return -1 }
+                return getsockname(listener, pointer, &length)
+            }
+        }
+        #expect(bound == 0)
+        let stalled = UInt16(bigEndian: address.sin_port)
+        let started = ContinuousClock.now
+        do {
+            _ = try await WebSocketClient.connect(
+                host: "127.0.0.1", port: stalled, handshakeTimeout: .milliseconds(300), tls: tls)
+            Issue.record("a silent server completed a TLS handshake")
+        } catch let error as WebSocketError {
+            #expect(error.reason.contains("TLS handshake"), "\(error)")
+        }
+        #expect(ContinuousClock.now - started < .seconds(10))
     }
 }

@@ -3,12 +3,14 @@
     websocket_interop.py client PORT   drive websockets' client against our server's /echo route
     websocket_interop.py server        run a websockets echo server on 127.0.0.1; print its port, then serve
                                        until stdin closes
+    websocket_interop.py server CERT KEY  the same over TLS (wss://), showing the PEM chain CERT with KEY
 
 The client mode prints one JSON line {"ok": true} or exits non-zero with the failure on stderr.
 """
 
 import json
 import os
+import ssl
 import sys
 import threading
 
@@ -53,7 +55,7 @@ def client(port):
     print(json.dumps({"ok": True}), flush=True)
 
 
-def server():
+def server(tls=None):
     def echo(ws):
         try:
             for message in ws:
@@ -61,7 +63,11 @@ def server():
         except ConnectionClosed:
             pass
 
-    with serve(echo, "127.0.0.1", 0, max_size=None) as running:
+    context = None
+    if tls:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(tls[0], tls[1])
+    with serve(echo, "127.0.0.1", 0, max_size=None, ssl=context) as running:
         # Exit when the test closes our stdin (or dies), so no server outlives its test.
         threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()
         print(running.socket.getsockname()[1], flush=True)
@@ -73,5 +79,7 @@ if __name__ == "__main__":
         client(int(sys.argv[2]))
     elif len(sys.argv) == 2 and sys.argv[1] == "server":
         server()
+    elif len(sys.argv) == 4 and sys.argv[1] == "server":
+        server((sys.argv[2], sys.argv[3]))
     else:
         fail(__doc__)

@@ -1,47 +1,12 @@
 import Foundation
-import Processes
 import SiblingsCrypto
 import SiblingsTestSupport
 import Testing
 
-/// Certificates made at run time by pyca/cryptography (Tests/Reference/tls_certs.py): a test CA, a server leaf for
-/// localhost and 127.0.0.1, an expired one, and a second CA with its own leaf.
-final class TestCertificates: Sendable {
-    let directory: URL
-    /// SHA-256 of the server leaf's SubjectPublicKeyInfo.
-    let serverPin: Data
-
-    init() throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("tls-\(UUID())")
-        let process = ChildProcess()
-        process.executableURL = URL(fileURLWithPath: try ReferenceOracle.python())
-        process.arguments = [
-            Vectors.packageRoot.appendingPathComponent("Tests/Reference/tls_certs.py").path, directory.path,
-        ]
-        let out = Pipe()
-        process.standardOutput = out
-        try process.run()
-        let printed = out.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0,
-            let hex = String(data: printed, encoding: .utf8)?.trimmingCharacters(in: .whitespacesAndNewlines),
-            let pin = try? Data(hexString: hex)
-        else { throw TestFailure("Tests/Reference/tls_certs.py did not make the certificates") }
-        serverPin = pin
-    }
-
-    deinit { try? FileManager.default.removeItem(at: directory) }
-
-    func path(_ name: String) -> String { directory.appendingPathComponent(name).path }
-
+extension TestCertificates {
     func server(_ stem: String = "server") throws -> TLSContext {
         try TLSContext(.server(certificateChainFile: path("\(stem).pem"), privateKeyFile: path("\(stem).key")))
     }
-}
-
-struct TestFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
 }
 
 @Suite("TLSEngine: OpenSSL's TLS on memory buffers, checked as a device checks its server", .serialized)
