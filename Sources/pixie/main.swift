@@ -61,6 +61,18 @@ func openHome(_ path: String) throws -> DeviceHome {
     return try DeviceHome(directory: url.standardizedFileURL)
 }
 
+/// Whether `host` (a URL's host) is this machine: `localhost`, 127.0.0.0/8 or ::1, where plain HTTP never leaves
+/// it.
+func isLoopback(_ host: String) -> Bool {
+    let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+    if bare.lowercased() == "localhost" { return true }
+    var v4 = in_addr()
+    if inet_pton(AF_INET, bare, &v4) == 1 { return UInt32(bigEndian: v4.s_addr) >> 24 == 127 }
+    var v6 = in6_addr()
+    guard inet_pton(AF_INET6, bare, &v6) == 1 else { return false }
+    return withUnsafeBytes(of: &v6) { bytes in bytes.prefix(15).allSatisfy { $0 == 0 } && bytes[15] == 1 }
+}
+
 /// Where a new device's setup starts: the server, its trust bundle, the number, and how the SMS code comes
 /// (`pixie init` and `pixie signin` share these options).
 struct Setup: ParsableArguments {
@@ -77,10 +89,21 @@ struct Setup: ParsableArguments {
         name: .long("sms-outbox"), help: "Development: read the code from pixie-server's sms-outbox.jsonl.")
     var smsOutbox: String?
     @Flag(name: .long("json"), help: "Print the result as JSON.") var json: Bool
+    @Flag(
+        name: .long("insecure-plain-http"),
+        help: "Allow an http:// server that is not on this machine: sessions, the phone number and relay traffic "
+            + "then cross the network in the clear.")
+    var insecurePlainHTTP: Bool
 
     func check() throws {
-        guard URL(string: server)?.scheme.map({ ["http", "https"].contains($0) }) == true else {
+        guard let url = URL(string: server), url.scheme.map({ ["http", "https"].contains($0) }) == true else {
             throw ValidationError("--server must be an http:// or https:// URL, not \(server)")
+        }
+        if url.scheme == "http", !isLoopback(url.host ?? ""), !insecurePlainHTTP {
+            throw ValidationError(
+                "--server \(server) is plain HTTP to another machine: the session tokens, the phone number and the "
+                    + "relay's traffic would cross the network unencrypted. Use the server's https:// address, or "
+                    + "pass --insecure-plain-http if you mean it (a closed test network)")
         }
         guard !name.trimmingCharacters(in: .whitespaces).isEmpty else { throw ValidationError("--name is empty") }
         guard isDisplayableName(name) else {

@@ -344,6 +344,33 @@ struct PixieCommandTests {
         #expect(imported.text.contains("1 rows, 0 new"), "\(imported.text)")
     }
 
+    @Test("plain http:// to another machine is refused before anything is sent, and says how to go on")
+    func plainHTTPElsewhere() async throws {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        for server in ["http://192.0.2.10:8080", "http://pixie.example", "http://[2001:db8::1]:8080"] {
+            let refused = try PixieProcess(
+                [
+                    "init", "--home", "phone", "--server", server, "--trust-bundle", "bundle.json", "--phone", number,
+                    "--name", "phone",
+                ], in: directory)
+            #expect(await refused.exit() != 0)
+            #expect(
+                refused.text.contains("--insecure-plain-http") && refused.text.contains("https://"), "\(refused.text)")
+        }
+        // Loopback is this machine: no refusal for the scheme (the missing trust bundle is what stops it here).
+        for server in ["http://127.0.0.1:1", "http://localhost:1", "http://[::1]:1"] {
+            let local = try PixieProcess(
+                [
+                    "init", "--home", "phone", "--server", server, "--trust-bundle", "bundle.json", "--phone", number,
+                    "--name", "phone",
+                ], in: directory)
+            #expect(await local.exit() != 0)
+            #expect(
+                !local.text.contains("--insecure-plain-http") && local.text.contains("bundle.json"), "\(local.text)")
+        }
+    }
+
     @Test("two devices stay in step: writes on either side reach the other, and pixie sync cooperates with listen")
     func staysInStep() async throws {
         let server = try await setUp()
