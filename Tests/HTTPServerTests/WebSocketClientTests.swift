@@ -42,22 +42,12 @@ struct WebSocketClientTests {
 
     @Test("our client against a websockets server: text, binary, 1 MiB, close")
     func ourClientTheirServer() async throws {
-        let (process, output, input) = try Self.launch(["server"])
+        let (process, input, port) = try await Self.echoServer()
         defer {
             try? input.fileHandleForWriting.close()
             process.terminate()
             process.waitUntilExit()
         }
-        let portLine = try await onThread { () -> String in
-            var line = Data()
-            while !line.contains(0x0A) {
-                let byte = output.readData(ofLength: 1)
-                if byte.isEmpty { break }
-                line.append(byte)
-            }
-            return String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        }
-        let port = try #require(UInt16(portLine), "the websockets server printed no port: '\(portLine)'")
         let socket = try await WebSocketClient.connect(port: port, path: "/", maximumMessageSize: 2 << 20)
         try await Self.echoes(socket)
     }
@@ -139,24 +129,12 @@ struct WebSocketClientTests {
             #expect(error.kind == .notTLS || error.kind == .closed, "\(error)")
         }
         // A server that accepts the connection and never answers: the handshake gives up at its timeout.
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let (listener, stalled) = try Loopback.silentListener()
         defer { close(listener) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Int32 in
-                guard bind(listener, pointer, length) == 0, listen(listener, 4) == 0 else { return -1 }
-                return getsockname(listener, pointer, &length)
-            }
-        }
-        #expect(bound == 0)
-        let stalled = UInt16(bigEndian: address.sin_port)
         let started = ContinuousClock.now
         do {
             _ = try await WebSocketClient.connect(
-                host: "127.0.0.1", port: stalled, handshakeTimeout: .milliseconds(300), tls: tls)
+                host: "127.0.0.1", port: UInt16(stalled), handshakeTimeout: .milliseconds(300), tls: tls)
             Issue.record("a silent server completed a TLS handshake")
         } catch let error as WebSocketError {
             #expect(error.reason.contains("TLS handshake"), "\(error)")
