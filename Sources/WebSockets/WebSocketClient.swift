@@ -142,7 +142,14 @@ public enum WebSocketClient {
     private static func tlsHandshake(_ fd: Int32, _ engine: TLSEngine, timeout: Duration) throws {
         var chunk = [UInt8](repeating: 0, count: 16 << 10)
         while true {
-            let done = try engine.handshake()
+            let done: Bool
+            do {
+                done = try engine.handshake()
+            } catch {
+                // The alert that says why goes to the server too.
+                _ = Socket.sendAll(fd, engine.takeOutput())
+                throw error
+            }
             let out = engine.takeOutput()
             guard out.isEmpty || Socket.sendAll(fd, out) else {
                 throw WebSocketError("the connection dropped during the TLS handshake (errno \(errno))")

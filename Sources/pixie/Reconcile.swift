@@ -85,6 +85,9 @@ func roundLine(_ round: SyncLoop.Summary, names: [AuthorTag: String]) -> String 
     if round.rowsHeld > 0 {
         line += " \(round.rowsHeld) of its rows are dated more than 5 minutes ahead of this device's clock and wait."
     }
+    if round.rowsRefused > 0 {
+        line += " \(round.rowsRefused) of its rows were not taken (the log says why)."
+    }
     if round.rowsTooLarge > 0 {
         line +=
             " \(round.rowsTooLarge) rows are too large for a frame and could not go "
@@ -98,6 +101,7 @@ func roundRecord(_ round: SyncLoop.Summary, names: [AuthorTag: String]) -> [Stri
         "event": "round", "sibling": "\(round.sibling)", "name": names[round.sibling] ?? NSNull(),
         "started": round.started, "agreed": round.agreed, "differed": round.differed, "rows_in": round.rowsApplied,
         "rows_out": round.rowsSent, "rows_held": round.rowsHeld, "rows_too_large": round.rowsTooLarge,
+        "rows_refused": round.rowsRefused,
         "clock_difference_ms": round.clockDifference.map { Int($0) } ?? NSNull(),
     ]
 }

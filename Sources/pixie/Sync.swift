@@ -205,11 +205,9 @@ struct SyncStatus: ParsableCommand {
             var agreeing: [String] = []
             for category in StoreCategory.allCases {
                 let agreement = agreements.first { $0.sibling == sibling && $0.category == category }
-                let agrees =
-                    agreement.map { agreement in
-                        round.map { agreement.at.timeIntervalSince1970 >= $0.at.timeIntervalSince1970.rounded(.down) }
-                            ?? false
-                    } ?? false
+                // As the last round found it: a category that differed then and was reconciled agrees from its
+                // close on, which that round recorded too.
+                let agrees = round?.agreed.contains(category) ?? false
                 if agrees { agreeing.append(category.rawValue) }
                 categories[category.rawValue] = [
                     "agrees": agrees,

@@ -134,6 +134,9 @@ public final class DeviceStore: Sendable, ReconcileData {
             Migration(version: 1, sql: (tables + [index]).joined(separator: "\n")),
             Migration(version: 2, sql: syncMigration),
             Migration(version: 3, sql: roundsMigration),
+            Migration(
+                version: 4,
+                sql: "ALTER TABLE sync_siblings ADD COLUMN agreed INTEGER NOT NULL DEFAULT 0;"),
         ]
     }
 
@@ -459,14 +462,18 @@ public final class DeviceStore: Sendable, ReconcileData {
     }
 
     /// Records that a round with `sibling` ended at `date`, with the sibling's clock `clockDifference` milliseconds
-    /// ahead of this device's (negative: behind), if its digest said.
-    public func recordRound(with sibling: AuthorTag, at date: Date, clockDifference: Int64?) throws {
+    /// ahead of this device's (negative: behind), if its digest said, and the categories it found equal (migration
+    /// 4 keeps them as a bit per snapshot code).
+    public func recordRound(
+        with sibling: AuthorTag, at date: Date, clockDifference: Int64?, agreed: Set<StoreCategory> = []
+    ) throws {
+        let mask = agreed.reduce(Int64(0)) { $0 | Int64(1) << Int64($1.snapshotCode) }
         _ = try write { transaction in
             try transaction.execute(
-                "INSERT OR REPLACE INTO sync_siblings (sibling, round_at, clock_difference) VALUES (?, ?, ?)",
+                "INSERT OR REPLACE INTO sync_siblings (sibling, round_at, clock_difference, agreed) VALUES (?, ?, ?, ?)",
                 [
                     .blob(sibling.bytes), .integer(Int64((date.timeIntervalSince1970 * 1000).rounded(.down))),
-                    clockDifference.map { .integer($0) } ?? .null,
+                    clockDifference.map { .integer($0) } ?? .null, .integer(mask),
                 ])
         }
     }
@@ -476,16 +483,22 @@ public final class DeviceStore: Sendable, ReconcileData {
         public let sibling: AuthorTag
         public let at: Date
         public let clockDifference: Int64?
+        /// The categories that round found equal.
+        public let agreed: Set<StoreCategory>
     }
 
     /// Every sibling's last round.
     public func siblingRounds() throws -> [SiblingRound] {
         try reading {
-            try (try database).query("SELECT sibling, round_at, clock_difference FROM sync_siblings", []).map {
-                SiblingRound(
-                    sibling: AuthorTag(rawValue: try $0.data("sibling").reduce(0) { $0 << 8 | UInt64($1) }),
-                    at: Date(timeIntervalSince1970: TimeInterval(try $0.int64("round_at")) / 1000),
-                    clockDifference: try $0.optionalInt64("clock_difference"))
+            try (try database).query(
+                "SELECT sibling, round_at, clock_difference, agreed FROM sync_siblings", []
+            ).map { row in
+                let mask = try row.int64("agreed")
+                return SiblingRound(
+                    sibling: AuthorTag(rawValue: try row.data("sibling").reduce(0) { $0 << 8 | UInt64($1) }),
+                    at: Date(timeIntervalSince1970: TimeInterval(try row.int64("round_at")) / 1000),
+                    clockDifference: try row.optionalInt64("clock_difference"),
+                    agreed: Set(StoreCategory.allCases.filter { mask & (Int64(1) << Int64($0.snapshotCode)) != 0 }))
             }
         }
     }

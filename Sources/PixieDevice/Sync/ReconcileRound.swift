@@ -478,15 +478,25 @@ package struct ReconcileRound {
         return largeRows
     }
 
-    /// The batch to send for the large rows now on blob-svc (`record`), or, when their upload failed (nil), the
-    /// empty last batch an answer still owes; nil when there is nothing to send.
-    package mutating func largeRowsSent(_ record: SyncBlobRecord?, count: Int) -> SiblingMessage? {
+    /// The batches to send for the large rows now on blob-svc (`records`, naming `sent` rows; `failed` rows could
+    /// not be put there), the last of them marked when an answer owes its last batch (empty, if nothing went up).
+    package mutating func largeRowsSent(_ records: [SyncBlobRecord], sent: Int, failed: Int) -> [SiblingMessage] {
         let last = largeRowsEndAnswer
         largeRowsEndAnswer = false
-        if record == nil { report.rowsTooLarge += count } else { report.rowsSent += count }
-        guard record != nil || last else { return nil }
-        defer { nextBatch &+= 1 }
-        return .syncRows(SyncRows(header: header, batch: nextBatch, isLast: last, records: record?.encoded ?? Data()))
+        report.rowsSent += sent
+        report.rowsTooLarge += failed
+        // At most 400 records of 106 bytes a batch, within its 48 KiB.
+        var chunks = stride(from: 0, to: records.count, by: 400).map {
+            Array(records[$0..<min($0 + 400, records.count)])
+        }
+        if chunks.isEmpty, last { chunks = [[]] }
+        return chunks.enumerated().map { index, chunk in
+            defer { nextBatch &+= 1 }
+            return .syncRows(
+                SyncRows(
+                    header: header, batch: nextBatch, isLast: last && index == chunks.count - 1,
+                    records: chunk.reduce(into: Data()) { $0 += $1.encoded }))
+        }
     }
 
     /// The blob records the sibling's batches named, to fetch, check and open; then ``blobsFetched(_:failures:data:now:)``.

@@ -64,8 +64,13 @@ public final class SyncLoop: Sendable {
         /// Rows too large for a frame that could not go through blob-svc either (its upload failed), left out for
         /// the next round.
         public let rowsTooLarge: Int
+        /// Rows of the sibling's not taken (not the category's, or in a blob that did not arrive), each said in a
+        /// ``Event/failed(_:)`` or the store's refusal.
+        public let rowsRefused: Int
         /// The sibling's clock minus this device's, in milliseconds, as its digest said.
         public let clockDifference: Int64?
+        /// The categories found equal in this round (``agreed`` of them).
+        public let agreedCategories: Set<StoreCategory>
     }
 
     struct Sibling: Sendable {
@@ -87,8 +92,13 @@ public final class SyncLoop: Sendable {
         /// waits for them.
         var ended: [Data: Summary] = [:]
         var keepingEnded = false
-        /// Rounds taken out of the table while their rows go to or come from blob-svc, by this device's half.
+        /// Rounds taken out of the table while they are handled (their rows going to or coming from blob-svc
+        /// too), by this device's half.
         var working: Set<Data> = []
+        /// False while ``roundOnce(patience:)`` runs: a sibling's opening is left to a listener.
+        var answersOpenings = true
+        /// When the clock was last measured against the server's.
+        var clockMeasured: Date?
     }
 
     let context: DeviceContext
@@ -130,7 +140,6 @@ public final class SyncLoop: Sendable {
     /// Runs until cancelled: handles round messages in the order they came, and starts a round with every sibling
     /// now and then every ``Configuration/interval`` (jittered), giving up rounds that went quiet.
     public func run() async {
-        await correctClock()
         await withTaskGroup(of: Void.self) { group in
             group.addTask { [self] in
                 for await (sender, message) in incoming { await handle(sender: sender, message: message) }
@@ -145,6 +154,12 @@ public final class SyncLoop: Sendable {
     /// (looked at every ``Configuration/pushDelay``), and at the latest every ``Configuration/interval``, jittered.
     private func periodically() async {
         while !Task.isCancelled {
+            // Measured again every interval: a clock stepped meanwhile (NTP after a bad start) is not left with
+            // an offset that no longer holds.
+            let measured = state.withLock { $0.clockMeasured }
+            if measured.map({ clock.now.timeIntervalSince($0) >= configuration.interval.timeInterval * 0.8 }) ?? true {
+                await correctClock()
+            }
             var pushed = try? context.store.lastLocalWrite()
             await startRounds()
             let wait = configuration.interval * context.environment.randomFraction(in: 0.9...1.1)
@@ -181,6 +196,7 @@ public final class SyncLoop: Sendable {
         await correctClock()
         state.withLock {
             $0.keepingEnded = true
+            $0.answersOpenings = false
             $0.ended = [:]
         }
         return await withTaskGroup(of: Void.self) { group in
@@ -210,7 +226,9 @@ public final class SyncLoop: Sendable {
 
     /// Measures this device's clock against the server's, and says so when it is off.
     private func correctClock() async {
-        if let offset = await context.correctClock(), offset != 0 { events(.clockCorrected(offset)) }
+        let offset = await context.correctClock()
+        state.withLock { $0.clockMeasured = clock.now }
+        if let offset, offset != 0 { events(.clockCorrected(offset)) }
     }
 
     /// Opens a round with every sibling of the logged roster; returns how many were opened.
@@ -282,6 +300,12 @@ public final class SyncLoop: Sendable {
         var finished: Summary?
         do {
             if case .syncDigest(let digests) = message, digests.phase == .open {
+                // `pixie sync` (``roundOnce(patience:)``) ends after its own rounds: an opening is left to a
+                // listener on this home, which stays to finish it.
+                guard state.withLock({ $0.answersOpenings }) else {
+                    events(.passed("an opening from \(sibling.author), left to a listener on this home"))
+                    return
+                }
                 let half = context.environment.random.bytes(count: SyncRoundID.halfByteCount)
                 let (round, answer) = try ReconcileRound.answer(
                     digests, half: half, inbox: inbox, sibling: sibling.author, data: context.store, now: now,
@@ -293,10 +317,19 @@ public final class SyncLoop: Sendable {
                     state.withLock { $0.rounds.keep(round, peer: sibling, peerKey: sibling.pubkey, now: now) }
                 }
             } else {
-                guard var open = state.withLock({ $0.rounds.take(header, from: sibling.pubkey) }) else {
+                // Taken and marked as worked on in one lock, so that ``roundOnce(patience:)`` never sees the round
+                // neither open nor in hand while it is handled.
+                let taken = state.withLock { state -> RoundTable<Sibling>.Entry? in
+                    guard let entry = state.rounds.take(header, from: sibling.pubkey) else { return nil }
+                    state.working.insert(RoundTable<Sibling>.key(of: entry.round))
+                    return entry
+                }
+                guard var open = taken else {
                     events(.passed("a \(message.type) for a round this process does not hold (another's, or over)"))
                     return
                 }
+                let key = RoundTable<Sibling>.key(of: open.round)
+                defer { state.withLock { _ = $0.working.remove(key) } }
                 do {
                     outgoing = try open.round.handle(message, data: context.store, now: now)
                 } catch let error as ReconcileError {
@@ -304,9 +337,6 @@ public final class SyncLoop: Sendable {
                     state.withLock { $0.rounds.putBack(open) }
                     throw error
                 }
-                let key = RoundTable<Sibling>.key(of: open.round)
-                state.withLock { _ = $0.working.insert(key) }
-                defer { state.withLock { _ = $0.working.remove(key) } }
                 outgoing = try await throughBlobs(&open.round, outgoing)
                 if open.round.isFinished {
                     let summary = Self.summary(open.round, open.peer)
@@ -315,7 +345,8 @@ public final class SyncLoop: Sendable {
                         state.withLock { if $0.keepingEnded { $0.ended[open.round.id.initiator] = summary } }
                     }
                 } else {
-                    open.lastHeard = now
+                    // Heard from now, after any blob went up or came down: a long transfer is not quiet.
+                    open.lastHeard = clock.now
                     state.withLock { $0.rounds.putBack(open) }
                 }
             }
@@ -337,7 +368,8 @@ public final class SyncLoop: Sendable {
         if let finished {
             do {
                 try context.store.recordRound(
-                    with: sibling.author, at: clock.now, clockDifference: finished.clockDifference)
+                    with: sibling.author, at: clock.now, clockDifference: finished.clockDifference,
+                    agreed: finished.agreedCategories)
             } catch {
                 events(.failed("the round with \(sibling.author) ended, but it could not be recorded: \(error)"))
             }
@@ -348,9 +380,11 @@ public final class SyncLoop: Sendable {
 
     // MARK: rows too large for a frame
 
-    /// The largest blob of rows fetched: a record is at most 64 MiB (``StoreSnapshot``), and a blob holds the large
-    /// rows of one answer.
+    /// The largest blob of rows fetched: a sender puts at most ``largestRowsBlobPlaintext`` of records (each at most
+    /// 64 MiB, ``StoreSnapshot``) in one.
     static let largestRowsBlob: UInt64 = 256 << 20
+    /// The records one blob holds at most, well under ``largestRowsBlob`` once sealed.
+    static let largestRowsBlobPlaintext = 192 << 20
 
     /// Does the round's blob-svc work, which ``ReconcileRound`` leaves to its caller: puts the rows too large for a
     /// frame on blob-svc and sends their blob record (before any close), and fetches, checks and folds in the blobs
@@ -363,11 +397,30 @@ public final class SyncLoop: Sendable {
         var outgoing = outgoing
         let large = round.takeLargeRows()
         if !large.isEmpty {
-            let record = await upload(large, for: round.sibling)
-            if let message = round.largeRowsSent(record, count: large.count) {
-                let close = outgoing.firstIndex { if case .syncDigest = $0 { true } else { false } }
-                outgoing.insert(message, at: close ?? outgoing.endIndex)
+            // One blob per at most 192 MiB of records (a record is at most 64 MiB), so none is past what a receiver
+            // fetches (``largestRowsBlob``).
+            var groups: [[StoreRow]] = [[]]
+            var size = 0
+            for row in large {
+                var record = Data()
+                StoreSnapshot.append(row, to: &record)
+                if size + record.count > Self.largestRowsBlobPlaintext, !groups[groups.count - 1].isEmpty {
+                    groups.append([])
+                    size = 0
+                }
+                groups[groups.count - 1].append(row)
+                size += record.count
             }
+            var records: [SyncBlobRecord] = []
+            var sent = 0
+            for group in groups {
+                guard let record = await upload(group, for: round.sibling) else { continue }
+                records.append(record)
+                sent += group.count
+            }
+            let messages = round.largeRowsSent(records, sent: sent, failed: large.count - sent)
+            let close = outgoing.firstIndex { if case .syncDigest = $0 { true } else { false } }
+            outgoing.insert(contentsOf: messages, at: close ?? outgoing.endIndex)
         }
         let records = round.takeBlobRecords()
         guard !records.isEmpty else { return outgoing }
@@ -377,7 +430,11 @@ public final class SyncLoop: Sendable {
             do {
                 rows += try await fetch(record)
             } catch {
-                failures.append("rows too large for a frame did not arrive: \(error)")
+                let reason = "rows too large for a frame from \(round.sibling) did not arrive: \(error)"
+                failures.append(reason)
+                events(.failed(reason))
+                // A blob that cannot be used is not left on blob-svc (it holds sealed rows, secrets among them).
+                try? await context.client.deleteBlob(record.blobName)
             }
         }
         return outgoing + (try round.blobsFetched(rows, failures: failures, data: context.store, now: clock.now))
@@ -532,6 +589,7 @@ public final class SyncLoop: Sendable {
         return Summary(
             sibling: sibling.author, started: round.role == .initiator, agreed: report.agreed.count,
             differed: report.differed.count, rowsSent: report.rowsSent, rowsApplied: report.rowsApplied,
-            rowsHeld: report.rowsHeld, rowsTooLarge: report.rowsTooLarge, clockDifference: report.clockDifference)
+            rowsHeld: report.rowsHeld, rowsTooLarge: report.rowsTooLarge, rowsRefused: report.rowsRefused.count,
+            clockDifference: report.clockDifference, agreedCategories: report.agreed)
     }
 }

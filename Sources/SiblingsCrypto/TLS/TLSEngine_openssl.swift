@@ -110,7 +110,12 @@ public final class TLSEngine {
         guard let ssl = SSL_new(context.context) else {
             throw TLSError(.configuration, "OpenSSL could not make a TLS connection", detail: OpenSSLError.drainQueue())
         }
-        guard let input = BIO_new(BIO_s_mem()), let output = BIO_new(BIO_s_mem()) else {
+        guard let input = BIO_new(BIO_s_mem()) else {
+            SSL_free(ssl)
+            throw TLSError(.configuration, "OpenSSL could not make memory buffers", detail: OpenSSLError.drainQueue())
+        }
+        guard let output = BIO_new(BIO_s_mem()) else {
+            BIO_free(input)
             SSL_free(ssl)
             throw TLSError(.configuration, "OpenSSL could not make memory buffers", detail: OpenSSLError.drainQueue())
         }

@@ -231,11 +231,13 @@ struct DeviceStoreSyncTests {
         try store.recordRound(with: AuthorTag(rawValue: 3), at: first, clockDifference: nil)
         #expect(try store.siblingRounds().first { $0.sibling == sibling }?.clockDifference == -1500)
         #expect(try !store.isUnsynced)
-        try store.recordRound(with: sibling, at: first.addingTimeInterval(60), clockDifference: 20)
+        try store.recordRound(
+            with: sibling, at: first.addingTimeInterval(60), clockDifference: 20, agreed: [.messages, .plans])
         let rounds = try store.siblingRounds()
         #expect(rounds.count == 2)
         let last = try #require(rounds.first { $0.sibling == sibling })
         #expect(last.clockDifference == 20 && abs(last.at.timeIntervalSince(first) - 60) < 0.002)
+        #expect(last.agreed == [.messages, .plans])
         #expect(rounds.first { $0.sibling == AuthorTag(rawValue: 3) }?.clockDifference == nil)
     }
 
