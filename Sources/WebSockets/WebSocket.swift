@@ -677,12 +677,24 @@ extension WebSocket: EventLoopChannel {
                     let bytes = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
                     if hasTLS {
                         // Opened under the lock every send takes, since one TLS connection both reads and writes.
-                        let opened = transport.withLock { transport -> Data? in try? transport.open(Data(bytes)) }
-                        guard let opened else {
-                            endOfStream = true
-                            break
+                        let opened = transport.withLock { transport -> Result<Data, TLSError> in
+                            do {
+                                return .success(try transport.open(Data(bytes)))
+                            } catch let error as TLSError {
+                                return .failure(error)
+                            } catch {
+                                return .failure(TLSError(.closed, "\(error)"))
+                            }
                         }
-                        reader.inbound.append(contentsOf: opened)
+                        switch opened {
+                        case .success(let plaintext): reader.inbound.append(contentsOf: plaintext)
+                        case .failure(let error):
+                            // Frames complete before the break are still taken; then the connection ends, saying
+                            // why (a close_notify, or a record that did not authenticate).
+                            process(endOfStream: false)
+                            finish(WebSocketError("the TLS connection ended: \(error)"))
+                            return
+                        }
                     } else {
                         reader.inbound.append(contentsOf: bytes)
                     }
