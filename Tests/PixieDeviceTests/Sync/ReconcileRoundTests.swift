@@ -185,6 +185,69 @@ struct ReconcileRoundTests {
         }
     }
 
+    @Test("a row too large for a frame: the answer's last batch names its blobs, and the close waits for them")
+    func largeRowsThroughBlobs() throws {
+        let empty = try RoundPump.store(1)
+        let full = try RoundPump.store(2)
+        let long = String(repeating: "a long line\n", count: 6000)  // a 72 KB record
+        try full.put(.notebookNotes, id: "long", fields: ["title": .text("Long"), "body": .text(long)])
+        try full.put(.notebookNotes, id: "short", fields: RoundPump.note(1))
+        var (initiator, opening) = try ReconcileRound.open(
+            half: Data(repeating: 1, count: 16), inbox: RoundPump.phoneInbox, sibling: AuthorTag(rawValue: 2),
+            data: empty, now: RoundPump.now)
+        guard case .syncDigest(let digests) = opening else { throw ReconcileError.unexpected("no opening") }
+        var (responder, answer) = try ReconcileRound.answer(
+            digests, half: Data(repeating: 2, count: 16), inbox: RoundPump.laptopInbox, sibling: AuthorTag(rawValue: 1),
+            data: full, now: RoundPump.now)
+        // The empty side wants every row of the categories the other holds.
+        var wants: [SiblingMessage] = []
+        for message in answer { wants += try initiator.handle(message, data: empty, now: RoundPump.now) }
+        var rows: [SiblingMessage] = []
+        for want in wants { rows += try responder.handle(want, data: full, now: RoundPump.now) }
+        // The short row goes inline, in a batch that is not the last; the long one waits for blob-svc.
+        #expect(rows.allSatisfy { if case .syncRows(let batch) = $0 { !batch.isLast } else { true } })
+        let large = responder.takeLargeRows()
+        #expect(large.map(\.id) == ["long"])
+        // 900 records (as if split into that many blobs): three batches of at most 400, only the last marked.
+        let record = SyncBlobRecord(
+            blobID: Data(repeating: 3, count: 16), key: Data(repeating: 4, count: 32),
+            nonce: Data(repeating: 5, count: 12),
+            sha256: Data(repeating: 6, count: 32), sizeBytes: 1)
+        let batches = responder.largeRowsSent(Array(repeating: record, count: 900), sent: 1, failed: 0)
+        let shapes = batches.compactMap { message -> (Int, Bool)? in
+            guard case .syncRows(let batch) = message else { return nil }
+            return (batch.records.count / 106, batch.isLast)
+        }
+        #expect(shapes.map(\.0) == [400, 400, 100] && shapes.map(\.1) == [false, false, true])
+        // The initiator takes the inline rows, then the blob batches: it does not close until the blobs' rows are in.
+        var out: [SiblingMessage] = []
+        for message in rows + batches { out += try initiator.handle(message, data: empty, now: RoundPump.now) }
+        #expect(out.isEmpty)
+        #expect(initiator.takeBlobRecords().count == 900)
+        let closing = try initiator.blobsFetched(large, failures: [], data: empty, now: RoundPump.now)
+        #expect(closing.count == 1)
+        #expect(try empty.row(.notebookNotes, id: "long")?["body"] == .text(long))
+        // An upload that failed still owes the answer's last batch: an empty one, the rows counted as too large.
+        let other = try RoundPump.store(3)
+        var (second, reopening) = try ReconcileRound.open(
+            half: Data(repeating: 8, count: 16), inbox: RoundPump.phoneInbox, sibling: AuthorTag(rawValue: 2),
+            data: other, now: RoundPump.now)
+        guard case .syncDigest(let redigests) = reopening else { throw ReconcileError.unexpected("no opening") }
+        var (again, reanswer) = try ReconcileRound.answer(
+            redigests, half: Data(repeating: 7, count: 16), inbox: RoundPump.laptopInbox,
+            sibling: AuthorTag(rawValue: 3), data: full, now: RoundPump.now)
+        var rewants: [SiblingMessage] = []
+        for message in reanswer { rewants += try second.handle(message, data: other, now: RoundPump.now) }
+        for want in rewants { _ = try again.handle(want, data: full, now: RoundPump.now) }
+        #expect(again.takeLargeRows().count == 1)
+        let owed = again.largeRowsSent([], sent: 0, failed: 1)
+        guard case .syncRows(let last)? = owed.first, owed.count == 1 else {
+            Issue.record("expected one empty last batch, got \(owed)")
+            return
+        }
+        #expect(last.isLast && last.records.isEmpty && again.report.rowsTooLarge == 1)
+    }
+
     @Test("a tombstone one side collected is neither sent nor asked for, and the sides still agree")
     func unmatchedTombstones() throws {
         let phone = try RoundPump.store(1)
