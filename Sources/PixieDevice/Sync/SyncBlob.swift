@@ -60,7 +60,7 @@ package struct SyncBlobRecord: Sendable, Equatable {
     }
 
     /// Seals `rows` for blob-svc: a snapshot of them (secrets allowed, as on every sync path) under BlobCrypto v1
-    /// with `key` and `nonce`. Returns the ciphertext and the record naming it once uploaded as `blobID`.
+    /// with `key` and `nonce`. Returns the ciphertext; the record that names it is made once blob-svc stored it.
     package static func seal(_ rows: [StoreRow], key: SymmetricKey, nonce: Data) throws -> Data {
         var plaintext = StoreSnapshot.header(includeSecrets: true)
         for row in rows { StoreSnapshot.append(row, to: &plaintext) }

@@ -54,8 +54,8 @@ public final class SyncLoop: Sendable {
         public let sibling: AuthorTag
         /// True if this device started the round.
         public let started: Bool
-        /// Categories found equal (agreed), and categories that differed.
-        public let agreed: Int
+        /// How many categories were found equal (``agreedCategories``), and how many differed.
+        public var agreed: Int { agreedCategories.count }
         public let differed: Int
         public let rowsSent: Int
         public let rowsApplied: Int
@@ -587,7 +587,7 @@ public final class SyncLoop: Sendable {
     static func summary(_ round: ReconcileRound, _ sibling: Sibling) -> Summary {
         let report = round.report
         return Summary(
-            sibling: sibling.author, started: round.role == .initiator, agreed: report.agreed.count,
+            sibling: sibling.author, started: round.role == .initiator,
             differed: report.differed.count, rowsSent: report.rowsSent, rowsApplied: report.rowsApplied,
             rowsHeld: report.rowsHeld, rowsTooLarge: report.rowsTooLarge, rowsRefused: report.rowsRefused.count,
             clockDifference: report.clockDifference, agreedCategories: report.agreed)
