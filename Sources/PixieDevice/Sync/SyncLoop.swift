@@ -99,6 +99,11 @@ public final class SyncLoop: Sendable {
         var answersOpenings = true
         /// When the clock was last measured against the server's.
         var clockMeasured: Date?
+        /// Siblings owed a follow-up round: a round this device started with them ended with a category still
+        /// different (docs/pixie-sync.md, "Rounds", step 5).
+        var followUpsDue: Set<AuthorTag> = []
+        /// This device's halves of the follow-up rounds it has open: one that ends unsettled is not followed up.
+        var followUps: Set<Data> = []
     }
 
     let context: DeviceContext
@@ -169,6 +174,11 @@ public final class SyncLoop: Sendable {
                 guard (try? await clock.sleep(for: step)) != nil else { return }
                 waited += step
                 expireQuietRounds()
+                let due = state.withLock { state in
+                    defer { state.followUpsDue = [] }
+                    return state.followUpsDue
+                }
+                if !due.isEmpty { _ = await openRounds(with: due) }
                 let mark = try? context.store.lastLocalWrite()
                 if mark != pushed, mark != nil {
                     pushed = mark
@@ -203,23 +213,39 @@ public final class SyncLoop: Sendable {
             group.addTask { [self] in
                 for await (sender, message) in incoming { await handle(sender: sender, message: message) }
             }
-            let (opened, unreached, failures) = await openRounds()
+            let first = await openRounds()
+            var (opened, failures) = (first.opened, first.failures)
             let deadline = clock.now.addingTimeInterval(patience.timeInterval)
-            while clock.now < deadline,
-                state.withLock({ state in
-                    opened.contains { state.rounds.isOpen($0.half) || state.working.contains($0.half) }
-                })
-            {
-                try? await Task.sleep(for: .milliseconds(10))
+            func waitForOpened() async {
+                while clock.now < deadline,
+                    state.withLock({ state in
+                        opened.contains { state.rounds.isOpen($0.half) || state.working.contains($0.half) }
+                    })
+                {
+                    try? await Task.sleep(for: .milliseconds(10))
+                }
+            }
+            await waitForOpened()
+            // A round that ended with a category still different is followed by one more, as in the loop.
+            let due = state.withLock { state in
+                defer { state.followUpsDue = [] }
+                return state.followUpsDue
+            }
+            if !due.isEmpty, clock.now < deadline {
+                let more = await openRounds(with: due)
+                opened += more.opened
+                failures += more.failures
+                await waitForOpened()
             }
             group.cancelAll()
             return state.withLock { state in
                 for (half, _) in opened { state.rounds.remove(half) }
                 state.keepingEnded = false
                 let ended = opened.compactMap { state.ended[$0.half] }
-                let unanswered = opened.filter { state.ended[$0.half] == nil }.map(\.author)
+                let unanswered = Array(Set(opened.filter { state.ended[$0.half] == nil }.map(\.author)))
+                state.followUps = []
                 state.ended = [:]
-                return Rounds(ended: ended, unanswered: unanswered, unreached: unreached, failures: failures)
+                return Rounds(ended: ended, unanswered: unanswered, unreached: first.unreached, failures: failures)
             }
         }
     }
@@ -237,9 +263,12 @@ public final class SyncLoop: Sendable {
         await openRounds().opened.count
     }
 
-    /// Opens a round with every sibling of the logged roster: this device's half of each round's id and the
-    /// sibling, how many devices of the roster have no inbox yet, and why rounds could not start.
-    private func openRounds() async -> (opened: [(half: Data, author: AuthorTag)], unreached: Int, failures: [String]) {
+    /// Opens a round with every sibling of the logged roster, or a follow-up round with each of `followingUp`
+    /// only: this device's half of each round's id and the sibling, how many devices of the roster have no inbox
+    /// yet, and why rounds could not start.
+    private func openRounds(
+        with followingUp: Set<AuthorTag>? = nil
+    ) async -> (opened: [(half: Data, author: AuthorTag)], unreached: Int, failures: [String]) {
         let siblings: [Sibling]
         let others: Int
         do {
@@ -252,17 +281,23 @@ public final class SyncLoop: Sendable {
         }
         var opened: [(half: Data, author: AuthorTag)] = []
         var failures: [String] = []
-        for sibling in siblings {
+        for sibling in siblings where followingUp?.contains(sibling.author) ?? true {
             do {
                 let half = context.environment.random.bytes(count: SyncRoundID.halfByteCount)
                 let (round, opening) = try ReconcileRound.open(
                     half: half, inbox: inbox, sibling: sibling.author, data: context.store, now: clock.now,
                     configuration: roundConfiguration)
-                state.withLock { $0.rounds.keep(round, peer: sibling, peerKey: sibling.pubkey, now: clock.now) }
+                state.withLock { state in
+                    state.rounds.keep(round, peer: sibling, peerKey: sibling.pubkey, now: clock.now)
+                    if followingUp != nil { state.followUps.insert(half) }
+                }
                 do {
                     try await send(opening, sibling.inbox, sibling.key)
                 } catch {
-                    state.withLock { $0.rounds.remove(half) }
+                    state.withLock { state in
+                        state.rounds.remove(half)
+                        state.followUps.remove(half)
+                    }
                     throw error
                 }
                 opened.append((half, sibling.author))
@@ -342,7 +377,16 @@ public final class SyncLoop: Sendable {
                     let summary = Self.summary(open.round, open.peer)
                     finished = summary
                     if open.round.role == .initiator {
-                        state.withLock { if $0.keepingEnded { $0.ended[open.round.id.initiator] = summary } }
+                        state.withLock { state in
+                            if state.keepingEnded { state.ended[open.round.id.initiator] = summary }
+                            // Something changed on one side while the round ran (a write, a tombstone the
+                            // sibling collected through another round): one more round settles it now rather
+                            // than at the interval; a follow-up that ends unsettled is left to the interval.
+                            let wasFollowUp = state.followUps.remove(open.round.id.initiator) != nil
+                            if summary.agreed < StoreCategory.allCases.count, !wasFollowUp {
+                                state.followUpsDue.insert(open.peer.author)
+                            }
+                        }
                     }
                 } else {
                     // Heard from now, after any blob went up or came down: a long transfer is not quiet.
@@ -496,7 +540,11 @@ public final class SyncLoop: Sendable {
     /// Gives up rounds that have heard nothing for ``Configuration/roundTimeout``.
     func expireQuietRounds() {
         let now = clock.now
-        let gone = state.withLock { $0.rounds.expire(now: now, timeout: configuration.roundTimeout.timeInterval) }
+        let gone = state.withLock { state in
+            let gone = state.rounds.expire(now: now, timeout: configuration.roundTimeout.timeInterval)
+            state.followUps = state.followUps.filter { state.rounds.isOpen($0) || state.working.contains($0) }
+            return gone
+        }
         if gone > 0 { events(.dropped("\(gone) round\(gone == 1 ? "" : "s") went quiet and were given up")) }
     }
 
