@@ -72,15 +72,24 @@ public enum WebSocketClient {
         handshakeTimeout: Duration, tls: TLSContext?,
         make: (@Sendable (WebSocket) -> any WebSocketConsumer)?
     ) throws -> WebSocket {
-        let fd = try connectSocket(host: host, port: port)
+        let fd: Int32
+        do {
+            fd = try ClientConnection.connectSocket(host: host, port: port)
+        } catch let failure as ClientConnection.Failure {
+            throw WebSocketError(failure.message)
+        }
         var handedOver = false
         defer { if !handedOver { close(fd) } }
         // The handshake must answer in time; afterwards reads wait as long as the connection lives.
-        setReceiveTimeout(fd, handshakeTimeout)
+        ClientConnection.setTimeouts(fd, handshakeTimeout, sending: false)
         var engine: TLSEngine?
         if let tls {
             let started = try TLSEngine(client: tls, serverName: host)
-            try tlsHandshake(fd, started, timeout: handshakeTimeout)
+            do {
+                try ClientConnection.tlsHandshake(fd, started, timeout: handshakeTimeout)
+            } catch let failure as ClientConnection.Failure {
+                throw WebSocketError(failure.message)
+            }
             engine = started
         }
 
@@ -121,7 +130,7 @@ public enum WebSocketClient {
             $0.value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
         }
         try response.validate(key: key, offeredProtocols: offered, body: body)
-        setReceiveTimeout(fd, .zero)
+        ClientConnection.setTimeouts(fd, .zero, sending: false)
         // From here the socket is read by an event loop, which never waits on it.
         let flags = fcntl(fd, F_GETFL)
         guard flags >= 0, fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0 else {
@@ -137,83 +146,8 @@ public enum WebSocketClient {
         return socket
     }
 
-    /// Runs the TLS handshake on the blocking socket `fd` (its receive timeout set to `timeout`): throws the
-    /// ``TLSError`` that says why it failed, or a ``WebSocketError`` for a server that stalls or drops.
-    private static func tlsHandshake(_ fd: Int32, _ engine: TLSEngine, timeout: Duration) throws {
-        var chunk = [UInt8](repeating: 0, count: 16 << 10)
-        while true {
-            let done: Bool
-            do {
-                done = try engine.handshake()
-            } catch {
-                // The alert that says why goes to the server too.
-                _ = Socket.sendAll(fd, engine.takeOutput())
-                throw error
-            }
-            let out = engine.takeOutput()
-            guard out.isEmpty || Socket.sendAll(fd, out) else {
-                throw WebSocketError("the connection dropped during the TLS handshake (errno \(errno))")
-            }
-            if done { return }
-            errno = 0
-            let n = chunk.withUnsafeMutableBytes { bytes in
-                retryingInterrupts { Glibc.recv(fd, bytes.baseAddress, bytes.count, 0) }
-            }
-            if n > 0 {
-                engine.receive(Data(chunk[0..<n]))
-                continue
-            }
-            if n < 0, errno == EAGAIN || errno == EWOULDBLOCK {
-                throw WebSocketError(
-                    "the server did not complete the TLS handshake within \(timeout); is it a TLS server, or overloaded?"
-                )
-            }
-            // The peer closed: what it sent (a plain HTTP answer, an alert) may say why.
-            if try engine.handshake() { return }
-            throw TLSError(.closed, "the server closed the connection during the TLS handshake")
-        }
-    }
-
-    /// A connected TCP socket to `host`:`port`, trying each address `getaddrinfo(3)` gives; throws naming what
-    /// failed.
-    private static func connectSocket(host: String, port: UInt16) throws -> Int32 {
-        var hints = addrinfo()
-        hints.ai_family = AF_UNSPEC
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        var list: UnsafeMutablePointer<addrinfo>?
-        let resolved = getaddrinfo(host, String(port), &hints, &list)
-        guard resolved == 0, let first = list else {
-            throw WebSocketError(
-                "could not resolve \(host) (\(String(cString: gai_strerror(resolved)))); check the server's address")
-        }
-        defer { freeaddrinfo(first) }
-        var lastError: Int32 = 0
-        var next: UnsafeMutablePointer<addrinfo>? = first
-        while let address = next {
-            next = address.pointee.ai_next
-            let fd = socket(address.pointee.ai_family, address.pointee.ai_socktype, address.pointee.ai_protocol)
-            guard fd >= 0 else {
-                lastError = errno
-                continue
-            }
-            if Glibc.connect(fd, address.pointee.ai_addr, address.pointee.ai_addrlen) == 0 { return fd }
-            lastError = errno
-            close(fd)
-        }
-        throw WebSocketError(
-            "could not connect to \(host):\(port) (\(String(cString: strerror(lastError)))); is the server running "
-                + "there?")
-    }
-
     /// `host` as the Host header writes it: an IPv6 address in brackets.
     private static func hostHeader(_ host: String) -> String { host.contains(":") ? "[\(host)]" : host }
-
-    /// `SO_RCVTIMEO`: reads give up after `duration` (`.zero`: they wait as long as the connection lives).
-    private static func setReceiveTimeout(_ fd: Int32, _ duration: Duration) {
-        let (seconds, attoseconds) = duration.components
-        var timeout = timeval(tv_sec: Int(seconds), tv_usec: Int(attoseconds / 1_000_000_000_000))
-        _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    }
 }
 
 extension Array where Element == UInt8 {

@@ -185,7 +185,7 @@ final class World: Sendable {
         let flow = OnboardingFlow(
             home: try DeviceHome(directory: work.appendingPathComponent("new-\(account.index)")),
             environment: DeviceEnvironment(transport: {
-                TimingTransport(inner: URLSessionTransport(baseURL: $0), timing: timing)
+                TimingTransport(inner: SocketHTTPTransport(baseURL: $0), timing: timing)
             }))
         let start = ContinuousClock.now
         _ = try await flow.signIn(

@@ -7,8 +7,8 @@ import Foundation
 /// known until the producer finishes).
 ///
 /// Both sides block a thread while they wait (the producer on a full buffer, the reader on an empty one), so
-/// neither may run on Swift's cooperative pool: the producer runs on a thread of its own, the reader is
-/// URLSession's.
+/// neither may run on Swift's cooperative pool: the producer runs on a thread of its own, the reader is the
+/// transport's (``SocketHTTPTransport`` gives each exchange a thread).
 public final class PipedBody: @unchecked Sendable {
     /// How many bytes written and not yet read make a write wait.
     public let capacity: Int
@@ -106,8 +106,8 @@ public final class PipedBody: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// The body as Foundation's InputStream, for URLSession's `httpBodyStream` (``URLSessionTransport`` uses it;
-    /// so may an app's own transport). Read it once.
+    /// The body as Foundation's InputStream, for an app's own transport (URLSession's `httpBodyStream`). Read it
+    /// once.
     public func inputStream() -> InputStream { PipedBodyStream(self) }
 }
 

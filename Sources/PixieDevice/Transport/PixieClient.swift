@@ -9,8 +9,8 @@ public struct PixieClient: Sendable {
 
     public init(transport: any HTTPTransport) { self.transport = transport }
 
-    /// A client of the server at `baseURL` over URLSession.
-    public init(baseURL: URL) { self.init(transport: URLSessionTransport(baseURL: baseURL)) }
+    /// A client of the server at `baseURL` over ``SocketHTTPTransport`` (trusting the system's CAs for https).
+    public init(baseURL: URL) { self.init(transport: SocketHTTPTransport(baseURL: baseURL)) }
 
     // MARK: phone-verify-svc
 

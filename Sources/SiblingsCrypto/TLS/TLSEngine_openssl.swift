@@ -195,6 +195,10 @@ public final class TLSEngine {
         return true
     }
 
+    /// Whether the peer closed the connection with a close_notify alert (RFC 8446, section 6.1): a clean end, not a
+    /// cut.
+    public var receivedCloseNotify: Bool { SSL_get_shutdown(ssl) & Int32(SSL_RECEIVED_SHUTDOWN) != 0 }
+
     /// The TLS version agreed on, as OpenSSL names it (`TLSv1.3`).
     public var protocolVersion: String { String(cString: SSL_get_version(ssl)) }
 

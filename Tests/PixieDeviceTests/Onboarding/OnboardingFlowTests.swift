@@ -46,7 +46,7 @@ struct OnboardingFlowTests {
         let losing = OnboardingFlow(
             home: home,
             environment: DeviceEnvironment(transport: {
-                LosingTransport(inner: URLSessionTransport(baseURL: $0), path: "/v1/accounts")
+                LosingTransport(inner: SocketHTTPTransport(baseURL: $0), path: "/v1/accounts")
             }))
         await #expect(throws: PixieClientError.self) {
             try await losing.createAccount(

@@ -67,10 +67,11 @@ struct TwoDevices {
     static func listen(
         _ phone: DeviceHome, sync: SyncService.Configuration = SyncService.Configuration(),
         checkCode: Shared<String?>, reports: Shared<[InboxListener.Outcome]> = Shared([]),
-        configure: (inout InboxListener) -> Void = { _ in }
+        environment: DeviceEnvironment = DeviceEnvironment(), configure: (inout InboxListener) -> Void = { _ in }
     ) async throws -> Task<Void, any Error> {
         let (ready, readyContinuation) = AsyncStream.makeStream(of: Void.self)
-        var listener = InboxListener(context: try DeviceContext(home: phone), deviceFamily: "Phone")
+        var listener = InboxListener(
+            context: try DeviceContext(home: phone, environment: environment), deviceFamily: "Phone")
         listener.syncConfiguration = sync
         configure(&listener)
         let listening = Task { [listener] in
@@ -199,7 +200,7 @@ struct Stranger {
 
 /// The laptop's network with a hook on every answer: to alter a blob, cut a download, count what it fetched.
 struct HookedTransport: HTTPTransport {
-    let inner: URLSessionTransport
+    let inner: SocketHTTPTransport
     let hook: @Sendable (TransportRequest, TransportResponse) async throws -> TransportResponse
 
     func send(_ request: TransportRequest) async throws -> TransportResponse {
@@ -310,8 +311,8 @@ struct SyncAgainstTheServerTests {
         events: @escaping @Sendable (SyncService.Event) -> Void = { _ in }
     ) async throws -> SyncService.Outcome {
         let environment = DeviceEnvironment(transport: { base in
-            guard let hook else { return URLSessionTransport(baseURL: base) }
-            return HookedTransport(inner: URLSessionTransport(baseURL: base), hook: hook)
+            guard let hook else { return SocketHTTPTransport(baseURL: base) }
+            return HookedTransport(inner: SocketHTTPTransport(baseURL: base), hook: hook)
         })
         let service = try await SyncService.connect(
             context: try DeviceContext(home: devices.laptop, environment: environment), configuration: configuration)
