@@ -6,7 +6,7 @@ import PixieWire
 /// online (docs/pixie-sync.md), printing what moved. A `pixie listen` running on this home at the same time keeps
 /// its own rounds; each process takes only the messages of the rounds it opened.
 func reconcileNow(home: DeviceHome, homePath: String, json: Bool, patience: Double) async throws {
-    let context = try DeviceContext(home: home)
+    let context = try DeviceContext(home: home, environment: deviceEnvironment(home))
     let names = await siblingNames(home)
     let service = try await SyncService.connect(context: context)
     let rounds: SyncLoop.Rounds
@@ -64,7 +64,9 @@ func reconcileNow(home: DeviceHome, homePath: String, json: Bool, patience: Doub
 /// The account's devices by author tag, for naming siblings; empty when the roster cannot be fetched (the tags are
 /// shown instead).
 func siblingNames(_ home: DeviceHome) async -> [AuthorTag: String] {
-    guard let devices = try? await OnboardingFlow(home: home).devices() else { return [:] }
+    guard let devices = try? await OnboardingFlow(home: home, environment: deviceEnvironment(home)).devices() else {
+        return [:]
+    }
     var names: [AuthorTag: String] = [:]
     for device in devices { names[AuthorTag(devicePublicKey: device.pubkey)] = device.name }
     return names

@@ -319,7 +319,8 @@ func absorbStore(
 func absorbHere(home: DeviceHome, json: Bool, grace: Double) async throws -> [String: Any] {
     var configuration = SyncService.Configuration()
     configuration.grace = .milliseconds(Int64((grace * 1000).rounded()))
-    let service = try await SyncService.connect(context: try DeviceContext(home: home), configuration: configuration)
+    let service = try await SyncService.connect(
+        context: try DeviceContext(home: home, environment: deviceEnvironment(home)), configuration: configuration)
     let printer = RecordPrinter(json: json)
     let recorder = SyncRecorder()
     let outcome: SyncService.Outcome

@@ -152,7 +152,8 @@ struct SyncWorker: ParsableCommand {
         let recorder = SyncRecorder()
         do {
             let service = try await SyncService.connect(
-                context: try DeviceContext(home: home), configuration: configuration)
+                context: try DeviceContext(home: home, environment: deviceEnvironment(home)),
+                configuration: configuration)
             let outcome: SyncService.Outcome
             // The person may continue without the store at the grace: a round with the online siblings starts
             // filling it in meanwhile (docs/pixie-sync.md, "When a round starts").
@@ -193,7 +194,8 @@ struct SyncWorker: ParsableCommand {
 /// (`round`, `reconciled`, `round_failed`); a failure is recorded, not thrown: the store is absorbed either way.
 func roundAfterAbsorbing(home: DeviceHome, show: @escaping @Sendable ([String: Any]) -> Void) async {
     do {
-        let service = try await SyncService.connect(context: try DeviceContext(home: home))
+        let service = try await SyncService.connect(
+            context: try DeviceContext(home: home, environment: deviceEnvironment(home)))
         let ended: [SyncLoop.Summary]
         do {
             ended = try await service.reconcile(patience: .seconds(10)).ended

@@ -61,6 +61,15 @@ func openHome(_ path: String) throws -> DeviceHome {
     return try DeviceHome(directory: url.standardizedFileURL)
 }
 
+/// The device's world for `home`: the network checks an https:// server against the CA the home keeps
+/// (`--ca-file`), or the system's trust store.
+func deviceEnvironment(_ home: DeviceHome) -> DeviceEnvironment { DeviceEnvironment(tls: home.tls) }
+
+/// The onboarding flow of the device at `home`, with ``deviceEnvironment(_:)``.
+func onboardingFlow(_ home: DeviceHome) -> OnboardingFlow {
+    OnboardingFlow(home: home, environment: deviceEnvironment(home))
+}
+
 /// Whether `host` (a URL's host) is this machine: `localhost`, 127.0.0.0/8 or ::1, where plain HTTP never leaves
 /// it.
 func isLoopback(_ host: String) -> Bool {
@@ -77,7 +86,15 @@ func isLoopback(_ host: String) -> Bool {
 /// (`pixie init` and `pixie signin` share these options).
 struct Setup: ParsableArguments {
     @Option(name: .long("home"), help: "This device's directory (created mode 0700).") var home: String
-    @Option(name: .long("server"), help: "The pixie-server, http://host:port.") var server: String
+    @Option(
+        name: .long("server"),
+        help: "The pixie-server: https://host[:port], or http://host:port for one on this machine.")
+    var server: String
+    @OptionalOption(
+        name: .long("ca-file"),
+        help: "Trust only the CA certificates in this PEM file for the https:// server (a private CA); kept in the "
+            + "home for every later command. Default: the system's trust store.")
+    var caFile: String?
     @Option(name: .long("trust-bundle"), help: "The app's trust bundle (`pixie-server trust-bundle` prints it).")
     var trustBundle: String
     @Option(name: .long("phone"), help: "This device's phone number, E.164 (+14155550123).") var phone: String
@@ -99,6 +116,9 @@ struct Setup: ParsableArguments {
         guard let url = URL(string: server), url.scheme.map({ ["http", "https"].contains($0) }) == true else {
             throw ValidationError("--server must be an http:// or https:// URL, not \(server)")
         }
+        if caFile != nil, url.scheme != "https" {
+            throw ValidationError("--ca-file is for an https:// server; \(server) is plain HTTP")
+        }
         if url.scheme == "http", !isLoopback(url.host ?? ""), !insecurePlainHTTP {
             throw ValidationError(
                 "--server \(server) is plain HTTP to another machine: the session tokens, the phone number and the "
@@ -114,6 +134,13 @@ struct Setup: ParsableArguments {
             throw ValidationError(
                 "--family must be 1 to 64 bytes of UTF-8 without control, line-separator or bidirectional characters")
         }
+    }
+
+    /// The home, keeping --ca-file in it first.
+    func openedHome() throws -> DeviceHome {
+        let opened = try openHome(home)
+        if let caFile { try opened.trustServerCA(from: caFile) }
+        return opened
     }
 
     func bundle() throws -> TrustBundle {
@@ -164,7 +191,7 @@ struct Init: ParsableCommand {
 
     func run() async throws {
         try await reporting {
-            let state = try await OnboardingFlow(home: try openHome(setup.home)).createAccount(
+            let state = try await onboardingFlow(try setup.openedHome()).createAccount(
                 server: URL(string: setup.server)!, trustBundle: try setup.bundle(), name: setup.name,
                 phoneNumber: setup.phone, code: setup.codeSource(), family: setup.family)
             let membership = state.membership!
@@ -210,11 +237,6 @@ struct SignIn: ParsableCommand {
         if let grantCode, grantCode.count != 6 || !grantCode.allSatisfy(\.isNumber) {
             throw ValidationError("--grant-code is the six digits the other device shows")
         }
-        guard setup.server.hasPrefix("http://") else {
-            throw ValidationError(
-                "signin reaches the relay over ws://, so --server must be an http:// URL; TLS for the relay is not "
-                    + "built yet")
-        }
     }
 
     func run() async throws {
@@ -222,7 +244,7 @@ struct SignIn: ParsableCommand {
         try await reporting {
             var configuration = SignInApprovalRequester.Configuration(deviceModel: setup.name)
             configuration.maximumWait = .seconds(wait)
-            let flow = OnboardingFlow(home: try openHome(setup.home))
+            let flow = onboardingFlow(try setup.openedHome())
             let bundle = try setup.bundle()
             let setup = setup
             let grantCode = grantCode
@@ -356,12 +378,15 @@ struct Listen: ParsableCommand {
                 else {
                     throw failure("\(trustBundle) is not a trust bundle; `pixie-server trust-bundle > FILE` makes one")
                 }
-                if try OnboardingFlow(home: opened).adoptTrustBundle(bundle), !json {
+                if try OnboardingFlow(home: opened, environment: deviceEnvironment(opened)).adoptTrustBundle(bundle),
+                    !json
+                {
                     streams.out("Took the keys of \(trustBundle) (phone-verify and sender-cert).")
                 }
             }
             var listener = InboxListener(
-                context: try DeviceContext(home: opened), deviceFamily: try family ?? opened.load()?.family ?? "Linux")
+                context: try DeviceContext(home: opened, environment: deviceEnvironment(opened)),
+                deviceFamily: try family ?? opened.load()?.family ?? "Linux")
             listener.pushToken = pushToken.map { Data($0.utf8) }
             let task = Task {
                 try await listener.run(
@@ -510,7 +535,7 @@ struct Devices: ParsableCommand {
 
     func run() async throws {
         try await reporting {
-            let devices = try await OnboardingFlow(home: try openHome(home)).devices()
+            let devices = try await onboardingFlow(try openHome(home)).devices()
             if json {
                 try printJSON(
                     devices.map {
@@ -545,7 +570,7 @@ struct SignOut: ParsableCommand {
 
     func run() async throws {
         try await reporting {
-            try await OnboardingFlow(home: try openHome(home)).signOut(evenIfLast: lastDevice)
+            try await onboardingFlow(try openHome(home)).signOut(evenIfLast: lastDevice)
             streams.out("Signed out: this device's session is ended and its keys are removed from \(home).")
         }
     }

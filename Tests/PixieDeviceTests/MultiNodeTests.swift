@@ -258,14 +258,23 @@ struct MultiNodeTests {
         #expect(try everyRow(try DeviceStore(home: laptop)) == rows)
     }
 
-    @Test("docs/deploy/nginx.conf in front of two nodes: accounts, the relay's WebSockets and a sign-in through it")
+    @Test(
+        "docs/deploy/nginx.conf with TLS in front of two nodes: an account, a sign-in and an absorption over https and wss"
+    )
     func theFront() async throws {
         let deployment = try await TwoNodes.start(relay: true, environment: ["PIXIE_TRUSTED_PROXIES": "127.0.0.1"])
         defer { deployment.stop() }
-        let front = try NginxFront(nodes: deployment.nodes)
+        let certificates = try TestCertificates()
+        let front = try NginxFront(nodes: deployment.nodes, certificates: certificates)
         defer { front.stop() }
+        #expect(front.base.scheme == "https")
         let bundle = try deployment.trustBundle()
         let root = deployment.directories[0].deletingLastPathComponent()
+        // The devices trust the test's own CA, as `pixie --ca-file` makes them; they log each connection's TLS.
+        let lines = Shared<[String]>([])
+        let environment = DeviceEnvironment(
+            tls: .client(trust: .caFile(certificates.path("ca.pem"))), log: { line in lines.change { $0.append(line) } }
+        )
         // The front sends each request to either node: the code is in the outbox written last.
         let code: OnboardingFlow.CodeSource = { number, _ in
             let newest = deployment.directories.max { a, b in
@@ -275,26 +284,47 @@ struct MultiNodeTests {
             return try #require(try AgainstTheServerTests.lastCode(to: number, in: newest))
         }
         let phone = try DeviceHome(directory: root.appendingPathComponent("phone"))
-        _ = try await OnboardingFlow(home: phone).createAccount(
+        _ = try await OnboardingFlow(home: phone, environment: environment).createAccount(
             server: front.base, trustBundle: bundle, name: "phone", phoneNumber: TwoDevices.number, code: code)
+        let phoneStore = try DeviceStore(home: phone)
+        try phoneStore.put(.notebookNotes, id: "n1", fields: ["title": .text("List"), "body": .text("milk")])
         let checkCode = Shared<String?>(nil)
-        let listening = try await TwoDevices.listen(phone, checkCode: checkCode)
+        let listening = try await TwoDevices.listen(phone, checkCode: checkCode, environment: environment)
         defer { listening.cancel() }
         let laptop = try DeviceHome(directory: root.appendingPathComponent("laptop"))
         checkCode.change { $0 = nil }
         var configuration = SignInApprovalRequester.Configuration(deviceModel: "Laptop")
         configuration.maximumWait = .seconds(60)
-        _ = try await OnboardingFlow(home: laptop).signIn(
+        _ = try await OnboardingFlow(home: laptop, environment: environment).signIn(
             server: front.base, trustBundle: bundle, name: "laptop", phoneNumber: TwoDevices.number, code: code,
             configuration: configuration,
             events: { event in
                 if case .waiting(let code) = event { checkCode.change { $0 = code } }
             })
-        #expect(try await OnboardingFlow(home: laptop).devices().count == 2)
+        #expect(try await OnboardingFlow(home: laptop, environment: environment).devices().count == 2)
+        // The laptop absorbs the phone's store: the offer over wss, the blob through blob-svc over https.
+        let service = try await SyncService.connect(
+            context: try DeviceContext(home: laptop, environment: environment))
+        let outcome = try await service.absorb()
+        await service.close()
+        guard case .absorbed = outcome else {
+            Issue.record("expected the store, got \(outcome)")
+            return
+        }
+        #expect(try DeviceStore(home: laptop).row(.notebookNotes, id: "n1")?["body"] == .text("milk"))
+        #expect(lines.get().contains { $0.contains("TLSv1.3") }, "\(lines.get())")
+        // A device that trusts only the system's store is refused, and told why.
+        do {
+            _ = try await OnboardingFlow(home: laptop).devices()
+            Issue.record("a device that does not trust the test CA reached the front")
+        } catch {
+            #expect("\(error)".contains("not signed by a CA this device trusts"), "\(error)")
+        }
         let bundleFile = root.appendingPathComponent("bundle.json")
         try JSONEncoder().encode(bundle).write(to: bundleFile)
+        // The operator's audit reads the log from a node (its URLSession trusts the system's store only).
         let audit = try AgainstTheServerTests.run([
-            "audit", "--url", front.base.absoluteString, "--trust-bundle", bundleFile.path,
+            "audit", "--url", deployment.nodes[0].base.absoluteString, "--trust-bundle", bundleFile.path,
         ])
         #expect(audit.hasPrefix("ok:"), "\(audit)")
     }
@@ -354,15 +384,15 @@ struct MultiNodeTests {
 }
 
 /// nginx running docs/deploy/nginx.conf on a free loopback port, in front of `nodes` (each both a service and a
-/// relay node), without TLS; its files in a temporary prefix.
+/// relay node), with TLS by the test CA's certificate for localhost and 127.0.0.1; its files in a temporary prefix.
 struct NginxFront {
     let port: Int
     let prefix: URL
     private let process: ChildProcess
 
-    var base: URL { URL(string: "http://127.0.0.1:\(port)")! }
+    var base: URL { URL(string: "https://localhost:\(port)")! }
 
-    init(nodes: [RunningServer]) throws {
+    init(nodes: [RunningServer], certificates: TestCertificates) throws {
         let binary = "/usr/sbin/nginx"
         guard FileManager.default.isExecutableFile(atPath: binary) else {
             throw Failure(description: "nginx is not installed at \(binary): run scripts/setup.sh")
@@ -376,10 +406,12 @@ struct NginxFront {
             text = text.replacingOccurrences(of: "        server \(example);", with: upstreams)
         }
         text = text.split(separator: "\n", omittingEmptySubsequences: false)
-            .filter { !$0.contains("server 10.0.0.") && !$0.contains("ssl_certificate") }
+            .filter { !$0.contains("server 10.0.0.") }
             .joined(separator: "\n")
+        text = text.replacingOccurrences(of: "/etc/ssl/pixie/fullchain.pem", with: certificates.path("server.pem"))
+        text = text.replacingOccurrences(of: "/etc/ssl/pixie/privkey.pem", with: certificates.path("server.key"))
         port = try Loopback.freePort()
-        text = text.replacingOccurrences(of: "listen 443 ssl;", with: "listen 127.0.0.1:\(port);")
+        text = text.replacingOccurrences(of: "listen 443 ssl;", with: "listen 127.0.0.1:\(port) ssl;")
         text = text.replacingOccurrences(of: "worker_processes auto;", with: "worker_processes 1;")
         prefix = FileManager.default.temporaryDirectory.appendingPathComponent("nginx-\(UUID())")
         try FileManager.default.createDirectory(

@@ -1,5 +1,5 @@
 import Foundation
-import SiblingsCrypto
+public import SiblingsCrypto
 
 /// The world a device runs in: the network to its server and to the relay, its clock, its randomness and its log.
 /// An app uses the defaults; a test brings its own (an in-process transport, the in-memory relay, a manual clock),
@@ -14,18 +14,26 @@ public struct DeviceEnvironment: Sendable {
     /// Where random bytes come from (request ids, reply subjects, keys, jitter). Not public API: only tests
     /// replace it, to make a run repeatable.
     var random: any SecureRandomSource
-    /// Lines for the device's own log (never sent anywhere): frames dropped and why, reconnections.
+    /// Lines for the device's own log (never sent anywhere): frames dropped and why, reconnections, the TLS
+    /// version and key exchange of each connection to the server.
     public var log: @Sendable (String) -> Void
+    /// Whom the default transport and relay trust for an `https://` server: the system's trust store, or a
+    /// private CA; and the keys pinned, if any.
+    public let tls: TLSConfiguration
 
+    /// The network is ``SocketHTTPTransport`` and ``WebSocketRelayConnection`` unless `transport` and `relay`
+    /// say otherwise; both check an `https://` server's certificate as `tls` says.
     public init(
-        transport: @escaping @Sendable (URL) -> any HTTPTransport = { URLSessionTransport(baseURL: $0) },
-        relay: @escaping RelayConnector = { try await WebSocketRelayConnection.connect(to: $0) },
+        transport: (@Sendable (URL) -> any HTTPTransport)? = nil,
+        relay: RelayConnector? = nil,
         clock: any DeviceClock = SystemDeviceClock(),
+        tls: TLSConfiguration = .client(),
         log: @escaping @Sendable (String) -> Void = { _ in }
     ) {
-        self.transport = transport
-        self.relay = relay
+        self.transport = transport ?? { SocketHTTPTransport(baseURL: $0, tls: tls, log: log) }
+        self.relay = relay ?? { try await WebSocketRelayConnection.connect(to: $0, tls: tls) }
         self.clock = clock
+        self.tls = tls
         self.random = SystemRandom()
         self.log = log
     }

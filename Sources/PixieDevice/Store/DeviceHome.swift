@@ -81,6 +81,7 @@ extension DeviceHome {
             try StoreFile.removeAll(link: directory.appendingPathComponent(DeviceStore.fileName))
             do throws(PrivateFilesError) {
                 try PrivateFiles.remove(directory.appendingPathComponent(Self.answeredSignInsFile))
+                try PrivateFiles.remove(directory.appendingPathComponent(Self.serverCAFile))
                 try PrivateFiles.remove(file)
                 try PrivateFiles.syncDirectory(directory)
             } catch {
@@ -270,4 +271,38 @@ struct AnsweredSignIns: Codable {
     }
 
     let answered: [Entry]
+}
+
+extension DeviceHome {
+    static let serverCAFile = "server-ca.pem"
+
+    /// The private CA (PEM) this device trusts for its `https://` server, kept by ``trustServerCA(from:)`` (`pixie
+    /// --ca-file`); nil when it trusts the system's trust store.
+    public var serverCA: URL? {
+        let file = directory.appendingPathComponent(Self.serverCAFile)
+        return FileManager.default.fileExists(atPath: file.path) ? file : nil
+    }
+
+    /// How this device checks its server's certificate: against its kept CA, or the system's trust store.
+    public var tls: TLSConfiguration { .client(trust: serverCA.map { .caFile($0.path) } ?? .system) }
+
+    /// Keeps the CA certificates (PEM) in `file` as the only ones this device trusts for its `https://` server
+    /// (a private CA, as a test or a closed network has), checked first: OpenSSL must read them.
+    public func trustServerCA(from file: String) throws {
+        guard let pem = FileManager.default.contents(atPath: file) else {
+            throw DeviceError.home("cannot read the CA file \(file); name a PEM file of CA certificates")
+        }
+        do throws(TLSError) {
+            _ = try TLSContext(.client(trust: .caFile(file)))
+        } catch {
+            throw DeviceError.home("\(file) holds no CA certificate OpenSSL can read (PEM): \(error.message)")
+        }
+        do throws(PrivateFilesError) {
+            try check()
+            try PrivateFiles.write(pem, to: directory.appendingPathComponent(Self.serverCAFile))
+            try PrivateFiles.syncDirectory(directory)
+        } catch {
+            throw DeviceError.home(error.reason)
+        }
+    }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import PixieWire
+import SiblingsCrypto
 import Synchronization
 import WebSockets
 
@@ -28,20 +29,35 @@ public final class WebSocketRelayConnection: RelayConnection {
         (deliveries, deliveriesContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1024))
     }
 
-    /// Connects to the relay of the server at `baseURL` (`http://host:port`: the relay is `ws://host:port/v1/relay`)
-    /// and reads its CHALLENGE.
-    public static func connect(to baseURL: URL) async throws -> WebSocketRelayConnection {
-        guard baseURL.scheme == "http", let host = baseURL.host else {
+    /// Connects to the relay of the server at `baseURL` (`https://host[:port]`: the relay is
+    /// `wss://host[:port]/v1/relay`, TLS checked as `tls` says; `http://host:port`: plain `ws://`) and reads its
+    /// CHALLENGE.
+    public static func connect(
+        to baseURL: URL, tls: TLSConfiguration = .client()
+    ) async throws -> WebSocketRelayConnection {
+        let scheme = baseURL.scheme?.lowercased()
+        guard scheme == "http" || scheme == "https", let host = baseURL.host, !host.isEmpty else {
             throw RelayConnectionError.unsupported(
-                "the relay session speaks plain ws:// to an http:// server; \(baseURL.absoluteString) needs TLS, which "
-                    + "this build's WebSocket client does not have yet")
+                "\(baseURL.absoluteString) is not an http:// or https:// server address, so its relay cannot be found")
+        }
+        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        var context: TLSContext?
+        if scheme == "https" {
+            do throws(TLSError) {
+                context = try TLSContext(tls)
+            } catch {
+                throw RelayConnectionError.closed("TLS to the relay cannot be set up: \(error.message)")
+            }
         }
         let socket: WebSocket
         do {
             socket = try await WebSocketClient.connect(
-                host: host, port: UInt16(baseURL.port ?? 80), path: PixieAPI.relayConnect.target())
+                host: bare, port: UInt16(baseURL.port ?? (scheme == "https" ? 443 : 80)),
+                path: PixieAPI.relayConnect.target(), tls: context)
         } catch let error as WebSocketError {
             throw RelayConnectionError.closed("could not open the relay: \(error.reason)")
+        } catch let error as TLSError {
+            throw RelayConnectionError.closed("could not open the relay: \(error.message)")
         }
         // The CHALLENGE is the relay's first frame; one that sends nothing within the request timeout is no relay.
         let watchdog = Task {
