@@ -35,16 +35,18 @@ final class Daemon {
         // inter-thread channel lets `drain` stop the listener while connections finish (MHD_quiesce_daemon).
         // poll(2), not select(2): select cannot watch a descriptor past 1023, and libmicrohttpd would refuse it.
         // Its error log goes to MalformedContentLength's logger, which answers the one refusal it garbles.
+        // With TLS, libmicrohttpd listens on nothing: the TLS terminator accepts, and adds each connection's
+        // plaintext end (MHD_add_connection).
         let flags = UInt32(
             MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_THREAD_PER_CONNECTION.rawValue
                 | MHD_ALLOW_UPGRADE.rawValue | MHD_USE_ITC.rawValue | MHD_USE_POLL.rawValue
-                | MHD_USE_ERROR_LOG.rawValue)
+                | MHD_USE_ERROR_LOG.rawValue | (configuration.tls == nil ? 0 : MHD_USE_NO_LISTEN_SOCKET.rawValue))
         errno = 0
         guard
             let handle = CMicroHTTPD_start_loopback(
-                flags, configuration.port, UInt32(connections.httpConnectionLimit), connectionTimeout, acceptPolicy,
-                accessHandler, requestCompleted, notifyConnection, MalformedContentLength.logger,
-                MalformedContentLength.uriLog, cls)
+                flags, configuration.tls == nil ? configuration.port : 0, UInt32(connections.httpConnectionLimit),
+                connectionTimeout, acceptPolicy, accessHandler, requestCompleted, notifyConnection,
+                MalformedContentLength.logger, MalformedContentLength.uriLog, cls)
         else {
             let detail = errno == 0 ? "" : " (\(String(cString: strerror(errno))))"
             throw HTTPError(
@@ -52,16 +54,37 @@ final class Daemon {
                 "could not listen on 127.0.0.1:\(configuration.port)\(detail); choose another port or stop the "
                     + "program using it")
         }
-        let port = CMicroHTTPD_bound_port(handle)
-        guard port != 0 else {
-            connections.stop()
-            MHD_stop_daemon(handle)
-            throw HTTPError(.internalServerError, .server, "libmicrohttpd started but did not report its port")
+        if let tls = configuration.tls {
+            let daemon = DaemonHandle(handle)
+            let listener: TLSTerminator
+            do {
+                listener = try TLSTerminator(
+                    address: tls.address, port: configuration.port,
+                    configuration: .server(
+                        certificateChainFile: tls.certificateChainFile, privateKeyFile: tls.privateKeyFile)
+                ) { fd, address, length in MHD_add_connection(daemon.handle, fd, address, length) == .YES }
+            } catch {
+                connections.stop()
+                MHD_stop_daemon(handle)
+                throw error
+            }
+            terminator = listener
+            port = listener.port
+        } else {
+            terminator = nil
+            port = CMicroHTTPD_bound_port(handle)
+            guard port != 0 else {
+                connections.stop()
+                MHD_stop_daemon(handle)
+                throw HTTPError(.internalServerError, .server, "libmicrohttpd started but did not report its port")
+            }
         }
         self.handle = handle
         self.core = core
-        self.port = port
     }
+
+    /// The TLS listener in front of libmicrohttpd, when the server speaks TLS itself.
+    let terminator: TLSTerminator?
 
     /// The listening socket `drain` took back from libmicrohttpd; closed only after the daemon stops (its
     /// threads may still hold it until then). Touched by `drain` and `deinit`, which the owner never runs at once.
@@ -70,6 +93,7 @@ final class Daemon {
     /// Stops taking connections (new ones are refused), closes the WebSockets, and waits until every request
     /// in flight has been answered or `deadline` has passed. Returns how many were still in flight then.
     func drain(until deadline: ContinuousClock.Instant) -> Int {
+        terminator?.stopAccepting()
         if quiescedSocket == nil {
             let socket = MHD_quiesce_daemon(handle)
             if socket >= 0 {
@@ -91,10 +115,19 @@ final class Daemon {
     deinit {
         // The WebSockets are the server's own sockets: close them with it.
         core.closeWebSockets()
+        // No connection may reach libmicrohttpd once it is stopped.
+        terminator?.stopAccepting()
         MHD_stop_daemon(handle)
         core.connections.stop()
         if let quiescedSocket { close(quiescedSocket) }
     }
+}
+
+/// The daemon's handle, for the TLS terminator's thread: libmicrohttpd takes added connections from any thread
+/// (MHD_USE_ITC), and the terminator stops adding before the daemon stops.
+private struct DaemonHandle: @unchecked Sendable {
+    let handle: OpaquePointer
+    init(_ handle: OpaquePointer) { self.handle = handle }
 }
 
 /// The daemon's configuration and responder, shared by every connection thread, and its open WebSockets.

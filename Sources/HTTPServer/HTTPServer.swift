@@ -1,4 +1,5 @@
 import Foundation
+import SiblingsCrypto
 import Synchronization
 import WebSockets
 
@@ -17,7 +18,8 @@ import WebSockets
 /// without ``shutdown()`` stops it the same way, blocking the releasing thread.
 public final class HTTPServer: Sendable {
     public struct Configuration: Sendable {
-        /// The TCP port on 127.0.0.1; 0 lets the system choose one (read it from ``HTTPServer/port``).
+        /// The TCP port (on 127.0.0.1, or on ``TLS-swift.struct/address`` with TLS); 0 lets the system choose one
+        /// (read it from ``HTTPServer/port``).
         public var port: UInt16
         /// The longest request body accepted, in bytes; longer ones get 413.
         public var maximumBodySize: Int
@@ -34,6 +36,25 @@ public final class HTTPServer: Sendable {
         public var webSocketKeepalive: WebSocketKeepalive? = WebSocketKeepalive()
         /// Per-address and overall limits, the header deadline and the minimum body rate.
         public var limits = ConnectionLimits()
+        /// Serve HTTPS (and WSS) itself rather than plain HTTP on 127.0.0.1; `nil` (the default) is plain HTTP for a
+        /// TLS-terminating proxy on the same machine.
+        public var tls: TLS?
+
+        /// HTTPS served by the server itself (TLS 1.2 and 1.3, ``TLSConfiguration``).
+        public struct TLS: Sendable, Equatable {
+            /// PEM, leaf first (certbot's `fullchain.pem`).
+            public var certificateChainFile: String
+            /// PEM (certbot's `privkey.pem`).
+            public var privateKeyFile: String
+            /// The IP address to listen on: `0.0.0.0` or `::` for every interface, 127.0.0.1 for this machine only.
+            public var address: String
+
+            public init(certificateChainFile: String, privateKeyFile: String, address: String = "127.0.0.1") {
+                self.certificateChainFile = certificateChainFile
+                self.privateKeyFile = privateKeyFile
+                self.address = address
+            }
+        }
 
         public init(
             port: UInt16 = 0, maximumBodySize: Int = 1 << 20, connectionLimit: Int = 64, connectionTimeout: Int = 30,
@@ -59,6 +80,14 @@ public final class HTTPServer: Sendable {
         self.port = daemon.port
         connections = daemon.connections
         self.daemon = Mutex(daemon)
+    }
+
+    /// Reads the TLS certificate chain and key again, from the files the configuration named (after a renewal):
+    /// connections made from now on show the new certificate, and those open keep theirs. On failure the old ones
+    /// stay in use. Does nothing for a server without TLS.
+    public func reloadTLS() throws(TLSError) {
+        guard let terminator = daemon.withLock({ $0?.terminator }) else { return }
+        try terminator.reload()
     }
 
     /// The connections held now and the limits in force (cut to the open-file limit), and what was refused.

@@ -291,8 +291,9 @@ public struct Application: Sendable {
         return pinned
     }
 
-    /// Starts listening on 127.0.0.1 and returns the running server.
+    /// Starts listening (plain HTTP on 127.0.0.1, or TLS on the configured address) and returns the running server.
     public func start() throws(ServerError) -> HTTPServer {
+        try configuration.checkTogether()
         let server: HTTPServer
         do {
             var settings = HTTPServer.Configuration(
@@ -309,6 +310,9 @@ public struct Application: Sendable {
             settings.webSocketKeepalive = WebSocketKeepalive(
                 interval: .seconds(configuration.webSocketPingInterval),
                 timeout: .seconds(configuration.webSocketPingTimeout))
+            if let chain = configuration.tlsCertificateFile, let key = configuration.tlsKeyFile {
+                settings.tls = .init(certificateChainFile: chain, privateKeyFile: key, address: configuration.address)
+            }
             server = try HTTPServer(responder: router, configuration: settings)
         } catch {
             throw ServerError(.listen, error.reason)
@@ -328,12 +332,36 @@ public struct Application: Sendable {
         logger.info(
             "listening",
             [
-                "address": "http://127.0.0.1:\(server.port)",
+                "address": Self.url(configuration, port: server.port),
                 "connection_limit": "\(held.httpConnectionLimit)", "websocket_limit": "\(held.webSocketLimit)",
                 "services": configuration.services.map(\.rawValue).joined(separator: ","),
                 "data_dir": configuration.dataDirectory,
             ])
         return server
+    }
+
+    /// Where the server listens, as a device would name it.
+    static func url(_ configuration: PixieConfiguration, port: UInt16) -> String {
+        guard configuration.tlsCertificateFile != nil else { return "http://127.0.0.1:\(port)" }
+        let host = configuration.address.contains(":") ? "[\(configuration.address)]" : configuration.address
+        return "https://\(host):\(port)"
+    }
+
+    /// Reads the TLS certificate and key again (SIGHUP, after a renewal) and logs the outcome; a failure keeps the
+    /// certificate in use.
+    public func reloadCertificate(of server: HTTPServer) {
+        guard let chain = configuration.tlsCertificateFile else {
+            logger.info("SIGHUP: nothing to reload (no tls_cert)")
+            return
+        }
+        do {
+            try server.reloadTLS()
+            logger.info("reloaded the TLS certificate", ["tls_cert": chain])
+        } catch {
+            logger.error(
+                "the TLS certificate was not reloaded; the one in use stays",
+                ["tls_cert": chain, "error": error.message, "detail": error.detail])
+        }
     }
 
     /// Runs until SIGTERM or SIGINT, then stops taking connections, lets the requests in flight finish (for up
@@ -348,6 +376,7 @@ public struct Application: Sendable {
         }
         let server = try start()
         let sweeper = blob.map { blob in Task { await blob.runSweeper() } }
+        Self.onHangUp { [self] in reloadCertificate(of: server) }
         let signal = await Self.waitForTermination()
         logger.info("shutting down", ["signal": signal])
         sweeper?.cancel()
@@ -389,6 +418,15 @@ public struct Application: Sendable {
         // The log opens with identity-svc; phone-verify beside it pins its own key, so nothing warns.
         configuration.services = [.phoneVerify, .identity]
         return try await Application.open(configuration: configuration, logger: logger).trustBundle()
+    }
+
+    /// Runs `reload` on every SIGHUP from now on (certbot's deploy hook sends one after a renewal).
+    static func onHangUp(_ reload: @escaping @Sendable () -> Void) {
+        signal(SIGHUP, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: SIGHUP, queue: DispatchQueue(label: "pixie-server.hup"))
+        source.setEventHandler(handler: reload)
+        source.resume()
+        SignalSources.keep([source])
     }
 
     /// Waits for SIGTERM or SIGINT (whichever comes first) and returns its name.

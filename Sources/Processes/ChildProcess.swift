@@ -203,6 +203,8 @@ public final class ChildProcess: @unchecked Sendable {
     public func suspend() { send(SIGSTOP) }
     /// Sends SIGCONT: a suspended child goes on.
     public func resume() { send(SIGCONT) }
+    /// Sends SIGHUP: a server reloads what it reloads (pixie-server, its TLS certificate).
+    public func hangUp() { send(SIGHUP) }
 
     /// Sends `signal` to a child that is started and not yet reaped (whose process ID is not reused).
     private func send(_ signal: Int32) {

@@ -7,7 +7,7 @@ import Synchronization
 #endif
 
 /// What waits in an ``EventLoop`` for its socket (a ``WebSocket``). Every call comes on the loop's thread.
-protocol EventLoopChannel: AnyObject {
+package protocol EventLoopChannel: AnyObject {
     /// The socket has bytes, or the peer closed it, or it failed (`EPOLLIN`, `EPOLLRDHUP`, `EPOLLHUP`,
     /// `EPOLLERR`).
     func readable()
@@ -48,7 +48,7 @@ package final class EventLoop: @unchecked Sendable {
 
     /// The loop for a new socket, in turn. Only after ``unavailable`` said nil (the server and the client check
     /// it before any socket is made).
-    static func next() -> EventLoop {
+    package static func next() -> EventLoop {
         precondition(!all.isEmpty, "a WebSocket was made although the event loops could not start")
         return all[turn.wrappingAdd(1, ordering: .relaxed).oldValue % all.count]
     }
@@ -63,7 +63,7 @@ package final class EventLoop: @unchecked Sendable {
     private var lastPass = ContinuousClock.now
     private var slack = Duration.seconds(1)
     /// Where every read on this loop lands first (64 KiB), so an idle socket holds no read buffer of its own.
-    let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 << 10, alignment: 16)
+    package let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 << 10, alignment: 16)
 
     private init?(index: Int) {
         epoll = CEpoll_create()
@@ -80,7 +80,7 @@ package final class EventLoop: @unchecked Sendable {
     }
 
     /// Runs `work` on the loop's thread, soon (after the events at hand).
-    func execute(_ work: @escaping @Sendable () -> Void) {
+    package func execute(_ work: @escaping @Sendable () -> Void) {
         let first = inbox.withLock { inbox -> Bool in
             inbox.append(work)
             return inbox.count == 1
@@ -92,7 +92,7 @@ package final class EventLoop: @unchecked Sendable {
     // MARK: On the loop's thread
 
     /// Watches `fd` for `channel`; returns its tag, or nil with errno set if epoll refused it.
-    func add(
+    package func add(
         _ channel: any EventLoopChannel, fd: Int32, reading: Bool, writing: Bool, timerSlack: Duration
     )
         -> UInt64?
@@ -107,24 +107,24 @@ package final class EventLoop: @unchecked Sendable {
 
     /// Changes what `fd` is watched for. While not reading, the peer's half-close is not watched either (it
     /// would be reported ready for as long as the bytes before it wait); a hang-up and errors always are.
-    func watch(_ tag: UInt64, fd: Int32, reading: Bool, writing: Bool) {
+    package func watch(_ tag: UInt64, fd: Int32, reading: Bool, writing: Bool) {
         // Fails only for a descriptor no longer watched, which the channel's own state rules out.
         _ = CEpoll_watch(epoll, fd, 0, Self.events(reading: reading, writing: writing), tag)
     }
 
     /// Stops watching `fd` but keeps the channel, for its timers (a socket whose peer is gone).
-    func unwatch(_ tag: UInt64, fd: Int32) {
+    package func unwatch(_ tag: UInt64, fd: Int32) {
         _ = CEpoll_unwatch(epoll, fd)
     }
 
     /// Stops watching `fd`; call before closing it.
-    func remove(_ tag: UInt64, fd: Int32) {
+    package func remove(_ tag: UInt64, fd: Int32) {
         _ = CEpoll_unwatch(epoll, fd)
         channels[tag] = nil
     }
 
     /// Asks for a timer pass at `instant` (or a little later, by the loop's slack).
-    func schedule(at instant: ContinuousClock.Instant) {
+    package func schedule(at instant: ContinuousClock.Instant) {
         let due = Swift.max(instant, lastPass + slack)
         if timerDue.map({ due < $0 }) ?? true { timerDue = due }
     }

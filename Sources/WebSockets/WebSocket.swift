@@ -664,7 +664,7 @@ public final class WebSocket: AsyncSequence, Sendable {
 }
 
 extension WebSocket: EventLoopChannel {
-    func readable() {
+    package func readable() {
         guard !reader.done else { return }
         let buffer = loop.readBuffer
         var endOfStream = false
@@ -710,7 +710,7 @@ extension WebSocket: EventLoopChannel {
         process(endOfStream: endOfStream)
     }
 
-    func writable() {
+    package func writable() {
         guard !reader.done else { return }
         let owedWritten = flushOwed()
         if owedWritten, let ending = reader.ending, ending.error == nil {
@@ -722,7 +722,7 @@ extension WebSocket: EventLoopChannel {
         }
     }
 
-    func timerFired(now: ContinuousClock.Instant) -> ContinuousClock.Instant? {
+    package func timerFired(now: ContinuousClock.Instant) -> ContinuousClock.Instant? {
         guard !reader.done else { return nil }
         if let ending = reader.ending, now >= ending.deadline {
             finish(ending.error)

@@ -30,6 +30,7 @@ func loadConfiguration(file: String?, flags: [(String, String?)]) throws -> Pixi
         if let file { try configuration.apply(file: URL(fileURLWithPath: file)) }
         try configuration.apply(environment: ProcessInfo.processInfo.environment)
         for case (let name, let value?) in flags { try configuration.set(name, value, source: "--\(name)") }
+        try configuration.checkTogether()
     } catch {
         streams.err("pixie-server: error: \(error.reason)")
         throw ExitCode.usage
@@ -51,7 +52,14 @@ struct Serve: ParsableCommand {
     @OptionalOption(
         name: .long("database"), help: "A PostgreSQL URL for the store, postgres://user@host/db (default: SQLite).")
     var database: String?
-    @OptionalOption(name: .long("port"), help: "TCP port on 127.0.0.1.") var port: String?
+    @OptionalOption(name: .long("port"), help: "TCP port (on 127.0.0.1, or with TLS on --address).") var port: String?
+    @OptionalOption(
+        name: .long("tls-cert"), help: "Serve https:// and wss:// with this PEM chain (fullchain.pem); SIGHUP reloads.")
+    var tlsCert: String?
+    @OptionalOption(name: .long("tls-key"), help: "The certificate's PEM private key (privkey.pem).") var tlsKey:
+        String?
+    @OptionalOption(name: .long("address"), help: "IP address to listen on with TLS (default 127.0.0.1).")
+    var address: String?
     @OptionalOption(
         name: .long("phone-verify-key"), help: "Pinned phone-verify public keys, base64url, comma-separated.")
     var phoneVerifyKey: String?
@@ -138,7 +146,8 @@ struct Serve: ParsableCommand {
             flags: [
                 ("services", services.isEmpty ? nil : services.joined(separator: ",")), ("data_dir", dataDir),
                 ("database", database),
-                ("port", port), ("phone_verify_key", phoneVerifyKey), ("sms_webhook_url", smsWebhookUrl),
+                ("port", port), ("tls_cert", tlsCert), ("tls_key", tlsKey), ("address", address),
+                ("phone_verify_key", phoneVerifyKey), ("sms_webhook_url", smsWebhookUrl),
                 ("sms_webhook_secret", smsWebhookSecret), ("rp_id", rpId), ("allowed_origins", allowedOrigins),
                 ("require_user_verification", requireUserVerification), ("log_level", logLevel),
                 ("max_body_bytes", maxBodyBytes), ("phone_cert_lifetime", phoneCertLifetime),

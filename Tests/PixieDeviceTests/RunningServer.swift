@@ -20,17 +20,28 @@ final class RunningServer: Sendable {
 
     private let process: ChildProcess
     let port: Int
-    var base: URL { URL(string: "http://127.0.0.1:\(port)")! }
+    /// Whether it serves TLS itself (`--tls-cert`).
+    let isTLS: Bool
+    /// `http://127.0.0.1:PORT`, or with TLS `https://localhost:PORT` (the name its certificate carries).
+    var base: URL { URL(string: isTLS ? "https://localhost:\(port)" : "http://127.0.0.1:\(port)")! }
 
     /// `relayTokens`: `credential` (the default: every SEND spends a real rate-limit token) or `insecure-dev`.
-    /// `environment`: extra `PIXIE_<SETTING>` variables (`PIXIE_GRANT_LIFETIME`).
-    init(dataDirectory: URL, relayTokens: String = "credential", environment: [String: String] = [:]) async throws {
+    /// `environment`: extra `PIXIE_<SETTING>` variables (`PIXIE_GRANT_LIFETIME`). `tls`: the certificate chain and
+    /// key files it serves https:// with (`--tls-cert`, `--tls-key`).
+    init(
+        dataDirectory: URL, relayTokens: String = "credential", environment: [String: String] = [:],
+        tls: (chain: String, key: String)? = nil
+    ) async throws {
         guard FileManager.default.isExecutableFile(atPath: Self.binary.path) else {
             throw Failure(description: "pixie-server is not built at \(Self.binary.path): swift build --build-tests")
         }
         let process = ChildProcess()
         process.executableURL = Self.binary
-        process.arguments = ["--data-dir", dataDirectory.path, "--port", "0", "--relay-tokens", relayTokens]
+        process.arguments =
+            ["--data-dir", dataDirectory.path, "--port", "0", "--relay-tokens", relayTokens]
+            + (tls.map { ["--tls-cert", $0.chain, "--tls-key", $0.key] } ?? [])
+        isTLS = tls != nil
+        let scheme = tls == nil ? "http" : "https"
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         let err = Pipe()
         process.standardError = err
@@ -46,7 +57,7 @@ final class RunningServer: Sendable {
                         let chunk = err.fileHandleForReading.availableData
                         if chunk.isEmpty { break }
                         text += String(decoding: chunk, as: UTF8.self)
-                        if let range = text.range(of: #""address":"http://127.0.0.1:"#),
+                        if let range = text.range(of: #""address":"\#(scheme)://127.0.0.1:"#),
                             let port = Int(text[range.upperBound...].prefix { $0.isNumber })
                         {
                             continuation.resume(returning: port)
@@ -65,6 +76,9 @@ final class RunningServer: Sendable {
         }
         self.process = process
     }
+
+    /// SIGHUP: reload the TLS certificate.
+    func hangUp() { process.hangUp() }
 
     func stop() {
         process.terminate()

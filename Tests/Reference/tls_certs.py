@@ -5,6 +5,7 @@
 writes into DIR, as PEM:
   ca.pem                       a test CA (ECDSA P-256)
   server.pem, server.key       a leaf it signed for DNS:localhost and IP:127.0.0.1, valid now, chain leaf then CA
+  renewed.pem, renewed.key     the same names and CA, a new key: the server's certificate after a renewal
   expired.pem, expired.key     the same names, its validity over a day ago
   other-ca.pem                 a second CA, which signed nothing the server shows
   other.pem, other.key         a leaf the second CA signed for localhost
@@ -86,6 +87,8 @@ def main():
     write(directory, "ca", None, [ca_cert])
     server_key, server_cert = leaf(ca_key, ca_cert, now - datetime.timedelta(days=1), now + datetime.timedelta(days=7))
     write(directory, "server", server_key, [server_cert, ca_cert])
+    renewed_key, renewed_cert = leaf(ca_key, ca_cert, now - datetime.timedelta(hours=1), now + datetime.timedelta(days=90))
+    write(directory, "renewed", renewed_key, [renewed_cert, ca_cert])
     old_key, old_cert = leaf(ca_key, ca_cert, now - datetime.timedelta(days=10), now - datetime.timedelta(days=1))
     write(directory, "expired", old_key, [old_cert, ca_cert])
     other_ca_key, other_ca = ca("Another test CA")

@@ -2,7 +2,7 @@ import Foundation
 import Processes
 
 /// Certificates made at run time by pyca/cryptography (Tests/Reference/tls_certs.py, in the project's venv): a
-/// test CA, a server leaf for localhost and 127.0.0.1 (`server`), an expired one (`expired`), and a second CA
+/// test CA, a server leaf for localhost and 127.0.0.1 (`server`), its renewal (`renewed`: same CA, new key), an expired one (`expired`), and a second CA
 /// (`other-ca`) with its own leaf (`other`). No key is committed; each instance makes fresh ones in a directory
 /// of its own, removed with it.
 public final class TestCertificates: Sendable {

@@ -33,8 +33,15 @@ public struct PixieConfiguration: Sendable, Equatable {
     /// A NATS server (`nats://host:4222`) the relay nodes of a deployment share, so that a device on one node
     /// reaches a device on another; nil keeps the relay's fan-out in this process.
     public var relayNATSURL: String?
-    /// The TCP port on 127.0.0.1 (put a TLS-terminating proxy in front for anything else).
+    /// The TCP port: on 127.0.0.1 for plain HTTP (a TLS-terminating proxy in front), or on ``address`` with TLS.
     public var port: UInt16 = 8080
+    /// Serve HTTPS and WSS itself with this certificate chain (PEM, leaf first: certbot's `fullchain.pem`) and
+    /// ``tlsKeyFile``; reloaded on SIGHUP. Nil: plain HTTP on 127.0.0.1.
+    public var tlsCertificateFile: String?
+    public var tlsKeyFile: String?
+    /// The IP address to listen on with TLS (`0.0.0.0` or `::` for every interface). Plain HTTP is on 127.0.0.1
+    /// only, so anything else needs ``tlsCertificateFile``.
+    public var address = "127.0.0.1"
     public var services: [Service] = Service.allCases
     /// The phone-verify public keys (base64url, 1984 bytes each, comma-separated in `phone_verify_key`) that certs
     /// are checked against, beside phone-verify's own key when it runs in the same process. Several allow a key
@@ -136,7 +143,18 @@ public struct PixieConfiguration: Sendable, Equatable {
         ("database", "PostgreSQL URL for the store, postgres://user@host/db (default: SQLite in data_dir)"),
         ("blob_dir", "directory for blob files, shared by every node that runs blob-svc (default data_dir/blobs)"),
         ("relay_nats_url", "NATS server the relay nodes share, nats://host:4222 (default: none, one relay node)"),
-        ("port", "TCP port on 127.0.0.1 (default 8080; 0 picks a free one)"),
+        ("port", "TCP port, on 127.0.0.1 or with TLS on address (default 8080; 0 picks a free one)"),
+        (
+            "tls_cert",
+            "certificate chain, PEM, leaf first (certbot's fullchain.pem): serve HTTPS and WSS itself; SIGHUP reloads "
+                + "it (default: plain HTTP on 127.0.0.1)"
+        ),
+        ("tls_key", "the certificate's private key, PEM (certbot's privkey.pem); with tls_cert"),
+        (
+            "address",
+            "IP address to listen on with TLS, 0.0.0.0 or :: for every interface (default 127.0.0.1; plain HTTP is "
+                + "on 127.0.0.1 only)"
+        ),
         ("services", "comma-separated services to run: phone-verify,identity,credential,blob,relay (default all)"),
         (
             "phone_verify_key",
@@ -240,6 +258,15 @@ public struct PixieConfiguration: Sendable, Equatable {
         case "port":
             guard let number = UInt16(value) else { throw fail("a port number, 0 to 65535") }
             port = number
+        case "tls_cert":
+            guard !value.isEmpty else { throw fail("a PEM certificate chain file") }
+            tlsCertificateFile = value
+        case "tls_key":
+            guard !value.isEmpty else { throw fail("a PEM private key file") }
+            tlsKeyFile = value
+        case "address":
+            guard ForwardedForMiddleware.isIPAddress(value) else { throw fail("an IP address, like 0.0.0.0 or ::") }
+            address = value
         case "services":
             var chosen: [Service] = []
             for part in value.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) {
@@ -407,6 +434,26 @@ public struct PixieConfiguration: Sendable, Equatable {
                 .configuration,
                 "\(source): there is no setting \"\(name)\"; the settings are "
                     + Self.settings.map(\.name).joined(separator: ", "))
+        }
+    }
+
+    /// Checks the settings that only make sense together: a TLS certificate with its key, and an address other than
+    /// 127.0.0.1 only with TLS (this server speaks plain HTTP to this machine alone).
+    public func checkTogether() throws(ServerError) {
+        switch (tlsCertificateFile, tlsKeyFile) {
+        case (nil, nil):
+            guard address == "127.0.0.1" else {
+                throw ServerError(
+                    .configuration,
+                    "address \(address) needs tls_cert and tls_key: plain HTTP is served on 127.0.0.1 only, for a "
+                        + "TLS-terminating proxy on this machine")
+            }
+        case (.some, nil):
+            throw ServerError(.configuration, "tls_cert needs tls_key, the certificate's private key")
+        case (nil, .some):
+            throw ServerError(.configuration, "tls_key needs tls_cert, the certificate chain it is the key of")
+        case (.some, .some):
+            break
         }
     }
 

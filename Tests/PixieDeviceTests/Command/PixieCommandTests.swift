@@ -3,9 +3,11 @@ import PixieDevice
 import PixieWire
 import Processes
 import SiblingsCrypto
+import SiblingsTestSupport
 import Synchronization
 import Testing
 import Transparency
+import WebSockets
 
 /// A `pixie` process (the binary beside the test bundle), its output collected as it comes and its input open.
 final class PixieProcess: Sendable {
@@ -342,6 +344,79 @@ struct PixieCommandTests {
         #expect(await imported.exit() == 0, "\(imported.text)")
         // Insert-if-absent: the laptop's tombstone of n1 stays; the archive never held the API key.
         #expect(imported.text.contains("1 rows, 0 new"), "\(imported.text)")
+    }
+
+    @Test(
+        "pixie-server's own TLS: init, listen over wss, signin and absorption over https; a renewal under the open relay"
+    )
+    func overTheServersOwnTLS() async throws {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let certificates = try TestCertificates()
+        let chain = directory.appendingPathComponent("fullchain.pem")
+        let key = directory.appendingPathComponent("privkey.pem")
+        func install(_ stem: String) throws {
+            try Data(contentsOf: URL(fileURLWithPath: certificates.path("\(stem).pem"))).write(to: chain)
+            try Data(contentsOf: URL(fileURLWithPath: certificates.path("\(stem).key"))).write(to: key)
+        }
+        try install("server")
+        let bundle = try AgainstTheServerTests.run([
+            "trust-bundle", "--data-dir", directory.appendingPathComponent("data").path,
+        ])
+        try Data(bundle.utf8).write(to: directory.appendingPathComponent("bundle.json"))
+        let server = try await RunningServer(
+            dataDirectory: directory.appendingPathComponent("data"), tls: (chain.path, key.path))
+        defer { server.stop() }
+        #expect(server.base.absoluteString.hasPrefix("https://localhost:"))
+        let ca = ["--ca-file", certificates.path("ca.pem")]
+
+        // A device that trusts only the system's CAs is refused, saying what to do.
+        let untrusted = try PixieProcess(["init"] + setup(server, home: "stranger", name: "stranger"), in: directory)
+        #expect(await untrusted.exit() != 0)
+        #expect(untrusted.text.contains("not signed by a CA this device trusts"), "\(untrusted.text)")
+        #expect(untrusted.text.contains("--ca-file"), "\(untrusted.text)")
+
+        let created = try PixieProcess(["init"] + setup(server, home: "phone", name: "phone") + ca, in: directory)
+        #expect(await created.exit() == 0, "\(created.text)")
+        let added = try PixieProcess(
+            ["store", "add", "notebook_notes", "title=Renewal", "body=certbot", "--home", "phone"], in: directory)
+        #expect(await added.exit() == 0, "\(added.text)")
+        let phone = try PixieProcess(["listen", "--home", "phone", "--json"], in: directory)
+        defer { phone.stop() }
+        _ = try await phone.event("listening")
+
+        // The certificate is renewed in place (same CA, new key) and the server told: the key a client pins to the
+        // old certificate stops matching once the new one is served, which is how the test knows the reload happened.
+        let pinnedToOld = try TLSContext(
+            .client(trust: .caFile(certificates.path("ca.pem")), pinnedKeys: [certificates.serverPin]))
+        _ = try ClientConnection(host: "localhost", port: UInt16(server.port), tls: pinnedToOld, timeout: .seconds(30))
+        try install("renewed")
+        server.hangUp()
+        var renewed = false
+        for _ in 0..<500 where !renewed {
+            do {
+                _ = try ClientConnection(
+                    host: "localhost", port: UInt16(server.port), tls: pinnedToOld, timeout: .seconds(30))
+                try await Task.sleep(for: .milliseconds(20))
+            } catch let error as TLSError where error.kind == .pinMismatch {
+                renewed = true
+            }
+        }
+        #expect(renewed, "the server still shows the old certificate after SIGHUP")
+
+        // The phone's relay connection was made before the renewal and is still the one it listens on.
+        let laptop = try PixieProcess(["signin"] + setup(server, home: "laptop", name: "laptop") + ca, in: directory)
+        defer { laptop.stop() }
+        let code = try #require(try await laptop.event("waiting")["check_code"] as? String)
+        _ = try await phone.event("prompt")
+        phone.type(code)
+        #expect(await laptop.exit() == 0, "\(laptop.text)")
+        let absorbed = try await laptop.event("absorbed")
+        #expect(absorbed["rows"] as? Int == 1, "\(laptop.text)")
+        #expect(!phone.events.contains { $0["event"] as? String == "reconnecting" }, "\(phone.text)")
+        let listed = try PixieProcess(["store", "list", "notebook_notes", "--home", "laptop", "--json"], in: directory)
+        #expect(await listed.exit() == 0)
+        #expect(listed.text.contains("certbot"), "\(listed.text)")
     }
 
     @Test("plain http:// to another machine is refused before anything is sent, and says how to go on")

@@ -64,7 +64,7 @@ struct ConfigurationTests {
             ("phone_verify_key", "AAAA"), ("sms_webhook_url", "ftp://x"), ("rp_id", "https://x"),
             ("allowed_origins", "example.com"), ("require_user_verification", "maybe"), ("log_level", "loud"),
             ("max_body_bytes", "10"), ("grant_lifetime", "0"), ("codes_per_number_per_hour", "-1"),
-            ("webhook_timeout", "0"),
+            ("webhook_timeout", "0"), ("address", "pixie.example"), ("tls_cert", ""),
             ("colour", "red"),
         ]
         for (name, value) in cases {
@@ -82,6 +82,23 @@ struct ConfigurationTests {
         try Data("[1]".utf8).write(to: file)
         #expect(throws: ServerError.self) { try configuration.apply(file: file) }
         #expect(throws: ServerError.self) { try configuration.apply(file: file.appendingPathExtension("missing")) }
+    }
+
+    @Test("TLS settings go together, and plain HTTP is for 127.0.0.1 only")
+    func tlsSettingsTogether() throws {
+        var configuration = PixieConfiguration()
+        try configuration.checkTogether()
+        try configuration.set("address", "0.0.0.0", source: "--address")
+        let plainElsewhere = #expect(throws: ServerError.self) { try configuration.checkTogether() }
+        #expect(plainElsewhere?.reason.contains("needs tls_cert and tls_key") == true)
+        try configuration.set("tls_cert", "fullchain.pem", source: "--tls-cert")
+        let noKey = #expect(throws: ServerError.self) { try configuration.checkTogether() }
+        #expect(noKey?.reason.contains("tls_cert needs tls_key") == true)
+        try configuration.set("tls_key", "privkey.pem", source: "--tls-key")
+        try configuration.checkTogether()
+        var keyAlone = PixieConfiguration()
+        try keyAlone.set("tls_key", "privkey.pem", source: "--tls-key")
+        #expect(throws: ServerError.self) { try keyAlone.checkTogether() }
     }
 
     @Test func aPinnedKeyParsesFromItsTrustBundleForm() throws {

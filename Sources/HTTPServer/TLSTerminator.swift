@@ -1,0 +1,400 @@
+internal import CMicroHTTPD
+import Foundation
+import SiblingsCrypto
+import Synchronization
+import WebSockets
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// HTTPS and WSS served by the server itself (RFC 8446 and RFC 5246 through ``TLSEngine``, RFC 9110 section 4.2.2):
+/// a listening socket of its own, and for each connection a pair of local sockets whose other end libmicrohttpd
+/// serves as if the client were on it (`MHD_add_connection`, with the client's address), so everything past the
+/// TLS layer (limits, deadlines, upgrades, WebSockets) is the plain server's, unchanged.
+///
+/// The bytes cross on the WebSocket event loops (``EventLoop``), not a thread per connection: an idle connection
+/// costs its TLS state and two descriptors. ``reload()`` reads the certificate and key again; connections made
+/// after it show the new certificate, and those open keep theirs.
+final class TLSTerminator: Sendable {
+    let port: UInt16
+    private let listener: Int32
+    private let configuration: TLSConfiguration
+    private let context: Mutex<TLSContext>
+    private let acceptor: Acceptor
+
+    /// Listens on `address` (an IPv4 or IPv6 literal) at `port` (0: the system chooses), and hands each connection
+    /// to `add` (which owns the descriptor it is given, and returns false if it refused it).
+    init(
+        address: String, port: UInt16, configuration: TLSConfiguration,
+        add: @escaping @Sendable (Int32, UnsafePointer<sockaddr>, socklen_t) -> Bool
+    ) throws(HTTPError) {
+        let context: TLSContext
+        do {
+            context = try TLSContext(configuration)
+        } catch {
+            throw HTTPError(.internalServerError, .server, "TLS cannot start: \(error.message)")
+        }
+        let (listener, bound) = try Self.listen(address: address, port: port)
+        self.listener = listener
+        self.port = bound
+        self.configuration = configuration
+        self.context = Mutex(context)
+        acceptor = Acceptor(listener: listener, loop: EventLoop.next(), add: add)
+        acceptor.context = { [weak self] in self?.context.withLock { $0 } }
+        let acceptor = acceptor
+        acceptor.loop.execute { acceptor.attach() }
+    }
+
+    /// Reads the certificate chain and key again (after a renewal); on failure the old ones stay in use.
+    func reload() throws(TLSError) {
+        let fresh = try TLSContext(configuration)
+        context.withLock { $0 = fresh }
+    }
+
+    /// Stops taking connections; returns once no new one can reach libmicrohttpd. The connections made go on.
+    func stopAccepting() {
+        let done = DispatchSemaphore(value: 0)
+        let acceptor = acceptor
+        acceptor.loop.execute {
+            acceptor.detach()
+            done.signal()
+        }
+        done.wait()
+    }
+
+    deinit {
+        stopAccepting()
+        close(listener)
+    }
+
+    private static func listen(address: String, port: UInt16) throws(HTTPError) -> (Int32, UInt16) {
+        var storage = sockaddr_storage()
+        var length: socklen_t
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        if inet_pton(AF_INET, address, &v4) == 1 {
+            var socketAddress = sockaddr_in()
+            socketAddress.sin_family = sa_family_t(AF_INET)
+            socketAddress.sin_port = port.bigEndian
+            socketAddress.sin_addr = v4
+            length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            withUnsafeMutableBytes(of: &storage) { $0.storeBytes(of: socketAddress, as: sockaddr_in.self) }
+        } else if inet_pton(AF_INET6, address, &v6) == 1 {
+            var socketAddress = sockaddr_in6()
+            socketAddress.sin6_family = sa_family_t(AF_INET6)
+            socketAddress.sin6_port = port.bigEndian
+            socketAddress.sin6_addr = v6
+            length = socklen_t(MemoryLayout<sockaddr_in6>.size)
+            withUnsafeMutableBytes(of: &storage) { $0.storeBytes(of: socketAddress, as: sockaddr_in6.self) }
+        } else {
+            throw HTTPError(
+                .internalServerError, .server, "\(address) is not an IP address to listen on (like 0.0.0.0 or ::)")
+        }
+        let fd = socket(
+            Int32(storage.ss_family),
+            Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
+                | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else {
+            throw HTTPError(
+                .internalServerError, .server, "could not make a socket: \(String(cString: strerror(errno)))")
+        }
+        var one: Int32 = 1
+        _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        let bound = withUnsafePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
+        }
+        guard bound == 0, Glibc.listen(fd, 1024) == 0 else {
+            let reason = String(cString: strerror(errno))
+            close(fd)
+            throw HTTPError(
+                .internalServerError, .server,
+                "could not listen on \(address) port \(port) (\(reason)); choose another port or stop the program "
+                    + "using it")
+        }
+        length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        _ = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        let chosen =
+            Int32(storage.ss_family) == AF_INET
+            ? withUnsafeBytes(of: storage) { $0.load(as: sockaddr_in.self).sin_port }
+            : withUnsafeBytes(of: storage) { $0.load(as: sockaddr_in6.self).sin6_port }
+        return (fd, UInt16(bigEndian: chosen))
+    }
+}
+
+/// The listening socket on its event loop: accepts every connection waiting, pairs it with a local socket that
+/// goes to libmicrohttpd, and starts its ``TLSTunnel``.
+private final class Acceptor: EventLoopChannel, @unchecked Sendable {
+    // @unchecked: `tag`, `pausedUntil` and `context` are touched on `loop`'s thread only (`context` is set once,
+    // before the first hop there).
+    let listener: Int32
+    let loop: EventLoop
+    let add: @Sendable (Int32, UnsafePointer<sockaddr>, socklen_t) -> Bool
+    var context: () -> TLSContext? = { nil }
+    private var tag: UInt64?
+    /// Set when the process ran out of descriptors: accepting waits until then (the backlog holds the rest).
+    private var pausedUntil: ContinuousClock.Instant?
+
+    init(listener: Int32, loop: EventLoop, add: @escaping @Sendable (Int32, UnsafePointer<sockaddr>, socklen_t) -> Bool)
+    {
+        self.listener = listener
+        self.loop = loop
+        self.add = add
+    }
+
+    func attach() {
+        tag = loop.add(self, fd: listener, reading: true, writing: false, timerSlack: .milliseconds(50))
+    }
+
+    func detach() {
+        if let tag { loop.remove(tag, fd: listener) }
+        tag = nil
+    }
+
+    func readable() {
+        while tag != nil {
+            var address = sockaddr_storage()
+            var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+            let fd = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    accept(listener, $0, &length)
+                }
+            }
+            guard fd >= 0 else {
+                switch errno {
+                case EINTR, ECONNABORTED: continue
+                case EMFILE, ENFILE, ENOBUFS, ENOMEM:
+                    // Out of descriptors: stop for a moment rather than be woken at once for the same connection.
+                    if let tag { loop.unwatch(tag, fd: listener) }
+                    pausedUntil = .now + .milliseconds(100)
+                    loop.schedule(at: pausedUntil!)
+                default: break
+                }
+                return
+            }
+            accepted(fd, address, length)
+        }
+    }
+
+    private func accepted(_ network: Int32, _ address: sockaddr_storage, _ length: socklen_t) {
+        _ = fcntl(network, F_SETFD, FD_CLOEXEC)
+        _ = fcntl(network, F_SETFL, fcntl(network, F_GETFL) | O_NONBLOCK)
+        var one: Int32 = 1
+        _ = setsockopt(network, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        var pair: [Int32] = [-1, -1]
+        guard let context = context(),
+            socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0
+        else {
+            close(network)
+            return
+        }
+        _ = fcntl(pair[0], F_SETFL, fcntl(pair[0], F_GETFL) | O_NONBLOCK)
+        guard let engine = try? TLSEngine(server: context) else {
+            close(network)
+            close(pair[0])
+            close(pair[1])
+            return
+        }
+        // libmicrohttpd owns pair[1] from here, and closes it at once if its accept policy refuses the address.
+        let added = withUnsafePointer(to: address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { add(pair[1], $0, length) }
+        }
+        guard added else {
+            close(network)
+            close(pair[0])
+            return
+        }
+        let tunnel = TLSTunnel(network: network, application: pair[0], engine: engine, loop: EventLoop.next())
+        tunnel.loop.execute { tunnel.attach() }
+    }
+
+    func writable() {}
+
+    func timerFired(now: ContinuousClock.Instant) -> ContinuousClock.Instant? {
+        guard let until = pausedUntil else { return nil }
+        guard now >= until else { return until }
+        pausedUntil = nil
+        if let tag { loop.watch(tag, fd: listener, reading: true, writing: false) }
+        return nil
+    }
+}
+
+/// One client's TLS connection and its plaintext twin: records from the client are opened into the local socket
+/// libmicrohttpd reads, and what it writes is sealed back. Each direction buffers at most ``highWater`` bytes
+/// before it stops reading its source, so a slow client holds back the server and a slow server the client.
+private final class TLSTunnel: @unchecked Sendable {
+    // @unchecked: every member is touched on `loop`'s thread only.
+    static let highWater = 256 << 10
+
+    let loop: EventLoop
+    private let network: Int32
+    private let application: Int32
+    private let engine: TLSEngine
+    private var networkTag: UInt64?
+    private var applicationTag: UInt64?
+    private var toNetwork = Data()
+    private var toApplication = Data()
+    /// The client sent its last byte (a FIN, or a close_notify), or its records stopped making sense.
+    private var networkEnded = false
+    /// libmicrohttpd closed its end (the exchange is over, or it refused the connection).
+    private var applicationEnded = false
+    /// libmicrohttpd was told the client has nothing more to say.
+    private var applicationShutDown = false
+    /// The handshake failed: the alert goes out, then the connection closes.
+    private var failed = false
+    private var finished = false
+
+    init(network: Int32, application: Int32, engine: TLSEngine, loop: EventLoop) {
+        self.network = network
+        self.application = application
+        self.engine = engine
+        self.loop = loop
+    }
+
+    /// What the event loop calls for one of the two sockets.
+    private final class Side: EventLoopChannel {
+        let tunnel: TLSTunnel
+        let isNetwork: Bool
+
+        init(_ tunnel: TLSTunnel, isNetwork: Bool) {
+            self.tunnel = tunnel
+            self.isNetwork = isNetwork
+        }
+
+        func readable() { isNetwork ? tunnel.networkReadable() : tunnel.applicationReadable() }
+        func writable() { tunnel.settle() }
+        func timerFired(now: ContinuousClock.Instant) -> ContinuousClock.Instant? { nil }
+    }
+
+    func attach() {
+        networkTag = loop.add(
+            Side(self, isNetwork: true), fd: network, reading: true, writing: false, timerSlack: .seconds(1))
+        applicationTag = loop.add(
+            Side(self, isNetwork: false), fd: application, reading: true, writing: false, timerSlack: .seconds(1))
+        if networkTag == nil || applicationTag == nil { finish() }
+    }
+
+    private func networkReadable() {
+        guard !finished else { return }
+        if networkEnded {
+            // Not reading any more, so only a hang-up or an error wakes this side: the client is gone.
+            var probe = pollfd(fd: network, events: 0, revents: 0)
+            if poll(&probe, 1, 0) > 0, probe.revents & Int16(POLLHUP | POLLERR) != 0 { finish() }
+            return
+        }
+        guard toApplication.count < Self.highWater else { return settle() }
+        let buffer = loop.readBuffer
+        let count = recv(network, buffer.baseAddress, buffer.count, 0)
+        if count > 0 {
+            engine.receive(Data(bytes: buffer.baseAddress!, count: count))
+            openRecords()
+        } else if count == 0 {
+            networkEnded = true
+        } else if errno != EAGAIN, errno != EWOULDBLOCK, errno != EINTR {
+            return finish()
+        }
+        settle()
+    }
+
+    /// Takes the handshake on, and opens the records that arrived.
+    private func openRecords() {
+        if !engine.isHandshakeComplete {
+            do {
+                try engine.handshake()
+            } catch {
+                // The alert (if OpenSSL made one) goes out before the close.
+                failed = true
+                networkEnded = true
+            }
+        }
+        if engine.isHandshakeComplete {
+            do {
+                toApplication.append(try engine.read())
+            } catch {
+                // A close_notify, or a record that did not authenticate: the client says no more.
+                networkEnded = true
+            }
+        }
+        toNetwork.append(engine.takeOutput())
+    }
+
+    private func applicationReadable() {
+        guard !finished, !applicationEnded else { return }
+        guard toNetwork.count < Self.highWater else { return settle() }
+        let buffer = loop.readBuffer
+        let count = recv(application, buffer.baseAddress, buffer.count, 0)
+        if count > 0, engine.isHandshakeComplete {
+            do {
+                try engine.write(Data(bytes: buffer.baseAddress!, count: count))
+            } catch {
+                return finish()
+            }
+            toNetwork.append(engine.takeOutput())
+        } else if count > 0 {
+            // libmicrohttpd never speaks before a request, and none can arrive before the handshake.
+            return finish()
+        } else if count == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            applicationEnded = true
+            if let applicationTag { loop.unwatch(applicationTag, fd: application) }
+            if engine.isHandshakeComplete {
+                engine.close()
+                toNetwork.append(engine.takeOutput())
+            }
+        }
+        settle()
+    }
+
+    /// Writes what is buffered as far as each socket takes it, closes when both sides are done, and watches each
+    /// socket for what it is waiting for.
+    func settle() {
+        guard !finished else { return }
+        guard send(&toNetwork, to: network) else { return finish() }
+        if !send(&toApplication, to: application) {
+            applicationEnded = true
+            toApplication = Data()
+        }
+        if networkEnded, toApplication.isEmpty, !applicationShutDown, !applicationEnded {
+            applicationShutDown = true
+            _ = shutdown(application, Int32(SHUT_WR))
+        }
+        if toNetwork.isEmpty, failed || applicationEnded { return finish() }
+        if let networkTag {
+            loop.watch(
+                networkTag, fd: network, reading: !networkEnded && toApplication.count < Self.highWater,
+                writing: !toNetwork.isEmpty)
+        }
+        if let applicationTag, !applicationEnded {
+            loop.watch(
+                applicationTag, fd: application, reading: toNetwork.count < Self.highWater,
+                writing: !toApplication.isEmpty)
+        }
+    }
+
+    /// Sends as much of `pending` as `fd` takes now; false if the socket failed.
+    private func send(_ pending: inout Data, to fd: Int32) -> Bool {
+        while !pending.isEmpty {
+            let sent = pending.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if sent > 0 {
+                pending = pending.count == sent ? Data() : pending.dropFirst(sent)
+            } else if errno == EINTR {
+                continue
+            } else {
+                return errno == EAGAIN || errno == EWOULDBLOCK
+            }
+        }
+        return true
+    }
+
+    private func finish() {
+        guard !finished else { return }
+        finished = true
+        if let networkTag { loop.remove(networkTag, fd: network) }
+        if let applicationTag { loop.remove(applicationTag, fd: application) }
+        networkTag = nil
+        applicationTag = nil
+        close(network)
+        close(application)
+    }
+}
