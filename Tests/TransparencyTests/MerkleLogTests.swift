@@ -1,4 +1,5 @@
 import Foundation
+import SiblingsTestSupport
 import Testing
 import Transparency
 

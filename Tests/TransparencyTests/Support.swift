@@ -1,5 +1,6 @@
 import Foundation
 import SiblingsCrypto
+import SiblingsTestSupport
 import Storage
 import Testing
 import Transparency
@@ -64,19 +65,6 @@ enum ReferenceMap {
         let mid = leaves.firstIndex { bit($0.key, depth) == 1 } ?? leaves.endIndex
         return VerifiableMap.innerHash(
             subtree(leaves[..<mid], depth: depth + 1), subtree(leaves[mid...], depth: depth + 1))
-    }
-}
-
-/// A deterministic generator for reproducible tests.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
 
