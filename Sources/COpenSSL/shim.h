@@ -44,5 +44,13 @@ static inline X509 *COpenSSL_sk_X509_value(const STACK_OF(X509) *stack, int inde
     return sk_X509_value(stack, index);
 }
 static inline size_t COpenSSL_BIO_pending(BIO *bio) { return BIO_ctrl_pending(bio); }
+/// SSL_MODE_RELEASE_BUFFERS: an idle connection gives its record buffers back (about 34 KiB).
+static inline long COpenSSL_SSL_CTX_release_buffers(SSL_CTX *context) {
+    return SSL_CTX_set_mode(context, SSL_MODE_RELEASE_BUFFERS);
+}
+/// No server-side session cache: TLS 1.3 resumes from stateless tickets, and a cache would grow with every client.
+static inline long COpenSSL_SSL_CTX_no_session_cache(SSL_CTX *context) {
+    return SSL_CTX_set_session_cache_mode(context, SSL_SESS_CACHE_OFF);
+}
 
 #endif

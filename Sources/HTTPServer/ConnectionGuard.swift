@@ -209,10 +209,11 @@ final class ConnectionGuard: Sendable {
     private let timer: Mutex<(any DispatchSourceTimer)?>
 
     /// `connectionLimit` and the WebSocket limit are cut to what the open-file limit leaves room for (64
-    /// descriptors kept back for the store, logs and listeners).
-    init(limits: ConnectionLimits, connectionLimit: Int) {
+    /// descriptors kept back for the store, logs and listeners), at `descriptorsPerConnection` each (3 with the
+    /// server's own TLS: the client's socket and the two ends of the pair libmicrohttpd reads).
+    init(limits: ConnectionLimits, connectionLimit: Int, descriptorsPerConnection: Int = 1) {
         self.limits = limits
-        let room = Swift.max(16, HTTPServer.openFileLimit() - 64)
+        let room = Swift.max(16, (HTTPServer.openFileLimit() - 64) / Swift.max(1, descriptorsPerConnection))
         httpConnectionLimit = Swift.min(connectionLimit, room)
         webSocketLimit = Swift.max(0, Swift.min(limits.webSockets, room - httpConnectionLimit))
         let periods = [limits.headerTimeout, limits.minimumBodyRate?.window].compactMap { $0 }

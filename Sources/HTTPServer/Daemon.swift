@@ -1,5 +1,6 @@
 internal import CMicroHTTPD
 import Foundation
+import SiblingsCrypto
 import Synchronization
 import WebSockets
 
@@ -24,7 +25,9 @@ final class Daemon {
                     + "connectionLimit and responderTimeout more than 0")
         }
         if let reason = EventLoop.unavailable { throw HTTPError(.internalServerError, .server, reason) }
-        let connections = ConnectionGuard(limits: configuration.limits, connectionLimit: Int(connectionLimit))
+        let connections = ConnectionGuard(
+            limits: configuration.limits, connectionLimit: Int(connectionLimit),
+            descriptorsPerConnection: configuration.tls == nil ? 1 : 3)
         let core = Core(
             responder: responder, maximumBodySize: configuration.maximumBodySize,
             responderTimeout: configuration.responderTimeout, webSocketKeepalive: configuration.webSocketKeepalive,
@@ -69,6 +72,7 @@ final class Daemon {
                 throw error
             }
             terminator = listener
+            core.tls.withLock { $0 = listener }
             port = listener.port
         } else {
             terminator = nil
@@ -137,6 +141,8 @@ private final class Core: Sendable {
     let responderTimeout: Duration?
     let webSocketKeepalive: WebSocketKeepalive?
     let connections: ConnectionGuard
+    /// The server's own TLS, set once right after the daemon starts (before any connection can reach it).
+    let tls = Mutex<TLSTerminator?>(nil)
     private let webSockets = Mutex<(next: Int, open: [Int: WebSocket])>((0, [:]))
     /// Requests whose head has arrived and whose exchange has not ended (`requestCompleted` not yet called).
     private let inFlight = Mutex(0)
@@ -158,7 +164,23 @@ private final class Core: Sendable {
 
     /// Runs `upgrade` on the upgraded socket `fd` (ours: closed when the WebSocket's reader ends), in the place
     /// ``ConnectionGuard/reserveWebSocket(for:)`` took for it.
-    func startWebSocket(_ upgrade: WebSocketUpgrade, fd: Int32, extra: Data) {
+    func startWebSocket(_ upgrade: WebSocketUpgrade, fd given: Int32, extra bytes: Data) {
+        // Over the server's own TLS the WebSocket takes the client's socket and TLS state from the tunnel, and the
+        // pair's end libmicrohttpd handed over is closed.
+        let fd: Int32
+        let extra: Data
+        let engine: TLSEngine?
+        if let terminator = tls.withLock({ $0 }) {
+            guard let handoff = terminator.takeOver(applicationEnd: given) else {
+                _ = Glibc.close(given)
+                connections.webSocketEnded(address: upgrade.request.remoteAddress, silent: false)
+                return
+            }
+            _ = Glibc.close(given)
+            (fd, extra, engine) = (handoff.network, bytes + handoff.pending, handoff.engine)
+        } else {
+            (fd, extra, engine) = (given, bytes, nil)
+        }
         // libmicrohttpd turned Nagle back on for the upgrade; frames go out as they are written.
         var one: Int32 = 1
         _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
@@ -169,7 +191,7 @@ private final class Core: Sendable {
         let address = upgrade.request.remoteAddress
         let socket = WebSocket(
             role: .server, fd: fd, maximumMessageSize: upgrade.maximumMessageSize, initialBytes: extra,
-            keepalive: webSocketKeepalive
+            keepalive: webSocketKeepalive, tls: engine
         ) { [self] silent in
             _ = Glibc.close(fd)
             _ = webSockets.withLock { $0.open.removeValue(forKey: key) }

@@ -13,15 +13,19 @@ import WebSockets
 /// serves as if the client were on it (`MHD_add_connection`, with the client's address), so everything past the
 /// TLS layer (limits, deadlines, upgrades, WebSockets) is the plain server's, unchanged.
 ///
-/// The bytes cross on the WebSocket event loops (``EventLoop``), not a thread per connection: an idle connection
-/// costs its TLS state and two descriptors. ``reload()`` reads the certificate and key again; connections made
-/// after it show the new certificate, and those open keep theirs.
+/// The bytes cross on the WebSocket event loops (``EventLoop``), not a thread per connection. A connection that
+/// becomes a WebSocket leaves the pair: ``takeOver(applicationEnd:)`` gives the WebSocket the client's socket and
+/// its TLS state, so a relay connection's frames take no extra hop and an idle one holds no pair. ``reload()``
+/// reads the certificate and key again; connections made after it show the new certificate, and those open keep
+/// theirs.
 final class TLSTerminator: Sendable {
     let port: UInt16
     private let listener: Int32
     private let configuration: TLSConfiguration
     private let context: Mutex<TLSContext>
     private let acceptor: Acceptor
+    /// The tunnels by the descriptor libmicrohttpd serves (the pair's other end).
+    private let tunnels = TunnelRegistry()
 
     /// Listens on `address` (an IPv4 or IPv6 literal) at `port` (0: the system chooses), and hands each connection
     /// to `add` (which owns the descriptor it is given, and returns false if it refused it).
@@ -40,7 +44,7 @@ final class TLSTerminator: Sendable {
         self.port = bound
         self.configuration = configuration
         self.context = Mutex(context)
-        acceptor = Acceptor(listener: listener, loop: EventLoop.next(), add: add)
+        acceptor = Acceptor(listener: listener, loop: EventLoop.next(), tunnels: tunnels, add: add)
         acceptor.context = { [weak self] in self?.context.withLock { $0 } }
         let acceptor = acceptor
         acceptor.loop.execute { acceptor.attach() }
@@ -50,6 +54,25 @@ final class TLSTerminator: Sendable {
     func reload() throws(TLSError) {
         let fresh = try TLSContext(configuration)
         context.withLock { $0 = fresh }
+    }
+
+    /// What a WebSocket upgraded on `applicationEnd` (the descriptor libmicrohttpd served) takes over: the client's
+    /// socket, its TLS state, and the plaintext the client sent that libmicrohttpd did not read. The tunnel first
+    /// sends the client everything libmicrohttpd wrote (the 101), then closes its end of the pair; the caller
+    /// closes `applicationEnd`. Nil if the connection is gone already.
+    func takeOver(applicationEnd: Int32) -> WebSocketHandoff? {
+        guard let key = TunnelRegistry.key(of: applicationEnd), let tunnel = tunnels.tunnel(for: key) else {
+            return nil
+        }
+        let result = Mutex<WebSocketHandoff?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        tunnel.loop.execute {
+            let handoff = tunnel.handOff(applicationEnd: applicationEnd)
+            result.withLock { $0 = handoff }
+            done.signal()
+        }
+        done.wait()
+        return result.withLock { $0.take() }
     }
 
     /// Stops taking connections; returns once no new one can reach libmicrohttpd. The connections made go on.
@@ -124,6 +147,37 @@ final class TLSTerminator: Sendable {
     }
 }
 
+/// A WebSocket's connection, out of its tunnel: the client's non-blocking socket, its TLS state, and the plaintext
+/// received and not yet read by libmicrohttpd.
+struct WebSocketHandoff: @unchecked Sendable {
+    // @unchecked: the engine changes hands once, from the tunnel's loop to the WebSocket, and is never shared.
+    let network: Int32
+    let engine: TLSEngine
+    let pending: Data
+}
+
+/// The tunnels by the socket libmicrohttpd serves, so an upgrade finds its connection's tunnel. A socket is known by
+/// its inode, not its descriptor's number: the upgrade gets a duplicate, and libmicrohttpd closes its own number,
+/// which another connection may take at once.
+private final class TunnelRegistry: Sendable {
+    private let bySocket = Mutex<[UInt64: TLSTunnel]>([:])
+
+    /// The inode of the socket `fd` refers to, or nil if it is not open.
+    static func key(of fd: Int32) -> UInt64? {
+        var status = stat()
+        return fstat(fd, &status) == 0 ? UInt64(status.st_ino) : nil
+    }
+
+    func register(_ tunnel: TLSTunnel, key: UInt64) { bySocket.withLock { $0[key] = tunnel } }
+
+    /// Forgets `tunnel`.
+    func remove(_ tunnel: TLSTunnel, key: UInt64) {
+        bySocket.withLock { if $0[key] === tunnel { $0[key] = nil } }
+    }
+
+    func tunnel(for key: UInt64) -> TLSTunnel? { bySocket.withLock { $0[key] } }
+}
+
 /// The listening socket on its event loop: accepts every connection waiting, pairs it with a local socket that
 /// goes to libmicrohttpd, and starts its ``TLSTunnel``.
 private final class Acceptor: EventLoopChannel, @unchecked Sendable {
@@ -132,15 +186,19 @@ private final class Acceptor: EventLoopChannel, @unchecked Sendable {
     let listener: Int32
     let loop: EventLoop
     let add: @Sendable (Int32, UnsafePointer<sockaddr>, socklen_t) -> Bool
+    let tunnels: TunnelRegistry
     var context: () -> TLSContext? = { nil }
     private var tag: UInt64?
     /// Set when the process ran out of descriptors: accepting waits until then (the backlog holds the rest).
     private var pausedUntil: ContinuousClock.Instant?
 
-    init(listener: Int32, loop: EventLoop, add: @escaping @Sendable (Int32, UnsafePointer<sockaddr>, socklen_t) -> Bool)
-    {
+    init(
+        listener: Int32, loop: EventLoop, tunnels: TunnelRegistry,
+        add: @escaping @Sendable (Int32, UnsafePointer<sockaddr>, socklen_t) -> Bool
+    ) {
         self.listener = listener
         self.loop = loop
+        self.tunnels = tunnels
         self.add = add
     }
 
@@ -197,16 +255,25 @@ private final class Acceptor: EventLoopChannel, @unchecked Sendable {
             close(pair[1])
             return
         }
+        guard let key = TunnelRegistry.key(of: pair[1]) else {
+            close(network)
+            close(pair[0])
+            close(pair[1])
+            return
+        }
+        let tunnel = TLSTunnel(
+            network: network, application: pair[0], key: key, engine: engine, tunnels: tunnels, loop: EventLoop.next())
+        tunnels.register(tunnel, key: key)
         // libmicrohttpd owns pair[1] from here, and closes it at once if its accept policy refuses the address.
         let added = withUnsafePointer(to: address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { add(pair[1], $0, length) }
         }
         guard added else {
+            tunnels.remove(tunnel, key: key)
             close(network)
             close(pair[0])
             return
         }
-        let tunnel = TLSTunnel(network: network, application: pair[0], engine: engine, loop: EventLoop.next())
         tunnel.loop.execute { tunnel.attach() }
     }
 
@@ -231,7 +298,10 @@ private final class TLSTunnel: @unchecked Sendable {
     let loop: EventLoop
     private let network: Int32
     private let application: Int32
+    /// The pair's other end, which libmicrohttpd serves, as the registry knows it.
+    private let key: UInt64
     private let engine: TLSEngine
+    private let tunnels: TunnelRegistry
     private var networkTag: UInt64?
     private var applicationTag: UInt64?
     private var toNetwork = Data()
@@ -246,10 +316,14 @@ private final class TLSTunnel: @unchecked Sendable {
     private var failed = false
     private var finished = false
 
-    init(network: Int32, application: Int32, engine: TLSEngine, loop: EventLoop) {
+    init(
+        network: Int32, application: Int32, key: UInt64, engine: TLSEngine, tunnels: TunnelRegistry, loop: EventLoop
+    ) {
         self.network = network
         self.application = application
+        self.key = key
         self.engine = engine
+        self.tunnels = tunnels
         self.loop = loop
     }
 
@@ -387,6 +461,58 @@ private final class TLSTunnel: @unchecked Sendable {
         return true
     }
 
+    /// The connection became a WebSocket on `applicationEnd`: what libmicrohttpd wrote (the 101) is sealed and
+    /// sent, what the client sent and libmicrohttpd did not read is gathered, and the tunnel steps aside, leaving
+    /// the client's socket open. Nil (and the connection closed) if the 101 cannot be sent.
+    func handOff(applicationEnd: Int32) -> WebSocketHandoff? {
+        guard !finished, engine.isHandshakeComplete else { return nil }
+        // The 101 is in the pair already: libmicrohttpd wrote it before it handed the socket over.
+        let buffer = loop.readBuffer
+        while !applicationEnded {
+            let count = recv(application, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT))
+            guard count > 0 else { break }
+            do {
+                try engine.write(Data(bytes: buffer.baseAddress!, count: count))
+            } catch {
+                finish()
+                return nil
+            }
+            toNetwork.append(engine.takeOutput())
+        }
+        guard sendAll(&toNetwork) else {
+            finish()
+            return nil
+        }
+        // In order: what the pair holds that libmicrohttpd did not read, then what never reached the pair.
+        var pending = Data()
+        while case let count = recv(applicationEnd, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT)), count > 0 {
+            pending.append(buffer.baseAddress!.assumingMemoryBound(to: UInt8.self), count: count)
+        }
+        pending.append(toApplication)
+        toApplication = Data()
+        finished = true
+        if let networkTag { loop.remove(networkTag, fd: network) }
+        if let applicationTag { loop.remove(applicationTag, fd: application) }
+        networkTag = nil
+        applicationTag = nil
+        close(application)
+        tunnels.remove(self, key: key)
+        return WebSocketHandoff(network: network, engine: engine, pending: pending)
+    }
+
+    /// Sends all of `pending`, waiting (up to 10 s) while the socket takes nothing; false if it failed.
+    private func sendAll(_ pending: inout Data) -> Bool {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !pending.isEmpty {
+            guard send(&pending, to: network) else { return false }
+            guard !pending.isEmpty else { break }
+            guard ContinuousClock.now < deadline else { return false }
+            var probe = pollfd(fd: network, events: Int16(POLLOUT), revents: 0)
+            _ = poll(&probe, 1, 100)
+        }
+        return true
+    }
+
     private func finish() {
         guard !finished else { return }
         finished = true
@@ -396,5 +522,6 @@ private final class TLSTunnel: @unchecked Sendable {
         applicationTag = nil
         close(network)
         close(application)
+        tunnels.remove(self, key: key)
     }
 }

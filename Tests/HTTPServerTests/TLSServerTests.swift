@@ -129,12 +129,42 @@ struct TLSServerTests {
         #expect(socket.closeCode == .goingAway)
     }
 
+    @Test("frames sent with the upgrade request, before the 101, reach the WebSocket that takes the TLS connection")
+    func framesWithTheUpgrade() async throws {
+        let served = try Served()
+        let server = try Self.start(served)
+        let connection = try ClientConnection(
+            host: "localhost", port: server.port, tls: try served.client(), timeout: .seconds(60))
+        defer { connection.close() }
+        let key = Data((0..<16).map { UInt8($0) }).base64EncodedString()
+        var bytes = Data(
+            ("GET /echo HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                + "Sec-WebSocket-Key: \(key)\r\nSec-WebSocket-Version: 13\r\n\r\n").utf8)
+        // Two frames in the same write as the request, one of them large: whatever libmicrohttpd read past the
+        // request, and whatever the tunnel still held, must come to the WebSocket in order.
+        let large = Data((0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+        bytes.append(RawWebSocket.frame(0x1, Data("early".utf8)))
+        bytes.append(RawWebSocket.frame(0x2, large))
+        try connection.send(bytes)
+        let head = try #require(try connection.receive(through: Array("\r\n\r\n".utf8), limit: 4096))
+        let text = String(decoding: head, as: UTF8.self)
+        #expect(text.hasPrefix("HTTP/1.1 101"), "\(text)")
+        #expect(text.contains(WebSocket.acceptKey(for: key)))
+        // The echoes: unmasked frames from the server, "early" then the large one.
+        let first = try connection.receive(exactly: 2)
+        #expect(first == Data([0x81, 5]))
+        #expect(try connection.receive(exactly: 5) == Data("early".utf8))
+        let second = try connection.receive(exactly: 10)
+        #expect(second.prefix(2) == Data([0x82, 127]))
+        #expect(try connection.receive(exactly: large.count) == large)
+        await server.shutdown()
+    }
+
     @Test("a plain request, a silent client, a client past its address's share: each closed, and the server serves on")
     func clientsThatDoNotSpeakTLS() async throws {
         let served = try Served()
         var limits = ConnectionLimits()
         limits.headerTimeout = .milliseconds(300)
-        limits.httpConnectionsPerAddress = 2
         let server = try Self.start(served, limits: limits)
         let tls = try served.client()
 
@@ -150,16 +180,21 @@ struct TLSServerTests {
         #expect(try silent.receiveUntilClosed(limit: 1 << 16).isEmpty)
         silent.close()
 
-        // Two held connections are the address's share: a third is closed before its handshake ends.
+        // Two held connections are the address's share: a third is closed before its handshake ends. (On a server
+        // of its own, whose header deadline cannot close the two held ones first.)
+        var shared = ConnectionLimits()
+        shared.httpConnectionsPerAddress = 2
+        let sharing = try Self.start(served, limits: shared)
         let held = try (0..<2).map { _ in
-            try ClientConnection(host: "localhost", port: server.port, tls: tls, timeout: .seconds(60))
+            try ClientConnection(host: "localhost", port: sharing.port, tls: tls, timeout: .seconds(60))
         }
         let third = #expect(throws: TLSError.self) {
-            _ = try ClientConnection(host: "localhost", port: server.port, tls: tls, timeout: .seconds(60))
+            _ = try ClientConnection(host: "localhost", port: sharing.port, tls: tls, timeout: .seconds(60))
         }
         #expect(third?.kind == .closed)
         for connection in held { connection.close() }
-        #expect(server.statistics.httpConnectionsRefusedPerAddress >= 1)
+        #expect(sharing.statistics.httpConnectionsRefusedPerAddress >= 1)
+        await sharing.shutdown()
 
         // A ClientHello cut off mid-record, then the close: the server lets it go and serves the next.
         let cut = try ClientConnection(host: "127.0.0.1", port: server.port, tls: nil, timeout: .seconds(60))
@@ -167,7 +202,7 @@ struct TLSServerTests {
         cut.close()
         var answered = false
         for _ in 0..<100 where !answered {
-            // The held connections' places come back once the server has seen them close.
+            // The cut connection's place comes back once the server has seen it close.
             if let reply = try? Self.exchange(port: server.port, tls: tls, "GET /who HTTP/1.1") {
                 answered = reply.status == "HTTP/1.1 200 OK"
             } else {

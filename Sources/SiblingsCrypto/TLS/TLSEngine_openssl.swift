@@ -42,6 +42,7 @@ public final class TLSContext: @unchecked Sendable {
             SSL_CTX_free(context)
             throw TLSError(.configuration, "OpenSSL offers none of the key-exchange groups asked for")
         }
+        _ = COpenSSL_SSL_CTX_release_buffers(context)
         switch configuration.role {
         case .client(let trust, _):
             SSL_CTX_set_verify(context, SSL_VERIFY_PEER, nil)
@@ -58,6 +59,7 @@ public final class TLSContext: @unchecked Sendable {
                     detail: OpenSSLError.drainQueue())
             }
         case .server(let chain, let key):
+            _ = COpenSSL_SSL_CTX_no_session_cache(context)
             guard SSL_CTX_use_certificate_chain_file(context, chain) == 1 else {
                 SSL_CTX_free(context)
                 throw TLSError(
@@ -237,14 +239,15 @@ public final class TLSEngine {
     /// ``TLSError/Kind/closed`` once the peer has closed (cleanly, or with a record cut or forged).
     public func read() throws(TLSError) -> Data {
         var out = Data()
-        var buffer = [UInt8](repeating: 0, count: 16 << 10)
         while true {
             var count = 0
-            let result = SSL_read_ex(ssl, &buffer, buffer.count, &count)
-            if result == 1 {
-                out.append(contentsOf: buffer[0..<count])
-                continue
+            // A scratch record on the stack: nothing allocated or zeroed per call.
+            let result = withUnsafeTemporaryAllocation(byteCount: 16 << 10, alignment: 16) { buffer in
+                let result = SSL_read_ex(ssl, buffer.baseAddress, buffer.count, &count)
+                if result == 1 { out.append(buffer.baseAddress!.assumingMemoryBound(to: UInt8.self), count: count) }
+                return result
             }
+            if result == 1 { continue }
             let error = SSL_get_error(ssl, 0)
             if error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE {
                 OpenSSLError.clearQueue()
@@ -252,7 +255,8 @@ public final class TLSEngine {
             }
             if !out.isEmpty { return out }
             if error == SSL_ERROR_ZERO_RETURN {
-                throw TLSError(.closed, "the server\(named) closed the TLS connection")
+                throw TLSError(
+                    .closed, "the \(serverName == nil ? "client" : "server")\(named) closed the TLS connection")
             }
             throw TLSError(
                 .closed, "the TLS connection\(named) broke: a record was cut short or did not authenticate",
