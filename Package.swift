@@ -195,7 +195,9 @@ let package = Package(
         // The epoll load client of scripts/bench-connections.sh and the relay churn test.
         .executableTarget(
             name: "connection-bench",
-            dependencies: ["CEpoll", "CommandLineKit", "HTTPServer", "WebSockets", "PixieWire", "SystemCalls"],
+            dependencies: [
+                "CEpoll", "CommandLineKit", "HTTPServer", "WebSockets", "PixieWire", "SiblingsCrypto", "SystemCalls",
+            ],
             swiftSettings: strict),
         .executableTarget(
             name: "relay-bench",

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import HTTPServer
 import PixieWire
+import SiblingsCrypto
 import SystemCalls
 import WebSockets
 
@@ -34,6 +35,9 @@ struct LoadPlan: Sendable {
     var handshakeTimeout: Double
     /// Whether a subscribing WebSocket waits for the relay's OK before it counts as up (ws only).
     var awaitSubscribeOK: Bool
+    /// TLS, checked for the name `localhost`: from the start (ws: wss://), or after the server's INFO (nats, as
+    /// nats-server 2.9 asks for it). Nil: plain.
+    var tls: TLSContext? = nil
 }
 
 /// Where a connection is.
@@ -42,6 +46,8 @@ enum Phase: UInt8 {
     case unused
     /// Non-blocking connect(2) in progress.
     case connecting
+    /// The TLS handshake is under way.
+    case securing
     /// ws: the upgrade request is sent; reading the response head.
     case upgrading
     /// ws: upgraded; waiting for the relay's CHALLENGE, which the SUBSCRIBE signs.
@@ -59,7 +65,7 @@ enum Phase: UInt8 {
 
     var isHandshaking: Bool {
         switch self {
-        case .connecting, .upgrading, .challenged, .subscribing, .greeting, .pinging: true
+        case .connecting, .securing, .upgrading, .challenged, .subscribing, .greeting, .pinging: true
         case .unused, .open, .closed: false
         }
     }
@@ -67,7 +73,7 @@ enum Phase: UInt8 {
     /// Whether bytes from the server are read in this phase.
     var isReading: Bool {
         switch self {
-        case .upgrading, .challenged, .subscribing, .greeting, .pinging, .open: true
+        case .securing, .upgrading, .challenged, .subscribing, .greeting, .pinging, .open: true
         case .unused, .connecting, .closed: false
         }
     }
@@ -76,6 +82,7 @@ enum Phase: UInt8 {
     var waitingFor: String {
         switch self {
         case .connecting: "while connecting"
+        case .securing: "during the TLS handshake"
         case .upgrading: "before the 101"
         case .challenged: "before the CHALLENGE"
         case .subscribing: "before the SUBSCRIBE's OK"
@@ -99,6 +106,8 @@ struct Slot {
     var unsent: [UInt8] = []
     /// Bytes read but not yet a whole line, head or frame.
     var received: [UInt8] = []
+    /// The connection's TLS, once it started.
+    var tls: TLSEngine?
 }
 
 /// Many connections on one thread: non-blocking sockets, one epoll set, a slot per connection. Not thread-safe:
@@ -323,9 +332,9 @@ final class ConnectionLoop {
                 terminate(index, describe(errno: problem))
                 return
             }
-            startHandshake(index)
+            if plan.tls != nil, plan.wire == .ws { startTLS(index) } else { startHandshake(index) }
             guard slots[index].phase.isReading else { return }
-        case .upgrading, .challenged, .subscribing, .greeting, .pinging, .open:
+        case .securing, .upgrading, .challenged, .subscribing, .greeting, .pinging, .open:
             break
         }
         if mask & Epoll.output != 0 && !slots[index].unsent.isEmpty {
@@ -356,7 +365,12 @@ final class ConnectionLoop {
         while slots[index].phase.isReading {
             let count = retryingInterrupts { Glibc.recv(fd, readBuffer, ConnectionLoop.readSize, 0) }
             if count > 0 {
-                slots[index].received.append(contentsOf: UnsafeRawBufferPointer(start: readBuffer, count: count))
+                let bytes = UnsafeRawBufferPointer(start: readBuffer, count: count)
+                if let engine = slots[index].tls {
+                    guard secure(index, engine, Data(bytes)) else { return }
+                } else {
+                    slots[index].received.append(contentsOf: bytes)
+                }
                 switch plan.wire {
                 case .ws: consumeWebSocket(index)
                 case .nats: consumeNATS(index)
@@ -374,9 +388,64 @@ final class ConnectionLoop {
         }
     }
 
-    /// Appends `bytes` to what `index` sends and writes what the socket takes; false when the connection ended.
+    /// Appends `bytes` to what `index` sends (sealed, once TLS is up) and writes what the socket takes; false when
+    /// the connection ended.
     private func queue(_ index: Int, _ bytes: [UInt8]) -> Bool {
-        slots[index].unsent.append(contentsOf: bytes)
+        if let engine = slots[index].tls {
+            do {
+                try engine.write(Data(bytes))
+            } catch {
+                terminate(index, error.message)
+                return false
+            }
+            slots[index].unsent.append(contentsOf: engine.takeOutput())
+        } else {
+            slots[index].unsent.append(contentsOf: bytes)
+        }
+        return flush(index)
+    }
+
+    // MARK: TLS
+
+    /// Starts the TLS handshake: the ClientHello goes out.
+    private func startTLS(_ index: Int) {
+        guard let context = plan.tls else { return }
+        do {
+            let engine = try TLSEngine(client: context, serverName: "localhost")
+            try engine.handshake()
+            slots[index].tls = engine
+            slots[index].phase = .securing
+            slots[index].unsent.append(contentsOf: engine.takeOutput())
+            _ = flush(index)
+        } catch {
+            terminate(index, error.message)
+        }
+    }
+
+    /// Takes TLS records from the server: the handshake's, then application data into `received`. False when the
+    /// connection ended.
+    private func secure(_ index: Int, _ engine: TLSEngine, _ records: Data) -> Bool {
+        engine.receive(records)
+        do {
+            if slots[index].phase == .securing {
+                guard try engine.handshake() else {
+                    slots[index].unsent.append(contentsOf: engine.takeOutput())
+                    return flush(index)
+                }
+                slots[index].unsent.append(contentsOf: engine.takeOutput())
+                guard flush(index) else { return false }
+                switch plan.wire {
+                case .ws: startHandshake(index)
+                case .nats: sendNATSHello(index)
+                }
+                guard slots[index].phase.isReading else { return false }
+            }
+            slots[index].received.append(contentsOf: try engine.read())
+        } catch {
+            terminate(index, error.message)
+            return false
+        }
+        slots[index].unsent.append(contentsOf: engine.takeOutput())
         return flush(index)
     }
 
@@ -568,14 +637,9 @@ final class ConnectionLoop {
             switch line.prefix(while: { $0 != " " && $0 != "\t" }).uppercased() {
             case "INFO":
                 if slots[index].phase == .greeting {
-                    var hello = "CONNECT {\"verbose\":false,\"pedantic\":false}\r\n"
-                    if slots[index].subscribes {
-                        let subject = random.bytes(8).map { String(format: "%02x", $0) }.joined()
-                        hello += "SUB bench.\(subject) 1\r\n"
-                    }
-                    hello += "PING\r\n"
-                    slots[index].phase = .pinging
-                    guard queue(index, Array(hello.utf8)) else { return }
+                    // With TLS, nats-server 2.9 sends INFO in the clear and then waits for the ClientHello.
+                    if plan.tls != nil { return startTLS(index) }
+                    guard sendNATSHello(index) else { return }
                 }
             case "PING":
                 guard queue(index, Array("PONG\r\n".utf8)) else { return }
@@ -603,6 +667,19 @@ final class ConnectionLoop {
             return
         }
         slots[index].received = Array(bytes[offset...])
+    }
+
+    /// CONNECT (and SUB) and PING; false when the connection ended.
+    @discardableResult
+    private func sendNATSHello(_ index: Int) -> Bool {
+        var hello = "CONNECT {\"verbose\":false,\"pedantic\":false}\r\n"
+        if slots[index].subscribes {
+            let subject = random.bytes(8).map { String(format: "%02x", $0) }.joined()
+            hello += "SUB bench.\(subject) 1\r\n"
+        }
+        hello += "PING\r\n"
+        slots[index].phase = .pinging
+        return queue(index, Array(hello.utf8))
     }
 
     /// Where `pattern` first starts in `bytes` at or after `start`.

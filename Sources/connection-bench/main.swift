@@ -1,5 +1,6 @@
 import CommandLineKit
 import Foundation
+import SiblingsCrypto
 import WebSockets
 
 /// `connection-bench`: the load client for many connections from one process and one thread (epoll, non-blocking
@@ -57,6 +58,11 @@ struct Hold: ParsableCommand {
     @Option(name: .long("ramp"), help: "Handshakes in flight at most (default 200).") var ramp: Int = 200
     @Option(name: .long("handshake-timeout"), help: "Seconds each handshake gets (default 30).")
     var handshakeTimeout: Double = 30
+    @OptionalOption(
+        name: .long("tls-ca-file"),
+        help: "Speak TLS (wss://, or NATS's TLS after INFO), trusting only the CA certificates in this PEM file; the "
+            + "server's certificate must be for localhost.")
+    var tlsCAFile: String?
 
     func validate() throws {
         try checkCommon(
@@ -71,7 +77,7 @@ struct Hold: ParsableCommand {
         let plan = LoadPlan(
             wire: wire, port: UInt16(port), path: path, connections: connections,
             subscribeFraction: subscribeFraction, sources: sources, ramp: ramp, handshakeTimeout: handshakeTimeout,
-            awaitSubscribeOK: true)
+            awaitSubscribeOK: true, tls: try tlsCAFile.map { try TLSContext(.client(trust: .caFile($0))) })
         let loop = try ConnectionLoop(plan: plan)
         let progress = ProgressBar(total: connections, label: "handshakes")
         loop.onHandshakeEnded = { progress.advance() }

@@ -4,6 +4,7 @@ import HTTPServer
 import PixieServer
 import PixieWire
 @_spi(Testing) import PrivacyPass
+import SiblingsCrypto
 import Synchronization
 import WebSockets
 
@@ -36,6 +37,12 @@ struct RelayBench: ParsableCommand {
         name: .long("bus-relay-ports"),
         help: "Two relays on one NATS bus (relay_tokens=insecure-dev), as A,B: within A, then across A to B.")
     var busRelayPorts: String?
+    @OptionalOption(name: .long("tls-relay-port"), help: "A relay serving TLS itself (insecure-dev tokens).")
+    var tlsRelayPort: Int?
+    @OptionalOption(name: .long("tls-nats-port"), help: "A nats-server requiring TLS.") var tlsNatsPort: Int?
+    @OptionalOption(
+        name: .long("tls-ca-file"), help: "The CA (PEM) both TLS servers' certificates (for localhost) chain to.")
+    var tlsCAFile: String?
 
     /// `--bus-relay-ports` as two ports.
     var busPorts: (Int, Int)? {
@@ -62,12 +69,25 @@ struct RelayBench: ParsableCommand {
     func run() async throws {
         var rows: [(String, Result)] = []
         var transports: [(String, Transport)] = [
-            ("raw NATS pub/sub (libnats)", .nats),
-            ("relay, one node, in-process bus (insecure-dev tokens)", .relay(relayPort, relayPort, nil)),
+            ("raw NATS pub/sub (libnats)", .nats(natsPort, nil)),
+            ("relay, one node, in-process bus (insecure-dev tokens)", .relay(relayPort, relayPort, nil, nil)),
         ]
+        if let tlsCAFile {
+            let tls = try TLSContext(.client(trust: .caFile(tlsCAFile)))
+            if let tlsRelayPort {
+                transports.append(
+                    (
+                        "relay over TLS (wss://), one node (insecure-dev tokens)",
+                        .relay(tlsRelayPort, tlsRelayPort, nil, tls)
+                    ))
+            }
+            if let tlsNatsPort {
+                transports.append(("raw NATS pub/sub over TLS (libnats)", .nats(tlsNatsPort, tlsCAFile)))
+            }
+        }
         if let (a, b) = try busPorts {
-            transports.append(("relay on the NATS bus, within one node (insecure-dev tokens)", .relay(a, a, nil)))
-            transports.append(("relay on the NATS bus, across two nodes (insecure-dev tokens)", .relay(a, b, nil)))
+            transports.append(("relay on the NATS bus, within one node (insecure-dev tokens)", .relay(a, a, nil, nil)))
+            transports.append(("relay on the NATS bus, across two nodes (insecure-dev tokens)", .relay(a, b, nil, nil)))
         }
         if let credentialRelayPort, let credentialDataDir {
             let keys = try ServiceKeys.loadOrCreate(
@@ -76,7 +96,7 @@ struct RelayBench: ParsableCommand {
             transports.append(
                 (
                     "relay, credential-svc tokens (VOPRF verified, spent in SQLite)",
-                    .relay(credentialRelayPort, credentialRelayPort, tokens)
+                    .relay(credentialRelayPort, credentialRelayPort, tokens, nil)
                 ))
         }
         for (name, transport) in transports {
@@ -122,10 +142,11 @@ struct RelayBench: ParsableCommand {
     }
 
     enum Transport {
-        case nats
-        /// The publisher's relay port, the subscriber's (the same port, or another node's on the same bus), and a
-        /// supply of real tokens, or nil for insecure-dev's random ones.
-        case relay(Int, Int, TokenSupply?)
+        /// nats-server on this port, with TLS (trusting this CA file) or without.
+        case nats(Int, String?)
+        /// The publisher's relay port, the subscriber's (the same port, or another node's on the same bus), a
+        /// supply of real tokens (nil for insecure-dev's random ones), and TLS (wss://) or nil.
+        case relay(Int, Int, TokenSupply?, TLSContext?)
     }
 
     struct Result {
@@ -139,11 +160,13 @@ struct RelayBench: ParsableCommand {
         let publish: @Sendable (Data) async throws -> Void
         let finish: @Sendable () async -> Void
         switch transport {
-        case .nats:
-            let link = try NATSLink(port: natsPort, subject: "bench.\(UUID().uuidString)", recorder: recorder)
+        case .nats(let port, let caFile):
+            let link = try NATSLink(
+                port: port, caFile: caFile, subject: "bench.\(UUID().uuidString)", recorder: recorder)
             publish = { try link.publish($0) }
             finish = { link.close() }
-        case .relay(let sendPort, let receivePort, let supply):
+        case .relay(let sendPort, let receivePort, let supply, let tls):
+            let host = tls == nil ? "127.0.0.1" : "localhost"
             // The subscriber holds the subject's key: only it may SUBSCRIBE (self-certifying subjects).
             let key = RelaySubjectKey()
             let subject = key.subject
@@ -151,7 +174,9 @@ struct RelayBench: ParsableCommand {
             let subscribed = Subscribed()
             let challenged = Challenged()
             let relayPath = PixieAPI.relayConnect.target()
-            let receiver = try await WebSocketClient.connect(port: UInt16(receivePort), path: relayPath) { _ in
+            let receiver = try await WebSocketClient.connect(
+                host: host, port: UInt16(receivePort), path: relayPath, tls: tls
+            ) { _ in
                 Consumer { bytes in
                     switch try? RelayServerFrame(decoding: bytes) {
                     case .deliver(_, _, let payload)?: recorder.received(payload)
@@ -161,7 +186,9 @@ struct RelayBench: ParsableCommand {
                     }
                 }
             }
-            let sender = try await WebSocketClient.connect(port: UInt16(sendPort), path: relayPath) { _ in
+            let sender = try await WebSocketClient.connect(
+                host: host, port: UInt16(sendPort), path: relayPath, tls: tls
+            ) { _ in
                 Consumer { bytes in
                     if case .error(_, let code, let reason)? = try? RelayServerFrame(decoding: bytes) {
                         recorder.fail("the relay refused a SEND: \(code): \(reason)")
@@ -336,12 +363,13 @@ final class NATSLink: Sendable {
     private let subscription: NATSSubscription
     private let subject: String
 
-    init(port: Int, subject: String, recorder: Recorder) throws {
+    init(port: Int, caFile: String?, subject: String, recorder: Recorder) throws {
         self.subject = subject
-        let url = "nats://127.0.0.1:\(port)"
+        // With TLS the certificate is checked for the URL's host: localhost.
+        let url = caFile == nil ? "nats://127.0.0.1:\(port)" : "nats://localhost:\(port)"
         // Each publish is written at once (no batching by libnats' flusher), as the relay client writes each frame.
-        publisher = try NATSConnection(url: url, sendImmediately: true)
-        subscriber = try NATSConnection(url: url, sendImmediately: true)
+        publisher = try NATSConnection(url: url, sendImmediately: true, tlsCAFile: caFile)
+        subscriber = try NATSConnection(url: url, sendImmediately: true, tlsCAFile: caFile)
         subscription = try subscriber.subscribe(subject) { recorder.received($0) }
         try subscriber.flush(timeout: .seconds(5))
     }

@@ -17,7 +17,10 @@ struct SignInBench: ParsableCommand {
         commandName: "signin-bench",
         abstract: "A sign-in's machine path in ms, and sign-ins per second beside discovery/own per second.")
 
-    @Option(name: .long("server"), help: "The pixie-server, http://127.0.0.1:PORT.") var server: String
+    @Option(name: .long("server"), help: "The pixie-server, http://127.0.0.1:PORT or https://localhost:PORT.")
+    var server: String
+    @OptionalOption(name: .long("ca-file"), help: "For an https:// server: trust only the CA certificates in this PEM.")
+    var caFile: String?
     @Option(name: .long("trust-bundle"), help: "Its trust bundle (pixie-server trust-bundle).") var trustBundle: String
     @Option(name: .long("sms-outbox"), help: "Its development SMS outbox (<data_dir>/sms-outbox.jsonl).")
     var smsOutbox: String
@@ -39,7 +42,9 @@ struct SignInBench: ParsableCommand {
             TrustBundle.self, from: try Data(contentsOf: URL(fileURLWithPath: trustBundle)))
         let work = FileManager.default.temporaryDirectory.appendingPathComponent("signin-bench-\(UUID())")
         defer { try? FileManager.default.removeItem(at: work) }
-        let world = World(server: server, bundle: bundle, outbox: smsOutbox, work: work, prefix: prefix)
+        let environment = DeviceEnvironment(tls: .client(trust: caFile.map { .caFile($0) } ?? .system))
+        let world = World(
+            server: server, bundle: bundle, outbox: smsOutbox, work: work, prefix: prefix, environment: environment)
 
         // One at a time: where the time goes.
         let accounts = try await world.accounts(0..<count, parallel: 1)
@@ -116,10 +121,13 @@ final class World: Sendable {
     let outbox: String
     let work: URL
     let prefix: String
+    /// The devices' network: whom they trust for an https:// server.
+    let environment: DeviceEnvironment
     private let listeners = Mutex<[Task<Void, any Error>]>([])
 
-    init(server: URL, bundle: TrustBundle, outbox: String, work: URL, prefix: String) {
+    init(server: URL, bundle: TrustBundle, outbox: String, work: URL, prefix: String, environment: DeviceEnvironment) {
         self.server = server
+        self.environment = environment
         self.bundle = bundle
         self.outbox = outbox
         self.work = work
@@ -157,14 +165,16 @@ final class World: Sendable {
     private func makeAccount(_ index: Int) async throws -> Account {
         let number = prefix + String(format: "%04d", index)
         let home = try DeviceHome(directory: work.appendingPathComponent("sibling-\(index)"))
-        let state = try await OnboardingFlow(home: home).createAccount(
+        let state = try await OnboardingFlow(home: home, environment: environment).createAccount(
             server: server, trustBundle: bundle, name: "sibling \(index)", phoneNumber: number, code: codes)
         let account = Account(
             index: index, number: number, home: home, phoneCert: state.phoneCert.data, prompted: Moment(),
             code: Mailbox())
         let ready = Mailbox()
         let listener = Task {
-            try await InboxListener(context: try DeviceContext(home: home), deviceFamily: "bench").run(
+            try await InboxListener(
+                context: try DeviceContext(home: home, environment: environment), deviceFamily: "bench"
+            ).run(
                 ready: { ready.put("ready") },
                 decide: { _ in
                     account.prompted.mark()
@@ -184,9 +194,10 @@ final class World: Sendable {
         let requested = Moment()
         let flow = OnboardingFlow(
             home: try DeviceHome(directory: work.appendingPathComponent("new-\(account.index)")),
-            environment: DeviceEnvironment(transport: {
-                TimingTransport(inner: SocketHTTPTransport(baseURL: $0), timing: timing)
-            }))
+            environment: DeviceEnvironment(
+                transport: { [environment] in
+                    TimingTransport(inner: SocketHTTPTransport(baseURL: $0, tls: environment.tls), timing: timing)
+                }, tls: environment.tls))
         let start = ContinuousClock.now
         _ = try await flow.signIn(
             server: server, trustBundle: bundle, name: "new \(account.index)", phoneNumber: account.number, code: codes,
@@ -208,7 +219,7 @@ final class World: Sendable {
     func discoveryRate(phoneCert: Data, parallel: Int) async throws -> (calls: Int, perSecond: Double) {
         let calls = 400 * parallel
         let remaining = Locked(calls)
-        let client = PixieClient(baseURL: server)
+        let client = PixieClient(transport: environment.transport(server))
         _ = try await client.lookupOwnDiscovery(phoneCert: phoneCert)
         let started = ContinuousClock.now
         try await withThrowingTaskGroup(of: Void.self) { group in

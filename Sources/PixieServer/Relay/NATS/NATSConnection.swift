@@ -20,14 +20,16 @@ public final class NATSConnection: @unchecked Sendable {
     public let url: String
 
     /// Connects to `url` (`nats://host:port`). With `sendImmediately`, each publish is written at once instead of
-    /// with the next flush (libnats' SendAsap).
+    /// with the next flush (libnats' SendAsap). With `tlsCAFile`, the connection must be TLS, and the server's
+    /// certificate must chain to a CA in that PEM file and name the URL's host.
     ///
     /// - Throws: ``NATSError`` when the server cannot be reached.
     ///
     /// `onLink` is called on a libnats thread each time the connection goes down (false: the server went away,
     /// or stopped answering its PINGs, every ``pingInterval``, two unanswered at most) and comes back (true).
     public init(
-        url given: String, sendImmediately: Bool = false, onLink: @escaping @Sendable (Bool) -> Void = { _ in }
+        url given: String, sendImmediately: Bool = false, tlsCAFile: String? = nil,
+        onLink: @escaping @Sendable (Bool) -> Void = { _ in }
     ) throws(NATSError) {
         let url = ConnectionURL.redacted(given)
         let link = LinkWatch(onLink)
@@ -38,6 +40,11 @@ public final class NATSConnection: @unchecked Sendable {
         try Self.check(natsOptions_Create(&options), "create its options", url: url)
         defer { natsOptions_Destroy(options) }
         try Self.check(natsOptions_SetURL(options, given), "take the URL", url: url)
+        if let tlsCAFile {
+            try Self.check(natsOptions_SetSecure(options, true), "require TLS", url: url)
+            try Self.check(
+                natsOptions_LoadCATrustedCertificates(options, tlsCAFile), "read the CA file \(tlsCAFile)", url: url)
+        }
         try Self.check(natsOptions_SetAllowReconnect(options, true), "allow reconnects", url: url)
         try Self.check(natsOptions_SetMaxReconnect(options, -1), "reconnect forever", url: url)
         try Self.check(natsOptions_SetReconnectWait(options, 100), "set the reconnect wait", url: url)
