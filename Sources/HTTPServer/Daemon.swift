@@ -64,7 +64,8 @@ final class Daemon {
                 listener = try TLSTerminator(
                     address: tls.address, port: configuration.port,
                     configuration: .server(
-                        certificateChainFile: tls.certificateChainFile, privateKeyFile: tls.privateKeyFile)
+                        certificateChainFile: tls.certificateChainFile, privateKeyFile: tls.privateKeyFile),
+                    admits: { [connections] in connections.admits($0) }
                 ) { fd, address, length in MHD_add_connection(daemon.handle, fd, address, length) == .YES }
             } catch {
                 connections.stop()

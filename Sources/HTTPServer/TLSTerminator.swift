@@ -28,9 +28,10 @@ final class TLSTerminator: Sendable {
     private let tunnels = TunnelRegistry()
 
     /// Listens on `address` (an IPv4 or IPv6 literal) at `port` (0: the system chooses), and hands each connection
-    /// to `add` (which owns the descriptor it is given, and returns false if it refused it).
+    /// to `add` (which owns the descriptor it is given, and returns false if it refused it). A connection from an
+    /// address `admits` refuses (it holds its share) is closed before any TLS work is spent on it.
     init(
-        address: String, port: UInt16, configuration: TLSConfiguration,
+        address: String, port: UInt16, configuration: TLSConfiguration, admits: @escaping @Sendable (String?) -> Bool,
         add: @escaping @Sendable (Int32, UnsafePointer<sockaddr>, socklen_t) -> Bool
     ) throws(HTTPError) {
         let context: TLSContext
@@ -44,7 +45,7 @@ final class TLSTerminator: Sendable {
         self.port = bound
         self.configuration = configuration
         self.context = Mutex(context)
-        acceptor = Acceptor(listener: listener, loop: EventLoop.next(), tunnels: tunnels, add: add)
+        acceptor = Acceptor(listener: listener, loop: EventLoop.next(), tunnels: tunnels, admits: admits, add: add)
         acceptor.context = { [weak self] in self?.context.withLock { $0 } }
         let acceptor = acceptor
         acceptor.loop.execute { acceptor.attach() }
@@ -186,6 +187,7 @@ private final class Acceptor: EventLoopChannel, @unchecked Sendable {
     let listener: Int32
     let loop: EventLoop
     let add: @Sendable (Int32, UnsafePointer<sockaddr>, socklen_t) -> Bool
+    let admits: @Sendable (String?) -> Bool
     let tunnels: TunnelRegistry
     var context: () -> TLSContext? = { nil }
     private var tag: UInt64?
@@ -193,12 +195,13 @@ private final class Acceptor: EventLoopChannel, @unchecked Sendable {
     private var pausedUntil: ContinuousClock.Instant?
 
     init(
-        listener: Int32, loop: EventLoop, tunnels: TunnelRegistry,
+        listener: Int32, loop: EventLoop, tunnels: TunnelRegistry, admits: @escaping @Sendable (String?) -> Bool,
         add: @escaping @Sendable (Int32, UnsafePointer<sockaddr>, socklen_t) -> Bool
     ) {
         self.listener = listener
         self.loop = loop
         self.tunnels = tunnels
+        self.admits = admits
         self.add = add
     }
 
@@ -237,6 +240,20 @@ private final class Acceptor: EventLoopChannel, @unchecked Sendable {
     }
 
     private func accepted(_ network: Int32, _ address: sockaddr_storage, _ length: socklen_t) {
+        // The per-address share is checked again by libmicrohttpd's accept policy when the connection is added; this
+        // first look spares a handshake for a connection that would be refused.
+        var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+        let named = withUnsafePointer(to: address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { CMicroHTTPD_address_text($0, &text, text.count) }
+        }
+        guard
+            admits(
+                named == 1
+                    ? String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : nil)
+        else {
+            close(network)
+            return
+        }
         _ = fcntl(network, F_SETFD, FD_CLOEXEC)
         _ = fcntl(network, F_SETFL, fcntl(network, F_GETFL) | O_NONBLOCK)
         var one: Int32 = 1
