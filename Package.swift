@@ -119,7 +119,8 @@ let package = Package(
 
         // Pixie's wire types shared by server and device: PhoneOwnershipCert, SenderCert, relay frames, the trust
         // bundle, the KT labels and roster commitment, and every JSON body under API/ (docs/pixie-protocol.md).
-        .target(name: "PixieWire", dependencies: ["SiblingsCrypto", "WebAuthn"], swiftSettings: strict),
+        .target(
+            name: "PixieWire", dependencies: ["SiblingsCrypto", "WebAuthn", "Transparency"], swiftSettings: strict),
 
         // Storage behind a protocol (SQLDatabase): SQLite in WAL mode, embedded (files under SQLite/), for
         // pixie-server's services and a device's store.
@@ -290,7 +291,8 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(
-            name: "PixieWireTests", dependencies: ["PixieWire", "SiblingsCrypto", "WebAuthn", "SiblingsTestSupport"],
+            name: "PixieWireTests",
+            dependencies: ["PixieWire", "SiblingsCrypto", "WebAuthn", "SiblingsTestSupport", "Transparency"],
             swiftSettings: strict),
         .testTarget(
             name: "StorageTests", dependencies: ["Storage", "StoragePostgreSQL", "SiblingsTestSupport"],

@@ -10,6 +10,9 @@ public enum KeyTransparencyLabel {
     public static func account(ktHandle: String) -> String { "account/" + ktHandle }
     /// `devices/<kt_handle>`: ``KeyTransparencyCommitment/roster(_:)`` of the account's devices.
     public static func devices(ktHandle: String) -> String { "devices/" + ktHandle }
+    /// `account-rotation/<kt_handle>`: ``AccountRotation/encoded``, one version per rotation (docs/pixie-protocol.md,
+    /// "Revoking a device").
+    public static func accountRotation(ktHandle: String) -> String { "account-rotation/" + ktHandle }
 }
 
 /// One device of an account's roster as `GET /v1/sync/siblings` lists it and the log commits to it: the device's

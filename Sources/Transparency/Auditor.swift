@@ -9,11 +9,21 @@ public protocol LogSource: Sendable {
     func consistencyProof(from oldSize: UInt64, to newSize: UInt64) async throws -> ConsistencyProof
 }
 
+/// A check the auditor runs on what the entries say, beside the log's own structure: a service's rule about its
+/// values, such as PixieWire's `AccountRotationRule` (every account key after the first comes with a rotation
+/// signed by the old key and the new). A rule keeps what it needs of earlier checkpoints itself.
+public protocol AuditRule: Sendable {
+    /// The entries one checkpoint adds, in log order; throws ``TransparencyError/Code/badValue`` saying what the
+    /// log holds that breaks the rule.
+    mutating func check(_ entries: [Entry]) throws(TransparencyError)
+}
+
 /// The auditor: follows a log from its start, checkpoint by checkpoint, and recomputes everything the log
 /// signs: each checkpoint must extend the last (consistency proof), the entries must hash to its log root (an
 /// entry rewritten or missing is `.logRootMismatch`), versions of a label must run 1, 2, 3, ... (`.versionGap`),
 /// and the map rebuilt from the entries must have its map root (an update withheld from the map is
-/// `.mapRootMismatch`). After the first failure the auditor refuses to go on: the log is not to be trusted.
+/// `.mapRootMismatch`); then each ``AuditRule`` reads the checkpoint's entries. After the first failure the auditor
+/// refuses to go on: the log is not to be trusted.
 public struct Auditor: Sendable {
     public let logKey: LogKey
     /// The last checkpoint that passed every check.
@@ -23,8 +33,12 @@ public struct Auditor: Sendable {
     private var log = MemoryLogStore()
     private var map = VerifiableMap()
     private var versions: [Label: UInt64] = [:]
+    private var rules: [any AuditRule]
 
-    public init(logKey: LogKey) { self.logKey = logKey }
+    public init(logKey: LogKey, rules: [any AuditRule] = []) {
+        self.logKey = logKey
+        self.rules = rules
+    }
 
     /// The number of entries checked so far.
     public var size: UInt64 { log.size }
@@ -84,6 +98,7 @@ public struct Auditor: Sendable {
                 "the map rebuilt from the entries differs from the map root of checkpoint \(new.size): an update "
                     + "was withheld from the map (or a binding was added without an entry)")
         }
+        for index in rules.indices { try rules[index].check(entries) }
         checkpoint = new
         return new
     }

@@ -37,6 +37,9 @@ public struct TransparencyError: Error, Sendable, Equatable, CustomStringConvert
         public static let versionGap = Code("version_gap")
         /// A request the log cannot answer (a size beyond the tree, an unknown checkpoint).
         public static let outOfRange = Code("out_of_range")
+        /// A logged value breaks its service's rule (``AuditRule``): an account key that changed without a rotation
+        /// signed by the old key and the new.
+        public static let badValue = Code("bad_value")
 
         public var description: String { rawValue }
     }

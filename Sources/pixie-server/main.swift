@@ -256,7 +256,7 @@ struct Audit: ParsableCommand {
         var auditor: Auditor
         do {
             let key = try LogKey(origin: bundle.transparencyLogOrigin, publicKey: bundle.transparencyLogKey)
-            auditor = Auditor(logKey: key)
+            auditor = Auditor(logKey: key, rules: [AccountRotationRule()])
             let checked = try await auditor.follow(
                 HTTPLogSource(baseURL: base, logKey: key, timeout: TimeInterval(seconds)))
             let size = auditor.checkpoint?.size ?? 0
