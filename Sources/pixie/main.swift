@@ -542,17 +542,37 @@ struct Devices: ParsableCommand {
                         [
                             "device_id": $0.deviceID, "name": $0.name, "family": $0.family ?? NSNull(),
                             "this_device": $0.isThisDevice,
+                            "added_at": $0.addedAt.map { Int64($0.timeIntervalSince1970) } ?? NSNull(),
+                            "added_by": $0.addedBy ?? NSNull(),
+                            "last_seen_at": $0.lastSeenAt.map { Int64($0.timeIntervalSince1970) } ?? NSNull(),
                         ] as [String: Any]
                     })
                 return
             }
+            let names = Dictionary(devices.map { ($0.deviceID, $0.name) }, uniquingKeysWith: { first, _ in first })
             for device in devices {
                 let family = device.family.map { " (\($0))" } ?? ""
                 streams.out(
                     "\(device.name)\(family)  \(device.deviceID)\(device.isThisDevice ? "  (this device)" : "")")
+                var added = device.addedAt.map { "added \(Self.format($0))" } ?? "added before this was recorded"
+                if let by = device.addedBy { added += " by \(names[by] ?? "a device since removed")" }
+                let seen =
+                    device.lastSeenAt.map { "last seen \(Self.format($0))" } ?? "not seen since this was recorded"
+                streams.out("    \(added); \(seen)")
             }
             streams.out("\(devices.count) device\(devices.count == 1 ? "" : "s"), matching the transparency log.")
         }
+    }
+}
+
+extension Devices {
+    /// A time for people: UTC, to the minute.
+    static func format(_ date: Date) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyy-MM-dd HH:mm 'UTC'"
+        return formatter.string(from: date)
     }
 }
 

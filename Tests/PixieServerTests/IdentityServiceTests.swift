@@ -432,6 +432,40 @@ struct IdentityServiceTests {
         }
     }
 
+    @Test("the siblings list says when each device was added, by which device, and when it was last seen")
+    func addedByAndLastSeen() async throws {
+        let fixture = try Fixture()
+        let start = Int64(fixture.clock.now.timeIntervalSince1970)
+        var phone = TestDevice(name: "phone")
+        _ = try await fixture.createAccount(&phone)
+        func listed(by device: TestDevice) async -> [String: [String: Any]] {
+            let response = await fixture.get("/v1/sync/siblings", token: device.session)
+            let devices = (response.json["devices"] as? [[String: Any]]) ?? []
+            return Dictionary(
+                devices.map { ($0["name"] as? String ?? "", $0) }, uniquingKeysWith: { first, _ in first })
+        }
+        var rows = await listed(by: phone)
+        #expect(rows["phone"]?["added_at"] as? Int64 == start)
+        #expect(rows["phone"]?["added_by"] is NSNull)
+        #expect(rows["phone"]?["last_seen_at"] as? Int64 == start)
+        // Seen again within the minute: not written again; after it, written.
+        fixture.clock.advance(by: 30)
+        rows = await listed(by: phone)
+        #expect(rows["phone"]?["last_seen_at"] as? Int64 == start)
+        fixture.clock.advance(by: 40)
+        rows = await listed(by: phone)
+        #expect(rows["phone"]?["last_seen_at"] as? Int64 == start + 70)
+        // A device that joins with the phone's grant is added by the phone.
+        let grant = try #require(await fixture.grant(from: phone).json["grant"] as? String)
+        var tablet = TestDevice(name: "tablet")
+        #expect(try await fixture.register(&tablet, grant: ["grant": grant]).status == .created)
+        rows = await listed(by: tablet)
+        #expect(rows["tablet"]?["added_by"] as? String == phone.deviceID)
+        #expect(rows["tablet"]?["added_at"] as? Int64 == start + 70)
+        let keys = Set(rows["tablet"].map { Array($0.keys) } ?? [])
+        #expect(keys.isSuperset(of: ["added_at", "added_by", "last_seen_at"]))
+    }
+
     @Test func sessionsExpireAndCanBeRevoked() async throws {
         let fixture = try Fixture()
         var phone = TestDevice(name: "phone")

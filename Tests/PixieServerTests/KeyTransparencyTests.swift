@@ -200,6 +200,8 @@ struct KeyTransparencyTests {
         try store.execute("ALTER TABLE devices DROP COLUMN inbox", [])
         try store.execute("ALTER TABLE devices DROP COLUMN sealing_key", [])
         try store.execute("ALTER TABLE devices DROP COLUMN family", [])
+        try store.execute("ALTER TABLE devices DROP COLUMN added_by", [])
+        try store.execute("ALTER TABLE devices DROP COLUMN last_seen_at", [])
         try store.execute("UPDATE accounts SET kt_dirty = 0", [])
         try store.execute("DELETE FROM schema_migrations WHERE component = 'identity' AND version >= 3", [])
         var verifier = TransparencyVerifier(logKey: before.logKey)

@@ -228,6 +228,11 @@ public struct OnboardingFlow: Sendable {
         public let name: String
         public let family: String?
         public let isThisDevice: Bool
+        /// When it enrolled, the device that added it (nil for the account's first) and when it was last seen, as
+        /// the server records them: labels for people, not in the log.
+        public let addedAt: Date?
+        public let addedBy: String?
+        public let lastSeenAt: Date?
     }
 
     /// The account's devices, checked against the log (`pixie devices`).
@@ -245,7 +250,9 @@ public struct OnboardingFlow: Sendable {
         return zip(listed.devices, roster).map {
             Sibling(
                 deviceID: $0.0.deviceID, pubkey: $0.1.pubkey, name: $0.0.name, family: $0.0.family,
-                isThisDevice: $0.1.pubkey == own)
+                isThisDevice: $0.1.pubkey == own,
+                addedAt: $0.0.addedAt.map { Date(timeIntervalSince1970: TimeInterval($0)) }, addedBy: $0.0.addedBy,
+                lastSeenAt: $0.0.lastSeenAt.map { Date(timeIntervalSince1970: TimeInterval($0)) })
         }
     }
 

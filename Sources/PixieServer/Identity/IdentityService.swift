@@ -115,6 +115,14 @@ public struct IdentityService: Sendable {
         // Issue 37: a device may enroll with its family ("iPhone"), which the siblings list carries beside its
         // name. Neither is logged: they label devices for people.
         Migration(version: 5, sql: "ALTER TABLE devices ADD COLUMN family TEXT;"),
+        // Issue 41: `pixie devices` shows who added each device (the device whose grant enrolled it) and when each
+        // was last seen (a session request, recorded at most once a minute). Devices enrolled before have neither.
+        Migration(
+            version: 6,
+            sql: """
+                ALTER TABLE devices ADD COLUMN added_by TEXT;
+                ALTER TABLE devices ADD COLUMN last_seen_at BIGINT;
+                """),
     ]
 
     let database: any SQLDatabase
@@ -299,7 +307,7 @@ public struct IdentityService: Sendable {
                     ], conflict: "this discovery_inbox is already in use; choose a fresh random one")
                 try enroll(
                     device: body.device, deviceID: deviceID, accountID: accountID, credential: credential,
-                    in: transaction)
+                    addedBy: nil, in: transaction)
                 let (token, expiresAt) = try sessions.create(
                     accountID: accountID, deviceID: deviceID, in: transaction)
                 return IdentityAPI.EnrolledResponse(
@@ -483,8 +491,8 @@ public struct IdentityService: Sendable {
             try database.transaction { transaction in
                 guard
                     let grant = try transaction.queryOne(
-                        "SELECT account_id, expires_at, used_at, failed_attempts, scope FROM recovery_grants "
-                            + "WHERE grant_hash = ?", [.blob(lookup.hash)])
+                        "SELECT account_id, issued_by, expires_at, used_at, failed_attempts, scope FROM "
+                            + "recovery_grants WHERE grant_hash = ?", [.blob(lookup.hash)])
                 else {
                     if let accountID = lookup.accountID {
                         // Past the limit a wrong code is answered as the right one is (429), so the answers do
@@ -547,7 +555,7 @@ public struct IdentityService: Sendable {
                 }
                 try enroll(
                     device: body.device, deviceID: deviceID, accountID: accountID, credential: credential,
-                    in: transaction)
+                    addedBy: try grant.string("issued_by"), in: transaction)
                 let (token, expiresAt) = try sessions.create(
                     accountID: accountID, deviceID: deviceID, in: transaction)
                 return .success(
@@ -676,14 +684,17 @@ public struct IdentityService: Sendable {
         try await requireLogged((session.accountID, dirty))
         let devices = try store(logger) {
             try database.query(
-                "SELECT device_id, pubkey, inbox, sealing_key, name, family FROM devices WHERE account_id = ? "
-                    + "AND removed_at IS NULL ORDER BY created_at, device_id", [.text(session.accountID)]
+                "SELECT device_id, pubkey, inbox, sealing_key, name, family, created_at, added_by, last_seen_at "
+                    + "FROM devices WHERE account_id = ? AND removed_at IS NULL ORDER BY created_at, device_id",
+                [.text(session.accountID)]
             ).map { row in
                 IdentityAPI.SiblingsResponse.Device(
                     deviceID: try row.string("device_id"), pubkey: Base64URLBytes(try row.data("pubkey")),
                     inbox: try row.optionalData("inbox").map(Base64URLBytes.init),
                     sealingKey: try row.optionalData("sealing_key").map(Base64URLBytes.init),
-                    name: try row.string("name"), family: try row.optionalString("family"))
+                    name: try row.string("name"), family: try row.optionalString("family"),
+                    addedAt: try row.int64("created_at"), addedBy: try row.optionalString("added_by"),
+                    lastSeenAt: try row.optionalInt64("last_seen_at"))
             }
         }
         return try .json(IdentityAPI.SiblingsResponse(devices: devices))
@@ -747,19 +758,20 @@ public struct IdentityService: Sendable {
         }
     }
 
+    /// Enrolls a device; `addedBy` is the device whose grant let it in (nil for an account's first device).
     func enroll(
         device: IdentityAPI.DeviceFields, deviceID: String, accountID: String, credential: RegisteredCredential,
-        in transaction: any SQLTransaction
+        addedBy: String?, in transaction: any SQLTransaction
     ) throws {
         let now = clock.now().unixSeconds
         try insertUnique(
             transaction,
-            "INSERT INTO devices (device_id, account_id, pubkey, name, family, inbox, sealing_key, created_at) "
-                + "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO devices (device_id, account_id, pubkey, name, family, inbox, sealing_key, created_at, "
+                + "added_by, last_seen_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 .text(deviceID), .text(accountID), .blob(device.pubkey.data), .text(device.name),
                 device.family.map(SQLValue.text) ?? .null, .blob(device.inbox.data), .blob(device.sealingKey.data),
-                .integer(now),
+                .integer(now), addedBy.map(SQLValue.text) ?? .null, .integer(now),
             ],
             conflict: "this device pubkey is already enrolled; a device joins once")
         try insertUnique(

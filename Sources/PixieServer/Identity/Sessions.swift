@@ -61,18 +61,22 @@ struct Sessions: Sendable {
         }
         let now = clock.now()
         let tokenHash = Self.hash(token)
-        let found = try store(logger) { () throws -> (Session, revoked: Bool, removed: Bool)? in
+        let found = try store(logger) { () throws -> (Session, revoked: Bool, removed: Bool, seen: Int64?)? in
             guard
                 let row = try database.queryOne(
-                    "SELECT s.account_id, s.device_id, s.expires_at, s.revoked_at, d.removed_at FROM sessions s "
-                        + "JOIN devices d ON d.device_id = s.device_id WHERE s.token_hash = ?", [.blob(tokenHash)])
+                    "SELECT s.account_id, s.device_id, s.expires_at, s.revoked_at, d.removed_at, d.last_seen_at "
+                        + "FROM sessions s JOIN devices d ON d.device_id = s.device_id WHERE s.token_hash = ?",
+                    [.blob(tokenHash)])
             else { return nil }
             let session = Session(
                 accountID: try row.string("account_id"), deviceID: try row.string("device_id"),
                 expiresAt: Date(timeIntervalSince1970: TimeInterval(try row.int64("expires_at"))), tokenHash: tokenHash)
-            return (session, try row.optionalInt64("revoked_at") != nil, try row.optionalInt64("removed_at") != nil)
+            return (
+                session, try row.optionalInt64("revoked_at") != nil, try row.optionalInt64("removed_at") != nil,
+                try row.optionalInt64("last_seen_at")
+            )
         }
-        guard let (session, revoked, removed) = found else {
+        guard let (session, revoked, removed, seen) = found else {
             throw Self.unauthorized("the session token is not known; sign in again")
         }
         guard !revoked else { throw Self.unauthorized("the session was revoked; sign in again") }
@@ -80,6 +84,14 @@ struct Sessions: Sendable {
             throw Self.unauthorized("this device was removed from the account; it cannot sign in again")
         }
         guard now < session.expiresAt else { throw Self.unauthorized("the session has expired; sign in again") }
+        // When the device was last seen (`pixie devices`): written at most once a minute, not on every request.
+        if seen.map({ now.unixSeconds - $0 >= Self.lastSeenGranularity }) ?? true {
+            _ = try store(logger) {
+                try database.execute(
+                    "UPDATE devices SET last_seen_at = ? WHERE device_id = ?",
+                    [.integer(now.unixSeconds), .text(session.deviceID)])
+            }
+        }
         return session
     }
 
@@ -94,6 +106,9 @@ struct Sessions: Sendable {
     }
 
     static func hash(_ token: Data) -> Data { Data(SHA256.hash(data: token)) }
+
+    /// Seconds between two writes of a device's last-seen time.
+    static let lastSeenGranularity: Int64 = 60
 
     static func unauthorized(_ reason: String) -> HTTPError {
         HTTPError(.unauthorized, .unauthorized, reason, headers: ["WWW-Authenticate": "Bearer"])

@@ -296,10 +296,18 @@ extension IdentityAPI {
             public var name: String
             /// Its family ("iPhone", "Linux"); null for a device that enrolled without one. Not in the log either.
             public var family: String?
+            /// When it enrolled, Unix seconds (absent from servers before issue 41).
+            public var addedAt: Int64?
+            /// The device whose grant enrolled it; null for the account's first device (and for devices enrolled
+            /// before issue 41).
+            public var addedBy: String?
+            /// When it last made a session request, Unix seconds, to the minute; null if it never has since issue 41.
+            public var lastSeenAt: Int64?
 
             public init(
                 deviceID: String, pubkey: Base64URLBytes, inbox: Base64URLBytes?, sealingKey: Base64URLBytes?,
-                name: String, family: String? = nil
+                name: String, family: String? = nil, addedAt: Int64? = nil, addedBy: String? = nil,
+                lastSeenAt: Int64? = nil
             ) {
                 self.deviceID = deviceID
                 self.pubkey = pubkey
@@ -307,12 +315,18 @@ extension IdentityAPI {
                 self.sealingKey = sealingKey
                 self.name = name
                 self.family = family
+                self.addedAt = addedAt
+                self.addedBy = addedBy
+                self.lastSeenAt = lastSeenAt
             }
 
             enum CodingKeys: String, CodingKey {
                 case deviceID = "device_id"
                 case pubkey, inbox, name, family
                 case sealingKey = "sealing_key"
+                case addedAt = "added_at"
+                case addedBy = "added_by"
+                case lastSeenAt = "last_seen_at"
             }
 
             /// A server from before names and families were listed sends neither: the name reads as empty.
@@ -324,9 +338,12 @@ extension IdentityAPI {
                 sealingKey = try container.decodeIfPresent(Base64URLBytes.self, forKey: .sealingKey)
                 name = try container.decodeIfPresent(String.self, forKey: .name) ?? ""
                 family = try container.decodeIfPresent(String.self, forKey: .family)
+                addedAt = try container.decodeIfPresent(Int64.self, forKey: .addedAt)
+                addedBy = try container.decodeIfPresent(String.self, forKey: .addedBy)
+                lastSeenAt = try container.decodeIfPresent(Int64.self, forKey: .lastSeenAt)
             }
 
-            /// Null fields are written as null, not left out, so every device has the same six keys.
+            /// Null fields are written as null, not left out, so every device has the same nine keys.
             public func encode(to encoder: any Encoder) throws {
                 var container = encoder.container(keyedBy: CodingKeys.self)
                 try container.encode(deviceID, forKey: .deviceID)
@@ -335,6 +352,9 @@ extension IdentityAPI {
                 try container.encode(sealingKey, forKey: .sealingKey)
                 try container.encode(name, forKey: .name)
                 try container.encode(family, forKey: .family)
+                try container.encode(addedAt, forKey: .addedAt)
+                try container.encode(addedBy, forKey: .addedBy)
+                try container.encode(lastSeenAt, forKey: .lastSeenAt)
             }
         }
 

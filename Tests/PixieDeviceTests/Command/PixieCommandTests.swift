@@ -175,9 +175,18 @@ struct PixieCommandTests {
             list.contains {
                 $0["device_id"] as? String == joined["device_id"] as? String && $0["this_device"] as? Bool == true
             })
-        // Each with the name and family it enrolled with.
+        // Each with the name and family it enrolled with, when it was added and by whom, and when it was last seen.
         #expect(Set(list.compactMap { $0["name"] as? String }) == ["phone", "laptop"])
         #expect(list.allSatisfy { $0["family"] as? String == "Linux" })
+        let phoneRow = try #require(list.first { $0["name"] as? String == "phone" })
+        let laptopRow = try #require(list.first { $0["name"] as? String == "laptop" })
+        #expect(phoneRow["added_by"] is NSNull, "the account's first device was added by none")
+        #expect(laptopRow["added_by"] as? String == phoneRow["device_id"] as? String)
+        #expect(list.allSatisfy { ($0["added_at"] as? Int64 ?? 0) > 1_700_000_000 })
+        #expect(list.allSatisfy { ($0["last_seen_at"] as? Int64 ?? 0) > 1_700_000_000 })
+        let plain = try PixieProcess(["devices", "--home", "laptop"], in: directory)
+        #expect(await plain.exit() == 0, "\(plain.text)")
+        #expect(plain.text.contains(" by phone; last seen "), "\(plain.text)")
 
         // The store, standing in for the app: rows written, changed, deleted and listed.
         let added = try PixieProcess(

@@ -140,19 +140,22 @@ struct APITests {
         #expect(IdentityAPI.PasskeyPurpose.allCases.map(\.rawValue) == ["register", "login", "replace_all"])
     }
 
-    @Test("siblings: names and families are carried; a device without addressing or family is written with nulls")
+    @Test("siblings: every field carried, and a device without the optional ones written with nulls")
     func siblings() throws {
         let inbox = RelaySubjectKey().subject
         let devices = IdentityAPI.SiblingsResponse(devices: [
             .init(
                 deviceID: "d1", pubkey: Self.bytes, inbox: Base64URLBytes(inbox.rawRepresentation),
-                sealingKey: Self.bytes, name: "Ana's phone", family: "iPhone"),
+                sealingKey: Self.bytes, name: "Ana's phone", family: "iPhone", addedAt: 1_796_000_000, addedBy: "d0",
+                lastSeenAt: 1_796_003_600),
             .init(deviceID: "d0", pubkey: Base64URLBytes(Data([7])), inbox: nil, sealingKey: nil, name: "old"),
         ])
         try roundTrip(
-            #"{"devices":[{"device_id":"d1","family":"iPhone","inbox":"\#(inbox.rawRepresentation.base64URLEncodedString())","#
+            #"{"devices":[{"added_at":1796000000,"added_by":"d0","device_id":"d1","family":"iPhone","#
+                + #""inbox":"\#(inbox.rawRepresentation.base64URLEncodedString())","last_seen_at":1796003600,"#
                 + #""name":"Ana's phone","pubkey":"AAEC","sealing_key":"AAEC"},"#
-                + #"{"device_id":"d0","family":null,"inbox":null,"name":"old","pubkey":"Bw","sealing_key":null}]}"#,
+                + #"{"added_at":null,"added_by":null,"device_id":"d0","family":null,"inbox":null,"last_seen_at":null,"#
+                + #""name":"old","pubkey":"Bw","sealing_key":null}]}"#,
             devices)
         #expect(
             try devices.roster() == [
