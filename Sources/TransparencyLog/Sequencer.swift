@@ -18,10 +18,10 @@ public actor Sequencer {
         public let checkpoint: Checkpoint
     }
 
+    /// Updates queued together, and who waits for them: they are integrated in the same batch.
     private struct Pending {
-        let label: Label
-        let value: Data
-        let continuation: CheckedContinuation<Appended, any Error>
+        let updates: [(Label, Data)]
+        let continuation: CheckedContinuation<[Appended], any Error>
     }
 
     private let database: any SQLDatabase
@@ -111,12 +111,21 @@ public actor Sequencer {
     /// Queues `value` as the next version of `label` and returns once a signed checkpoint includes it: at once
     /// on a quiet log, otherwise with the next batch, at most one `interval` after the previous one.
     public func append(label: Label, value: Data) async throws -> Appended {
-        guard value.count <= Entry.maximumValueByteCount else {
+        try await append([(label, value)])[0]
+    }
+
+    /// Queues `updates` together, in order, and returns once a signed checkpoint includes them: the same checkpoint
+    /// for all of them, so a reader of the log never sees one without the others (an account's new key and the
+    /// statement that rotates to it, docs/pixie-protocol.md, "Revoking a device").
+    public func append(_ updates: [(Label, Data)]) async throws -> [Appended] {
+        guard !updates.isEmpty else { return [] }
+        if let (label, value) = updates.first(where: { $0.1.count > Entry.maximumValueByteCount }) {
             throw TransparencyError(
-                .malformed, "the value has \(value.count) bytes; at most \(Entry.maximumValueByteCount) fit an entry")
+                .malformed,
+                "the value for \(label) has \(value.count) bytes; at most \(Entry.maximumValueByteCount) fit an entry")
         }
         return try await withCheckedThrowingContinuation { continuation in
-            pending.append(Pending(label: label, value: value, continuation: continuation))
+            pending.append(Pending(updates: updates, continuation: continuation))
             if !flushing {
                 flushing = true
                 Task { await self.flushLoop() }
@@ -153,8 +162,12 @@ public actor Sequencer {
         guard !batch.isEmpty else { return }
         lastIntegration = .now
         do {
-            let results = try integrate(batch.map { ($0.label, $0.value) })
-            for (pending, result) in zip(batch, results) { pending.continuation.resume(returning: result) }
+            let results = try integrate(batch.flatMap(\.updates))
+            var start = 0
+            for pending in batch {
+                pending.continuation.resume(returning: Array(results[start..<(start + pending.updates.count)]))
+                start += pending.updates.count
+            }
         } catch {
             for pending in batch { pending.continuation.resume(throwing: error) }
         }

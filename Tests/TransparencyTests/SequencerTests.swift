@@ -98,6 +98,39 @@ import TransparencyLog
         #expect(auditor.checkpoint == latest)
     }
 
+    /// Updates appended together share one checkpoint, in the order given, among single appends arriving at once; a
+    /// batch with one value too large is refused whole.
+    @Test func aBatchSharesOneCheckpoint() async throws {
+        let sequencer = try makeSequencer(try SQLiteDatabase.inMemory(), interval: .milliseconds(20))
+        let batches = try await withThrowingTaskGroup(of: [Sequencer.Appended].self) { group in
+            for i in 0..<40 {
+                group.addTask {
+                    if i.isMultiple(of: 2) {
+                        return [try await sequencer.append(label: try Label("devices/\(i)"), value: Data([1]))]
+                    }
+                    return try await sequencer.append([
+                        (try Label("account/\(i)"), Data([2])), (try Label("account-rotation/\(i)"), Data([3])),
+                        (try Label("discovery/\(i)"), Data([4])), (try Label("account/\(i)"), Data([5])),
+                    ])
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        for batch in batches where batch.count == 4 {
+            #expect(Set(batch.map(\.checkpoint.size)).count == 1, "a batch straddled checkpoints")
+            #expect(batch.map(\.index) == Array(batch[0].index..<(batch[0].index + 4)))
+            #expect(batch.map(\.entry.value) == [Data([2]), Data([3]), Data([4]), Data([5])])
+            #expect(batch[3].entry.version == 2)
+        }
+        let before = await sequencer.latestCheckpoint().size
+        let tooLarge = Data(count: Entry.maximumValueByteCount + 1)
+        await #expect(throws: TransparencyError.self) {
+            _ = try await sequencer.append([("account/x", Data([1])), ("account/y", tooLarge)])
+        }
+        #expect(await sequencer.latestCheckpoint().size == before)
+        #expect(try await sequencer.append([]).isEmpty)
+    }
+
     /// The log survives a restart: the right edge and the map are rebuilt and match the stored checkpoint.
     @Test func reopens() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("kt-\(UUID())")

@@ -80,14 +80,13 @@ struct KeyTransparency: Sendable {
         var dirty = try dirtyCount(accountID)
         var wanted = try bindings(accountID: accountID)
         for _ in 0..<8 {
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for (label, value) in wanted {
-                    let (_, proof) = try await sequencer.lookup(label)
-                    guard proof.entry?.value != value else { continue }
-                    group.addTask { _ = try await sequencer.append(label: label, value: value) }
-                }
-                try await group.waitForAll()
+            // Every binding that changed goes in as one batch, so one checkpoint holds them all.
+            var changed: [(Label, Data)] = []
+            for (label, value) in wanted {
+                let (_, proof) = try await sequencer.lookup(label)
+                if proof.entry?.value != value { changed.append((label, value)) }
             }
+            _ = try await sequencer.append(changed)
             let latestDirty = try dirtyCount(accountID)
             let latest = try bindings(accountID: accountID)
             guard Self.same(latest, wanted) else {
