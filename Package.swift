@@ -189,7 +189,8 @@ let package = Package(
 
         // The Pixie backend in one process, or one service alone (README.md, docs/operations.md).
         .executableTarget(
-            name: "pixie-server", dependencies: ["PixieServer", "PixieWire", "CommandLineKit", "Transparency"],
+            name: "pixie-server",
+            dependencies: ["PixieServer", "PixieDevice", "PixieWire", "CommandLineKit", "Transparency"],
             swiftSettings: strict),
 
         // Token-gated relay sends beside raw NATS pub/sub, 1 KiB frames, p50/p99 (scripts/bench-relay.sh).

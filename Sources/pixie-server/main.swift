@@ -1,6 +1,7 @@
 import CommandLineKit
 import Foundation
 import HTTPServer
+import PixieDevice
 import PixieServer
 import PixieWire
 import Transparency
@@ -228,7 +229,11 @@ struct Audit: ParsableCommand {
             finished within --timeout seconds counts as unread).
             """)
 
-    @Option(name: .long("url"), help: "The identity service, like http://127.0.0.1:8080.") var url: String
+    @Option(name: .long("url"), help: "The identity service: https://host[:port], or http://127.0.0.1:PORT.")
+    var url: String
+    @OptionalOption(
+        name: .long("ca-file"), help: "For an https:// server: trust only the CA certificates in this PEM file.")
+    var caFile: String?
     @Option(name: .long("trust-bundle"), help: "The trust bundle JSON file devices pin.") var trustBundle: String
     @Flag(name: .long("json"), help: "Print the result as JSON.") var json: Bool
     @OptionalOption(name: .long("timeout"), help: "Seconds one request may take, its answer included (default 300).")
@@ -237,6 +242,10 @@ struct Audit: ParsableCommand {
     func run() async throws {
         guard let base = URL(string: url), ["http", "https"].contains(base.scheme ?? "") else {
             streams.err("pixie-server: error: --url must be an http or https URL, not \(url)")
+            throw ExitCode.usage
+        }
+        guard caFile == nil || base.scheme == "https" else {
+            streams.err("pixie-server: error: --ca-file is for an https:// server, not \(url)")
             throw ExitCode.usage
         }
         let seconds = timeout.map { Int($0) } ?? 300
@@ -257,8 +266,7 @@ struct Audit: ParsableCommand {
         do {
             let key = try LogKey(origin: bundle.transparencyLogOrigin, publicKey: bundle.transparencyLogKey)
             auditor = Auditor(logKey: key, rules: [AccountRotationRule()])
-            let checked = try await auditor.follow(
-                HTTPLogSource(baseURL: base, logKey: key, timeout: TimeInterval(seconds)))
+            let checked = try await auditor.follow(Self.source(base, key: key, caFile: caFile, seconds: seconds))
             let size = auditor.checkpoint?.size ?? 0
             if json {
                 streams.out(#"{"checkpoints_checked":\#(checked),"entries":\#(size),"ok":true}"#)
@@ -266,7 +274,9 @@ struct Audit: ParsableCommand {
                 streams.out("ok: \(checked) checkpoints and \(size) entries checked; the log is consistent")
             }
         } catch {
-            let reason = (error as? TransparencyError)?.reason ?? (error as? ServerError)?.reason ?? "\(error)"
+            let reason =
+                (error as? TransparencyError)?.reason ?? (error as? ServerError)?.reason
+                ?? (error as? PixieClientError)?.description ?? "\(error)"
             if json {
                 let object = ["ok": false, "error": reason] as [String: Any]
                 let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
@@ -274,6 +284,23 @@ struct Audit: ParsableCommand {
             }
             streams.err("pixie-server: audit failed: \(reason)")
             throw ExitCode.failure
+        }
+    }
+}
+
+extension Audit {
+    /// The log over HTTP: an https:// server through the device SDK's own TLS client (the chain and name checked
+    /// against the system's store or `caFile`, each failure its own message; each read waits at most `seconds`),
+    /// a loopback http:// one through URLSession (the whole answer within `seconds`).
+    static func source(_ base: URL, key: LogKey, caFile: String?, seconds: Int) -> HTTPLogSource {
+        guard base.scheme == "https" else {
+            return HTTPLogSource(baseURL: base, logKey: key, timeout: TimeInterval(seconds))
+        }
+        let transport = SocketHTTPTransport(
+            baseURL: base, tls: .client(trust: caFile.map { .caFile($0) } ?? .system), timeout: TimeInterval(seconds))
+        return HTTPLogSource(logKey: key) { path in
+            let answer = try await transport.send(TransportRequest(method: "GET", target: path))
+            return (answer.status, answer.body)
         }
     }
 }

@@ -426,6 +426,15 @@ struct PixieCommandTests {
         let listed = try PixieProcess(["store", "list", "notebook_notes", "--home", "laptop", "--json"], in: directory)
         #expect(await listed.exit() == 0)
         #expect(listed.text.contains("certbot"), "\(listed.text)")
+
+        // The auditor reads the same log over the server's own TLS, trusting the private CA; without it, refused.
+        let audit = [
+            "audit", "--url", server.base.absoluteString, "--trust-bundle",
+            directory.appendingPathComponent("bundle.json").path,
+        ]
+        let audited = try AgainstTheServerTests.run(audit + ["--ca-file", certificates.path("ca.pem")])
+        #expect(audited.contains("the log is consistent"), "\(audited)")
+        #expect(throws: (any Error).self) { _ = try AgainstTheServerTests.run(audit) }
     }
 
     @Test("plain http:// to another machine is refused before anything is sent, and says how to go on")
