@@ -200,6 +200,9 @@ final class ConnectionGuard: Sendable {
 
     private struct State {
         var http: [String: Int] = [:]
+        /// With the server's own TLS: connections taken per address, from their accept to their end (or their
+        /// upgrade), counted before libmicrohttpd takes them up on a thread of its own.
+        var tunnels: [String: Int] = [:]
         var webSockets: [String: Int] = [:]
         var watched: [ObjectIdentifier: WatchedConnection] = [:]
         var statistics = HTTPServer.Statistics()
@@ -251,6 +254,33 @@ final class ConnectionGuard: Sendable {
             guard state.http[address, default: 0] >= perAddress else { return true }
             state.statistics.httpConnectionsRefusedPerAddress += 1
             return false
+        }
+    }
+
+    /// With the server's own TLS: takes a place for a connection from `address` as it is accepted, before its
+    /// handshake, or refuses it (counted as a per-address refusal) when the address holds its share. libmicrohttpd
+    /// counts a connection only once its thread takes it up, later, so its accept policy alone would let a burst
+    /// from one address through. The place is given back with ``tunnelEnded(_:)``.
+    func reserveTunnel(_ address: String?) -> Bool {
+        guard let perAddress = limits.httpConnectionsPerAddress, let address, !limits.exemptAddresses.contains(address)
+        else { return true }
+        return state.withLock { state in
+            guard state.tunnels[address, default: 0] < perAddress else {
+                state.statistics.httpConnectionsRefusedPerAddress += 1
+                return false
+            }
+            state.tunnels[address, default: 0] += 1
+            return true
+        }
+    }
+
+    func tunnelEnded(_ address: String?) {
+        guard limits.httpConnectionsPerAddress != nil, let address, !limits.exemptAddresses.contains(address) else {
+            return
+        }
+        state.withLock { state in
+            let left = state.tunnels[address, default: 1] - 1
+            state.tunnels[address] = left > 0 ? left : nil
         }
     }
 

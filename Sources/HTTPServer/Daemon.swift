@@ -65,7 +65,7 @@ final class Daemon {
                     address: tls.address, port: configuration.port,
                     configuration: .server(
                         certificateChainFile: tls.certificateChainFile, privateKeyFile: tls.privateKeyFile),
-                    admits: { [connections] in connections.admits($0) }
+                    share: connections
                 ) { fd, address, length in MHD_add_connection(daemon.handle, fd, address, length) == .YES }
             } catch {
                 connections.stop()
@@ -171,6 +171,7 @@ private final class Core: Sendable {
         let fd: Int32
         let extra: Data
         let engine: TLSEngine?
+        var owed = Data()
         if let terminator = tls.withLock({ $0 }) {
             guard let handoff = terminator.takeOver(applicationEnd: given) else {
                 _ = Glibc.close(given)
@@ -179,6 +180,7 @@ private final class Core: Sendable {
             }
             _ = Glibc.close(given)
             (fd, extra, engine) = (handoff.network, bytes + handoff.pending, handoff.engine)
+            owed = handoff.unsent
         } else {
             (fd, extra, engine) = (given, bytes, nil)
         }
@@ -192,7 +194,7 @@ private final class Core: Sendable {
         let address = upgrade.request.remoteAddress
         let socket = WebSocket(
             role: .server, fd: fd, maximumMessageSize: upgrade.maximumMessageSize, initialBytes: extra,
-            keepalive: webSocketKeepalive, tls: engine
+            keepalive: webSocketKeepalive, tls: engine, initialOutput: owed
         ) { [self] silent in
             _ = Glibc.close(fd)
             _ = webSockets.withLock { $0.open.removeValue(forKey: key) }

@@ -29,9 +29,9 @@ final class TLSTerminator: Sendable {
 
     /// Listens on `address` (an IPv4 or IPv6 literal) at `port` (0: the system chooses), and hands each connection
     /// to `add` (which owns the descriptor it is given, and returns false if it refused it). A connection from an
-    /// address `admits` refuses (it holds its share) is closed before any TLS work is spent on it.
+    /// address that holds its share of `share` already is closed before any TLS work is spent on it.
     init(
-        address: String, port: UInt16, configuration: TLSConfiguration, admits: @escaping @Sendable (String?) -> Bool,
+        address: String, port: UInt16, configuration: TLSConfiguration, share: ConnectionGuard,
         add: @escaping @Sendable (Int32, UnsafePointer<sockaddr>, socklen_t) -> Bool
     ) throws(HTTPError) {
         let context: TLSContext
@@ -45,7 +45,7 @@ final class TLSTerminator: Sendable {
         self.port = bound
         self.configuration = configuration
         self.context = Mutex(context)
-        acceptor = Acceptor(listener: listener, loop: EventLoop.next(), tunnels: tunnels, admits: admits, add: add)
+        acceptor = Acceptor(listener: listener, loop: EventLoop.next(), tunnels: tunnels, share: share, add: add)
         acceptor.context = { [weak self] in self?.context.withLock { $0 } }
         let acceptor = acceptor
         acceptor.loop.execute { acceptor.attach() }
@@ -76,7 +76,8 @@ final class TLSTerminator: Sendable {
         return result.withLock { $0.take() }
     }
 
-    /// Stops taking connections; returns once no new one can reach libmicrohttpd. The connections made go on.
+    /// Stops taking connections (new ones are refused, as the plain listener's are); returns once no new one can
+    /// reach libmicrohttpd. The connections made go on.
     func stopAccepting() {
         let done = DispatchSemaphore(value: 0)
         let acceptor = acceptor
@@ -85,6 +86,8 @@ final class TLSTerminator: Sendable {
             done.signal()
         }
         done.wait()
+        // Shut down, not closed: the descriptor is closed in deinit, after every use of it.
+        _ = shutdown(listener, Int32(SHUT_RDWR))
     }
 
     deinit {
@@ -148,13 +151,15 @@ final class TLSTerminator: Sendable {
     }
 }
 
-/// A WebSocket's connection, out of its tunnel: the client's non-blocking socket, its TLS state, and the plaintext
-/// received and not yet read by libmicrohttpd.
+/// A WebSocket's connection, out of its tunnel: the client's non-blocking socket, its TLS state, the plaintext
+/// received and not yet read by libmicrohttpd, and the sealed bytes (the 101, and anything before it) the socket
+/// has not taken yet, which the WebSocket writes before its first frame.
 struct WebSocketHandoff: @unchecked Sendable {
     // @unchecked: the engine changes hands once, from the tunnel's loop to the WebSocket, and is never shared.
     let network: Int32
     let engine: TLSEngine
     let pending: Data
+    let unsent: Data
 }
 
 /// The tunnels by the socket libmicrohttpd serves, so an upgrade finds its connection's tunnel. A socket is known by
@@ -187,7 +192,7 @@ private final class Acceptor: EventLoopChannel, @unchecked Sendable {
     let listener: Int32
     let loop: EventLoop
     let add: @Sendable (Int32, UnsafePointer<sockaddr>, socklen_t) -> Bool
-    let admits: @Sendable (String?) -> Bool
+    let share: ConnectionGuard
     let tunnels: TunnelRegistry
     var context: () -> TLSContext? = { nil }
     private var tag: UInt64?
@@ -195,13 +200,13 @@ private final class Acceptor: EventLoopChannel, @unchecked Sendable {
     private var pausedUntil: ContinuousClock.Instant?
 
     init(
-        listener: Int32, loop: EventLoop, tunnels: TunnelRegistry, admits: @escaping @Sendable (String?) -> Bool,
+        listener: Int32, loop: EventLoop, tunnels: TunnelRegistry, share: ConnectionGuard,
         add: @escaping @Sendable (Int32, UnsafePointer<sockaddr>, socklen_t) -> Bool
     ) {
         self.listener = listener
         self.loop = loop
         self.tunnels = tunnels
-        self.admits = admits
+        self.share = share
         self.add = add
     }
 
@@ -228,7 +233,7 @@ private final class Acceptor: EventLoopChannel, @unchecked Sendable {
                 case EINTR, ECONNABORTED: continue
                 case EMFILE, ENFILE, ENOBUFS, ENOMEM:
                     // Out of descriptors: stop for a moment rather than be woken at once for the same connection.
-                    if let tag { loop.unwatch(tag, fd: listener) }
+                    if let tag { loop.watch(tag, fd: listener, reading: false, writing: false) }
                     pausedUntil = .now + .milliseconds(100)
                     loop.schedule(at: pausedUntil!)
                 default: break
@@ -240,20 +245,20 @@ private final class Acceptor: EventLoopChannel, @unchecked Sendable {
     }
 
     private func accepted(_ network: Int32, _ address: sockaddr_storage, _ length: socklen_t) {
-        // The per-address share is checked again by libmicrohttpd's accept policy when the connection is added; this
-        // first look spares a handshake for a connection that would be refused.
+        // The per-address share is taken here, before any TLS work (libmicrohttpd's accept policy checks again when
+        // the connection is added), and given back when the tunnel ends or the connection becomes a WebSocket.
         var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
         let named = withUnsafePointer(to: address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { CMicroHTTPD_address_text($0, &text, text.count) }
         }
-        guard
-            admits(
-                named == 1
-                    ? String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : nil)
-        else {
+        let client =
+            named == 1 ? String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : nil
+        guard share.reserveTunnel(client) else {
             close(network)
             return
         }
+        var handedOver = false
+        defer { if !handedOver { share.tunnelEnded(client) } }
         _ = fcntl(network, F_SETFD, FD_CLOEXEC)
         _ = fcntl(network, F_SETFL, fcntl(network, F_GETFL) | O_NONBLOCK)
         var one: Int32 = 1
@@ -279,7 +284,8 @@ private final class Acceptor: EventLoopChannel, @unchecked Sendable {
             return
         }
         let tunnel = TLSTunnel(
-            network: network, application: pair[0], key: key, engine: engine, tunnels: tunnels, loop: EventLoop.next())
+            network: network, application: pair[0], key: key, engine: engine, tunnels: tunnels,
+            share: (share, client), loop: EventLoop.next())
         tunnels.register(tunnel, key: key)
         // libmicrohttpd owns pair[1] from here, and closes it at once if its accept policy refuses the address.
         let added = withUnsafePointer(to: address) {
@@ -291,6 +297,7 @@ private final class Acceptor: EventLoopChannel, @unchecked Sendable {
             close(pair[0])
             return
         }
+        handedOver = true
         tunnel.loop.execute { tunnel.attach() }
     }
 
@@ -308,9 +315,14 @@ private final class Acceptor: EventLoopChannel, @unchecked Sendable {
 /// One client's TLS connection and its plaintext twin: records from the client are opened into the local socket
 /// libmicrohttpd reads, and what it writes is sealed back. Each direction buffers at most ``highWater`` bytes
 /// before it stops reading its source, so a slow client holds back the server and a slow server the client.
+///
+/// A socket the tunnel is not reading is taken out of epoll (``parked``), not left in with an empty mask: epoll
+/// reports a hang-up whatever the mask, and a level-triggered hang-up on a socket nobody reads would spin the loop.
+/// Once libmicrohttpd is done, what is left for the client gets ``flushDeadline`` to go out.
 private final class TLSTunnel: @unchecked Sendable {
     // @unchecked: every member is touched on `loop`'s thread only.
     static let highWater = 256 << 10
+    static let flushDeadline: Duration = .seconds(30)
 
     let loop: EventLoop
     private let network: Int32
@@ -319,28 +331,38 @@ private final class TLSTunnel: @unchecked Sendable {
     private let key: UInt64
     private let engine: TLSEngine
     private let tunnels: TunnelRegistry
+    /// The per-address place this connection holds, given back when it ends.
+    private let share: (guard: ConnectionGuard, address: String?)
     private var networkTag: UInt64?
     private var applicationTag: UInt64?
+    /// Sockets taken out of epoll while the tunnel does not read them (and has nothing to write to them).
+    private var parked: (network: Bool, application: Bool) = (false, false)
     private var toNetwork = Data()
     private var toApplication = Data()
     /// The client sent its last byte (a FIN, or a close_notify), or its records stopped making sense.
     private var networkEnded = false
     /// libmicrohttpd closed its end (the exchange is over, or it refused the connection).
     private var applicationEnded = false
+    /// libmicrohttpd reads no more (a send to it failed): what the client sends is dropped, and what
+    /// libmicrohttpd still wrote (an early answer, a 413) is read to its end and sealed.
+    private var applicationDeaf = false
     /// libmicrohttpd was told the client has nothing more to say.
     private var applicationShutDown = false
     /// The handshake failed: the alert goes out, then the connection closes.
     private var failed = false
     private var finished = false
+    private var deadline: ContinuousClock.Instant?
 
     init(
-        network: Int32, application: Int32, key: UInt64, engine: TLSEngine, tunnels: TunnelRegistry, loop: EventLoop
+        network: Int32, application: Int32, key: UInt64, engine: TLSEngine, tunnels: TunnelRegistry,
+        share: (guard: ConnectionGuard, address: String?), loop: EventLoop
     ) {
         self.network = network
         self.application = application
         self.key = key
         self.engine = engine
         self.tunnels = tunnels
+        self.share = share
         self.loop = loop
     }
 
@@ -356,7 +378,9 @@ private final class TLSTunnel: @unchecked Sendable {
 
         func readable() { isNetwork ? tunnel.networkReadable() : tunnel.applicationReadable() }
         func writable() { tunnel.settle() }
-        func timerFired(now: ContinuousClock.Instant) -> ContinuousClock.Instant? { nil }
+        func timerFired(now: ContinuousClock.Instant) -> ContinuousClock.Instant? {
+            isNetwork ? tunnel.timerFired(now: now) : nil
+        }
     }
 
     func attach() {
@@ -367,15 +391,26 @@ private final class TLSTunnel: @unchecked Sendable {
         if networkTag == nil || applicationTag == nil { finish() }
     }
 
+    private func timerFired(now: ContinuousClock.Instant) -> ContinuousClock.Instant? {
+        guard !finished, let deadline else { return nil }
+        guard now >= deadline else { return deadline }
+        // The client took nothing for the whole deadline after the exchange ended: give up on it.
+        finish()
+        return nil
+    }
+
     private func networkReadable() {
         guard !finished else { return }
         if networkEnded {
             // Not reading any more, so only a hang-up or an error wakes this side: the client is gone.
-            var probe = pollfd(fd: network, events: 0, revents: 0)
-            if poll(&probe, 1, 0) > 0, probe.revents & Int16(POLLHUP | POLLERR) != 0 { finish() }
+            if Self.hungUp(network) { finish() }
             return
         }
-        guard toApplication.count < Self.highWater else { return settle() }
+        guard toApplication.count < Self.highWater else {
+            // Held back; a hang-up here is a reset or a close, which ends the connection.
+            if Self.hungUp(network) { return finish() }
+            return settle()
+        }
         let buffer = loop.readBuffer
         let count = recv(network, buffer.baseAddress, buffer.count, 0)
         if count > 0 {
@@ -387,6 +422,12 @@ private final class TLSTunnel: @unchecked Sendable {
             return finish()
         }
         settle()
+    }
+
+    /// Whether `fd` reports a hang-up or an error now.
+    private static func hungUp(_ fd: Int32) -> Bool {
+        var probe = pollfd(fd: fd, events: 0, revents: 0)
+        return poll(&probe, 1, 0) > 0 && probe.revents & Int16(POLLHUP | POLLERR) != 0
     }
 
     /// Takes the handshake on, and opens the records that arrived.
@@ -402,7 +443,8 @@ private final class TLSTunnel: @unchecked Sendable {
         }
         if engine.isHandshakeComplete {
             do {
-                toApplication.append(try engine.read())
+                let plaintext = try engine.read()
+                if !applicationDeaf { toApplication.append(plaintext) }
             } catch {
                 // A close_notify, or a record that did not authenticate: the client says no more.
                 networkEnded = true
@@ -413,6 +455,8 @@ private final class TLSTunnel: @unchecked Sendable {
 
     private func applicationReadable() {
         guard !finished, !applicationEnded else { return }
+        // Held back while the client is slow: taken out of epoll until ``settle()`` has room (a hang-up from
+        // libmicrohttpd would otherwise be reported for ever); what it wrote stays in the pair until then.
         guard toNetwork.count < Self.highWater else { return settle() }
         let buffer = loop.readBuffer
         let count = recv(application, buffer.baseAddress, buffer.count, 0)
@@ -428,7 +472,12 @@ private final class TLSTunnel: @unchecked Sendable {
             return finish()
         } else if count == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
             applicationEnded = true
-            if let applicationTag { loop.unwatch(applicationTag, fd: application) }
+            deadline = .now + Self.flushDeadline
+            loop.schedule(at: deadline!)
+            if let applicationTag, !parked.application {
+                loop.unwatch(applicationTag, fd: application)
+                parked.application = true
+            }
             if engine.isHandshakeComplete {
                 engine.close()
                 toNetwork.append(engine.takeOutput())
@@ -442,11 +491,13 @@ private final class TLSTunnel: @unchecked Sendable {
     func settle() {
         guard !finished else { return }
         guard send(&toNetwork, to: network) else { return finish() }
-        if !send(&toApplication, to: application) {
-            applicationEnded = true
+        if !applicationDeaf, !send(&toApplication, to: application) {
+            // libmicrohttpd stopped reading (it answered early, or refused the body): what the client sends from
+            // now on is dropped, and what libmicrohttpd wrote is still read to its end and sealed.
+            applicationDeaf = true
             toApplication = Data()
         }
-        if networkEnded, toApplication.isEmpty, !applicationShutDown, !applicationEnded {
+        if networkEnded, toApplication.isEmpty, !applicationShutDown, !applicationEnded, !applicationDeaf {
             applicationShutDown = true
             _ = shutdown(application, Int32(SHUT_WR))
         }
@@ -457,9 +508,19 @@ private final class TLSTunnel: @unchecked Sendable {
                 writing: !toNetwork.isEmpty)
         }
         if let applicationTag, !applicationEnded {
-            loop.watch(
-                applicationTag, fd: application, reading: toNetwork.count < Self.highWater,
-                writing: !toApplication.isEmpty)
+            let reading = toNetwork.count < Self.highWater
+            let writing = !toApplication.isEmpty
+            if reading || writing {
+                if parked.application {
+                    loop.rewatch(applicationTag, fd: application, reading: reading, writing: writing)
+                    parked.application = false
+                } else {
+                    loop.watch(applicationTag, fd: application, reading: reading, writing: writing)
+                }
+            } else if !parked.application {
+                loop.unwatch(applicationTag, fd: application)
+                parked.application = true
+            }
         }
     }
 
@@ -478,9 +539,10 @@ private final class TLSTunnel: @unchecked Sendable {
         return true
     }
 
-    /// The connection became a WebSocket on `applicationEnd`: what libmicrohttpd wrote (the 101) is sealed and
-    /// sent, what the client sent and libmicrohttpd did not read is gathered, and the tunnel steps aside, leaving
-    /// the client's socket open. Nil (and the connection closed) if the 101 cannot be sent.
+    /// The connection became a WebSocket on `applicationEnd`: what libmicrohttpd wrote (the 101) is sealed, what
+    /// the client sent and libmicrohttpd did not read is gathered, and the tunnel steps aside, leaving the client's
+    /// socket open. What the socket does not take at once goes to the WebSocket to write before its first frame,
+    /// so nothing here waits on the client. Nil (and the connection closed) if the tunnel is over already.
     func handOff(applicationEnd: Int32) -> WebSocketHandoff? {
         guard !finished, engine.isHandshakeComplete else { return nil }
         // The 101 is in the pair already: libmicrohttpd wrote it before it handed the socket over.
@@ -496,7 +558,7 @@ private final class TLSTunnel: @unchecked Sendable {
             }
             toNetwork.append(engine.takeOutput())
         }
-        guard sendAll(&toNetwork) else {
+        guard send(&toNetwork, to: network) else {
             finish()
             return nil
         }
@@ -507,38 +569,29 @@ private final class TLSTunnel: @unchecked Sendable {
         }
         pending.append(toApplication)
         toApplication = Data()
+        let unsent = toNetwork
+        toNetwork = Data()
         finished = true
+        release()
+        close(application)
+        return WebSocketHandoff(network: network, engine: engine, pending: pending, unsent: unsent)
+    }
+
+    /// Takes both sockets out of the loop and gives back the registry entry and the per-address place.
+    private func release() {
         if let networkTag { loop.remove(networkTag, fd: network) }
         if let applicationTag { loop.remove(applicationTag, fd: application) }
         networkTag = nil
         applicationTag = nil
-        close(application)
         tunnels.remove(self, key: key)
-        return WebSocketHandoff(network: network, engine: engine, pending: pending)
-    }
-
-    /// Sends all of `pending`, waiting (up to 10 s) while the socket takes nothing; false if it failed.
-    private func sendAll(_ pending: inout Data) -> Bool {
-        let deadline = ContinuousClock.now + .seconds(10)
-        while !pending.isEmpty {
-            guard send(&pending, to: network) else { return false }
-            guard !pending.isEmpty else { break }
-            guard ContinuousClock.now < deadline else { return false }
-            var probe = pollfd(fd: network, events: Int16(POLLOUT), revents: 0)
-            _ = poll(&probe, 1, 100)
-        }
-        return true
+        share.guard.tunnelEnded(share.address)
     }
 
     private func finish() {
         guard !finished else { return }
         finished = true
-        if let networkTag { loop.remove(networkTag, fd: network) }
-        if let applicationTag { loop.remove(applicationTag, fd: application) }
-        networkTag = nil
-        applicationTag = nil
+        release()
         close(network)
         close(application)
-        tunnels.remove(self, key: key)
     }
 }

@@ -117,6 +117,12 @@ package final class EventLoop: @unchecked Sendable {
         _ = CEpoll_unwatch(epoll, fd)
     }
 
+    /// Watches again a descriptor ``unwatch(_:fd:)`` took out, for the same channel and tag.
+    package func rewatch(_ tag: UInt64, fd: Int32, reading: Bool, writing: Bool) {
+        // Fails only for a descriptor already closed, which the channel's own state rules out.
+        _ = CEpoll_watch(epoll, fd, 1, Self.events(reading: reading, writing: writing), tag)
+    }
+
     /// Stops watching `fd`; call before closing it.
     package func remove(_ tag: UInt64, fd: Int32) {
         _ = CEpoll_unwatch(epoll, fd)

@@ -161,14 +161,15 @@ public final class WebSocket: AsyncSequence, Sendable {
     /// peer answered no ping).
     /// `initialBytes` were read from the socket before this. The socket must be non-blocking. With `keepalive`,
     /// a peer that sends no frame for its interval gets a ping, and one that answers nothing in its timeout is
-    /// closed.
+    /// closed. `initialOutput` is owed to the peer before any frame (a TLS terminator's sealed 101 that the
+    /// socket had not taken yet).
     package init(
         role: Role, fd: Int32, maximumMessageSize: Int, initialBytes: Data = Data(),
-        keepalive: WebSocketKeepalive? = nil, tls: sending TLSEngine? = nil,
+        keepalive: WebSocketKeepalive? = nil, tls: sending TLSEngine? = nil, initialOutput: Data = Data(),
         release: @escaping @Sendable (_ silent: Bool) -> Void
     ) {
         hasTLS = tls != nil
-        transport = Mutex(Transport(tls: tls))
+        transport = Mutex(Transport(unsent: initialOutput, tls: tls))
         self.role = role
         self.fd = fd
         self.maximumMessageSize = Swift.max(0, maximumMessageSize)
@@ -494,6 +495,8 @@ public final class WebSocket: AsyncSequence, Sendable {
         if let keepalive { loop.schedule(at: reader.lastFrame + keepalive.interval) }
         // Bytes that came with the upgrade are frames already.
         if !reader.inbound.isEmpty { process(endOfStream: false) }
+        // Bytes owed from before (``init``'s `initialOutput`) go out as the peer takes them.
+        if transport.withLock({ $0.hasUnsent }) { _ = flushOwed() }
     }
 
     /// Called on the loop (``startClosing(code:reason:)``, ``shutDown(after:)``): writes what is owed as the

@@ -129,6 +129,25 @@ struct TLSServerTests {
         #expect(socket.closeCode == .goingAway)
     }
 
+    @Test("a body refused early (413) is answered over TLS while the client is still sending it, not reset")
+    func anEarlyAnswerReachesTheClient() async throws {
+        let served = try Served()
+        let server = try Self.start(served)
+        let connection = try ClientConnection(
+            host: "localhost", port: server.port, tls: try served.client(), timeout: .seconds(60))
+        defer { connection.close() }
+        // 64 MiB announced against the 8 MiB limit: libmicrohttpd answers 413 from the head and stops reading.
+        try connection.send(
+            Data("POST /mirror HTTP/1.1\r\nHost: localhost\r\nContent-Length: \(64 << 20)\r\n\r\n".utf8))
+        let chunk = Data(count: 256 << 10)
+        for _ in 0..<32 {
+            do { try connection.send(chunk) } catch { break }
+        }
+        let head = try connection.receive(through: Array("\r\n".utf8), limit: 4096)
+        #expect(head.map { String(decoding: $0, as: UTF8.self).hasPrefix("HTTP/1.1 413") } == true)
+        await server.shutdown()
+    }
+
     @Test("frames sent with the upgrade request, before the 101, reach the WebSocket that takes the TLS connection")
     func framesWithTheUpgrade() async throws {
         let served = try Served()
