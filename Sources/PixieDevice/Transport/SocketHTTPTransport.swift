@@ -46,25 +46,18 @@ public final class SocketHTTPTransport: HTTPTransport {
         self.timeout = timeout
         self.log = log
         endpoint = Result { () throws(PixieClientError) -> Endpoint in
-            let scheme = baseURL.scheme?.lowercased()
-            guard scheme == "http" || scheme == "https", let host = baseURL.host, !host.isEmpty else {
+            guard let address = ServerAddress(baseURL) else {
                 throw .unreachable("\(baseURL.absoluteString) is not an http:// or https:// server address")
             }
-            let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
-            let port = UInt16(baseURL.port ?? (scheme == "https" ? 443 : 80))
             var context: TLSContext?
-            if scheme == "https" {
+            if address.isTLS {
                 do throws(TLSError) {
                     context = try TLSContext(tls)
                 } catch {
                     throw .unreachable("TLS to \(baseURL.absoluteString) cannot be set up: \(error.message)")
                 }
             }
-            let name = bare.contains(":") ? "[\(bare)]" : bare
-            let defaultPort = scheme == "https" ? 443 : 80
-            return Endpoint(
-                host: bare, port: port, tls: context,
-                hostHeader: baseURL.port.map { $0 == defaultPort ? name : "\(name):\($0)" } ?? name)
+            return Endpoint(host: address.host, port: address.port, tls: context, hostHeader: address.hostHeader)
         }
     }
 

@@ -35,14 +35,12 @@ public final class WebSocketRelayConnection: RelayConnection {
     public static func connect(
         to baseURL: URL, tls: TLSConfiguration = .client()
     ) async throws -> WebSocketRelayConnection {
-        let scheme = baseURL.scheme?.lowercased()
-        guard scheme == "http" || scheme == "https", let host = baseURL.host, !host.isEmpty else {
+        guard let address = ServerAddress(baseURL) else {
             throw RelayConnectionError.unsupported(
                 "\(baseURL.absoluteString) is not an http:// or https:// server address, so its relay cannot be found")
         }
-        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
         var context: TLSContext?
-        if scheme == "https" {
+        if address.isTLS {
             do throws(TLSError) {
                 context = try TLSContext(tls)
             } catch {
@@ -52,7 +50,7 @@ public final class WebSocketRelayConnection: RelayConnection {
         let socket: WebSocket
         do {
             socket = try await WebSocketClient.connect(
-                host: bare, port: UInt16(baseURL.port ?? (scheme == "https" ? 443 : 80)),
+                host: address.host, port: address.port,
                 path: PixieAPI.relayConnect.target(), tls: context)
         } catch let error as WebSocketError {
             throw RelayConnectionError.closed("could not open the relay: \(error.reason)")

@@ -109,6 +109,18 @@ struct SocketHTTPTransportTests {
         }
     }
 
+    @Test("a server address that is not http(s), has no host, or a port past 65535 is refused, saying so")
+    func badAddresses() async throws {
+        for text in ["ftp://127.0.0.1:21", "http://", "http://127.0.0.1:70000", "https://[::1]:99999"] {
+            let url = try #require(URL(string: text))
+            let error = await #expect(throws: PixieClientError.self) {
+                _ = try await SocketHTTPTransport(baseURL: url).send(TransportRequest(method: "GET", target: "/"))
+            }
+            #expect(
+                error == .unreachable("\(url.absoluteString) is not an http:// or https:// server address"), "\(text)")
+        }
+    }
+
     @Test("plain http: lengths, chunks both ways, a kept connection, an answer ended by closing, a cut one")
     func plain() async throws {
         let server = try await ReferenceServer()
