@@ -65,6 +65,7 @@ final class TLSTerminator: Sendable {
         guard let key = TunnelRegistry.key(of: applicationEnd), let tunnel = tunnels.tunnel(for: key) else {
             return nil
         }
+        if tunnel.loop.isCurrent { return tunnel.handOff(applicationEnd: applicationEnd) }
         let result = Mutex<WebSocketHandoff?>(nil)
         let done = DispatchSemaphore(value: 0)
         tunnel.loop.execute {
@@ -79,20 +80,36 @@ final class TLSTerminator: Sendable {
     /// Stops taking connections (new ones are refused, as the plain listener's are); returns once no new one can
     /// reach libmicrohttpd. The connections made go on.
     func stopAccepting() {
-        let done = DispatchSemaphore(value: 0)
         let acceptor = acceptor
-        acceptor.loop.execute {
+        if acceptor.loop.isCurrent {
             acceptor.detach()
-            done.signal()
+        } else {
+            let done = DispatchSemaphore(value: 0)
+            acceptor.loop.execute {
+                acceptor.detach()
+                done.signal()
+            }
+            done.wait()
         }
-        done.wait()
         // Shut down, not closed: the descriptor is closed in deinit, after every use of it.
         _ = shutdown(listener, Int32(SHUT_RDWR))
     }
 
+    /// Never waits: the last reference can go on the acceptor's own loop (a WebSocket's end releasing the server),
+    /// or anywhere else. The listener is refused at once and closed on the loop once the acceptor let go of it.
     deinit {
-        stopAccepting()
-        close(listener)
+        _ = shutdown(listener, Int32(SHUT_RDWR))
+        let acceptor = acceptor
+        let listener = listener
+        if acceptor.loop.isCurrent {
+            acceptor.detach()
+            close(listener)
+        } else {
+            acceptor.loop.execute {
+                acceptor.detach()
+                close(listener)
+            }
+        }
     }
 
     private static func listen(address: String, port: UInt16) throws(HTTPError) -> (Int32, UInt16) {

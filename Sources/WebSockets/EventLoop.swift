@@ -25,14 +25,15 @@ package protocol EventLoopChannel: AnyObject {
 /// deadline is due, never closer together than the smallest `timerSlack` a channel asked for (at most a
 /// second), so ten thousand idle connections with a minute between pings cost one short scan a second.
 package final class EventLoop: @unchecked Sendable {
-    // @unchecked: `channels`, `nextTag`, `timerDue`, `lastPass`, `slack` and `readBuffer` are touched on the
-    // loop's thread only; other threads reach the loop through `inbox` (a Mutex) and the eventfd.
+    // @unchecked: `thread` is set once, before the loop runs; `channels`, `nextTag`, `timerDue`, `lastPass`,
+    // `slack` and `readBuffer` are touched on the loop's thread only; other threads reach the loop through `inbox`
+    // (a Mutex) and the eventfd.
 
     /// The process's loops, started on first use (a server's start, or a client's first connect): one per
     /// core, at least 2 (a consumer that blocks a moment holds up only the sockets on its loop) and at most 8.
     /// Empty if the system refused an epoll instance or an eventfd (out of descriptors); then nothing that
     /// needs them starts.
-    static let all: [EventLoop] = {
+    package static let all: [EventLoop] = {
         let count = Swift.max(2, Swift.min(8, ProcessInfo.processInfo.activeProcessorCount))
         let loops = (0..<count).compactMap { EventLoop(index: $0) }
         return loops.count == count ? loops : []
@@ -64,6 +65,8 @@ package final class EventLoop: @unchecked Sendable {
     private var slack = Duration.seconds(1)
     /// Where every read on this loop lands first (64 KiB), so an idle socket holds no read buffer of its own.
     package let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 << 10, alignment: 16)
+    /// The loop's thread, set once before it runs anything.
+    private var thread: Thread?
 
     private init?(index: Int) {
         epoll = CEpoll_create()
@@ -76,8 +79,13 @@ package final class EventLoop: @unchecked Sendable {
         }
         let thread = Thread { [self] in run() }
         thread.name = "websocket-loop-\(index)"
+        self.thread = thread
         thread.start()
     }
+
+    /// Whether the caller runs on this loop's thread: work that would wait for the loop does it in place instead
+    /// (a wait there would wait for itself).
+    package var isCurrent: Bool { Thread.current === thread }
 
     /// Runs `work` on the loop's thread, soon (after the events at hand).
     package func execute(_ work: @escaping @Sendable () -> Void) {

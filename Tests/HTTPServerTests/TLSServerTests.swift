@@ -2,6 +2,7 @@ import Foundation
 import HTTPServer
 import SiblingsCrypto
 import SiblingsTestSupport
+import Synchronization
 import Testing
 import WebSockets
 
@@ -177,6 +178,57 @@ struct TLSServerTests {
         #expect(second.prefix(2) == Data([0x82, 127]))
         #expect(try connection.receive(exactly: large.count) == large)
         await server.shutdown()
+    }
+
+    /// Whether `work` returns true within ten seconds. Not awaited: work on a stopped loop would never return, and
+    /// the test must fail, not hang.
+    static func within10Seconds(_ work: @escaping @Sendable () async throws -> Bool) async throws -> Bool {
+        let done = Atomic(false)
+        let task = Task.detached { if try await work() { done.store(true, ordering: .relaxed) } }
+        for _ in 0..<1000 where !done.load(ordering: .relaxed) { try await Task.sleep(for: .milliseconds(10)) }
+        task.cancel()
+        return done.load(ordering: .relaxed)
+    }
+
+    @Test("a TLS server released on a WebSocket loop (its last socket ending there) lets go without waiting for it")
+    func releasedOnItsOwnLoop() async throws {
+        let served = try Served()
+        // The last reference to a server can go on a loop: a consumer's WebSocket, held by its loop alone, holds the
+        // server's core until it ends. Released on each loop in turn, one of them is the TLS acceptor's own; a
+        // release that waited for its own loop would stop that loop for good.
+        final class Holder: @unchecked Sendable {
+            var server: HTTPServer?
+        }
+        for (index, loop) in EventLoop.all.enumerated() {
+            let holder = Holder()
+            holder.server = try Self.start(served)
+            let port = try #require(holder.server?.port)
+            #expect(
+                try Self.exchange(port: port, tls: try served.client(), "GET /who HTTP/1.1").status.hasSuffix("200 OK"))
+            loop.execute { holder.server = nil }
+            // The release happens on the loop, soon: the port refuses connections once it has.
+            var closed = false
+            for _ in 0..<500 where !closed {
+                closed = (try? ClientConnection(host: "127.0.0.1", port: port, tls: nil, timeout: .seconds(1))) == nil
+                if !closed { try await Task.sleep(for: .milliseconds(10)) }
+            }
+            #expect(closed, "loop \(index): the server released there still listens")
+            // A stopped loop would hang what comes next.
+            guard closed else { return }
+        }
+        // Every loop still turns: WebSockets on each of them echo.
+        let plain = try HTTPServer(responder: WebSocketTests.router(), configuration: .init())
+        for round in 0..<8 {
+            let echoed = try await Self.within10Seconds {
+                let socket = try await WebSocketClient.connect(host: "127.0.0.1", port: plain.port, path: "/echo")
+                try await socket.send(text: "round \(round)")
+                let back = try await socket.receive()
+                await socket.close()
+                return back == .text("round \(round)")
+            }
+            #expect(echoed, "round \(round): a WebSocket loop no longer answers")
+        }
+        await plain.shutdown()
     }
 
     @Test("a plain request, a silent client, a client past its address's share: each closed, and the server serves on")
