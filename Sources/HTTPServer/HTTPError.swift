@@ -48,6 +48,9 @@ public struct HTTPError: Error, Sendable, CustomStringConvertible {
     public let reason: String
     /// Headers the response carries besides `Content-Type` (`Allow` on a 405, `Retry-After` on a 429).
     public var headers: HTTPHeaders
+    /// Fields the body carries beside `error` and `reason` (a `401 device_removed`'s `removed_at` and
+    /// `removed_by`); they never replace those two.
+    public var details: [String: Detail] = [:]
     public let file: String
     public let line: UInt
 
@@ -63,13 +66,32 @@ public struct HTTPError: Error, Sendable, CustomStringConvertible {
         self.line = line
     }
 
+    /// A value of ``details``: JSON's string, integer or null.
+    public enum Detail: Sendable, Equatable, Encodable {
+        case text(String)
+        case integer(Int64)
+        case null
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.singleValueContainer()
+            switch self {
+            case .text(let text): try container.encode(text)
+            case .integer(let value): try container.encode(value)
+            case .null: try container.encodeNil()
+            }
+        }
+    }
+
     public var description: String { "HTTPError.\(code) (\(status.code)): \(reason) (\(file):\(line))" }
 
     /// The response a client sees: the status and `{"error": "...", "reason": "..."}`.
     public var response: HTTPResponse {
         var headers = self.headers
         headers["Content-Type"] = "application/json"
-        let body = (try? JSONEncoder.sortedKeys.encode(["error": code.rawValue, "reason": reason])) ?? Data()
+        var fields = details
+        fields["error"] = .text(code.rawValue)
+        fields["reason"] = .text(reason)
+        let body = (try? JSONEncoder.sortedKeys.encode(fields)) ?? Data()
         return HTTPResponse(status: status, headers: headers, body: body)
     }
 }

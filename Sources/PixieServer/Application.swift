@@ -172,7 +172,7 @@ public struct Application: Sendable {
             settings.clientRequestsPerMinute = configuration.clientRequestsPerMinute
             let service = try IdentityService(
                 database: database, pinnedPhoneVerifyKeys: Self.pinnedPhoneVerifyKeys(configuration, keys),
-                log: sequencer, configuration: settings, clock: clock, random: random,
+                log: sequencer, configuration: settings, clock: clock, random: random, relay: bus,
                 logger: logger.named("identity"), metrics: metrics)
             service.addRoutes(to: &router)
             identity = service

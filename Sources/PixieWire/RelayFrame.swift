@@ -65,6 +65,10 @@ public struct RelayErrorCode: RawRepresentable, Sendable, Hashable, CustomString
     /// SUBSCRIBE without proof of holding the subject: its public key does not hash to it, or its signature over
     /// the connection's CHALLENGE does not verify. Refused; the holder's subscription and push target stay.
     public static let subjectNotProven = RelayErrorCode(rawValue: 9)
+    /// Not an answer (request id 0): the relay ended this connection's subscription of a subject whose device was
+    /// removed from the account, or of the account's discovery inbox that a removal rotated away
+    /// (docs/pixie-protocol.md, "Revoking a device"). The reason names the subject's role.
+    public static let deviceRemoved = RelayErrorCode(rawValue: 10)
 
     /// The snake_case name used in logs, metrics and docs.
     public var name: String {
@@ -78,6 +82,7 @@ public struct RelayErrorCode: RawRepresentable, Sendable, Hashable, CustomString
         case .notSubscribed: "not_subscribed"
         case .unavailable: "unavailable"
         case .subjectNotProven: "subject_not_proven"
+        case .deviceRemoved: "device_removed"
         default: "code_\(rawValue)"
         }
     }
@@ -251,6 +256,15 @@ public enum RelayServerFrame: Sendable, Equatable {
             out.append(nonce)
         }
         return out
+    }
+
+    /// Whether `frame` (as a bus carries it) is an ending: an ERROR with request id 0 and ``RelayErrorCode/deviceRemoved``,
+    /// which identity-svc publishes to the subjects a removal ends. A DELIVER's type byte answers this at once.
+    public static func isEnding(_ frame: Data) -> Bool {
+        guard frame.first == errorType, frame.count >= 7 else { return false }
+        let start = frame.startIndex
+        return frame[start + 1..<start + 5].allSatisfy { $0 == 0 }
+            && UInt16(frame[start + 5]) << 8 | UInt16(frame[start + 6]) == RelayErrorCode.deviceRemoved.rawValue
     }
 
     /// Parses one relay frame strictly (a device's side).

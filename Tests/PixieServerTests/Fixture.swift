@@ -60,7 +60,7 @@ struct Fixture {
         configure: (inout PixieConfiguration) -> Void = { _ in },
         faults: ((any SQLDatabase) -> FaultyDatabase)? = nil,
         store: (any SQLDatabase)? = nil, keys: ServiceKeys = .generate(),
-        start: Date = Date(timeIntervalSince1970: 1_800_000_000)
+        start: Date = Date(timeIntervalSince1970: 1_800_000_000), bus: any RelayBus = InProcessRelayBus()
     ) throws {
         self.clock = ManualClock(start)
         self.keys = keys
@@ -83,7 +83,7 @@ struct Fixture {
         let served: any SQLDatabase = faults.map { $0(store) } ?? store
         application = try Application(
             configuration: configuration, keys: keys, database: served, sms: sms, clock: clock.clock,
-            random: random, logger: .discard, tokens: tokens)
+            random: random, logger: .discard, tokens: tokens, bus: bus)
     }
 
     /// A new store of the backend `$SIBLINGS_SERVICE_DATABASE` names: `postgres` (scripts/test.sh runs the service

@@ -15,12 +15,15 @@ struct TestDevice {
     let inbox = RelaySubjectKey()
     let sealing = XWing.PrivateKey()
     let name: String
-    let authenticator = SoftwareAuthenticator()
+    let authenticator: SoftwareAuthenticator
     var session: String?
     var deviceID: String?
     var credentialID: Data?
 
-    init(name: String) { self.name = name }
+    init(name: String, authenticator: SoftwareAuthenticator = SoftwareAuthenticator()) {
+        self.name = name
+        self.authenticator = authenticator
+    }
 
     var deviceObject: [String: Any] {
         [

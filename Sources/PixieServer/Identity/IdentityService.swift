@@ -123,6 +123,32 @@ public struct IdentityService: Sendable {
                 ALTER TABLE devices ADD COLUMN added_by TEXT;
                 ALTER TABLE devices ADD COLUMN last_seen_at BIGINT;
                 """),
+        // Issue 41: removing one device rotates the account (docs/pixie-protocol.md, "Revoking a device"). The
+        // account's epoch is the version of `account/<kt_handle>` in the log (1 for every account so far); each
+        // rotation keeps its statement, and each device that stays its sealed bundle, until it fetches them. A
+        // `remove_device` challenge names the device it may remove.
+        Migration(
+            version: 7,
+            sql: """
+                ALTER TABLE webauthn_challenges ADD COLUMN device_id TEXT;
+                ALTER TABLE accounts ADD COLUMN epoch BIGINT NOT NULL DEFAULT 1;
+                ALTER TABLE devices ADD COLUMN removed_by TEXT;
+                CREATE TABLE account_rotations (
+                    account_id TEXT NOT NULL REFERENCES accounts (account_id),
+                    epoch BIGINT NOT NULL,
+                    statement BLOB NOT NULL,
+                    remover TEXT NOT NULL,
+                    removed TEXT NOT NULL,
+                    created_at BIGINT NOT NULL,
+                    PRIMARY KEY (account_id, epoch)
+                );
+                CREATE TABLE rotation_bundles (
+                    device_id TEXT NOT NULL REFERENCES devices (device_id),
+                    epoch BIGINT NOT NULL,
+                    bundle BLOB NOT NULL,
+                    PRIMARY KEY (device_id, epoch)
+                );
+                """),
     ]
 
     let database: any SQLDatabase
@@ -136,17 +162,21 @@ public struct IdentityService: Sendable {
     let relyingParty: WebAuthnRelyingParty
     let clientLimiter: RateLimiter
     let transparency: KeyTransparency
+    /// Where a removal ends the relay subscriptions of the subjects it takes away (the removed device's inbox and
+    /// the rotated discovery inbox), on every node the bus reaches.
+    let relay: (any RelayBus)?
 
     /// `pinnedPhoneVerifyKeys` are the phone-verify keys certificates are checked against; with none, every
     /// endpoint that takes a PhoneOwnershipCert refuses (503 `phone_verify_key_not_pinned`), never skips.
     /// `log` is the transparency log every binding is appended to before it is served.
     public init(
         database: any SQLDatabase, pinnedPhoneVerifyKeys: [HybridSignature.PublicKey], log: Sequencer,
-        configuration: Configuration = .init(), clock: PixieClock = .system, logger: Logger, metrics: Metrics
+        configuration: Configuration = .init(), clock: PixieClock = .system, relay: (any RelayBus)? = nil,
+        logger: Logger, metrics: Metrics
     ) throws(ServerError) {
         try self.init(
             database: database, pinnedPhoneVerifyKeys: pinnedPhoneVerifyKeys, log: log, configuration: configuration,
-            clock: clock, random: SystemRandom(), logger: logger, metrics: metrics)
+            clock: clock, random: SystemRandom(), relay: relay, logger: logger, metrics: metrics)
     }
 
     /// The same, with `random` for codes, IDs and keys (`@_spi(Testing)`: tests make them deterministic).
@@ -154,7 +184,7 @@ public struct IdentityService: Sendable {
     public init(
         database: any SQLDatabase, pinnedPhoneVerifyKeys: [HybridSignature.PublicKey], log: Sequencer,
         configuration: Configuration = .init(), clock: PixieClock = .system,
-        random: any SecureRandomSource, logger: Logger, metrics: Metrics
+        random: any SecureRandomSource, relay: (any RelayBus)? = nil, logger: Logger, metrics: Metrics
     ) throws(ServerError) {
         do {
             try database.migrate(component: Self.component, migrations: Self.migrations)
@@ -167,6 +197,7 @@ public struct IdentityService: Sendable {
         self.configuration = configuration
         self.clock = clock
         self.random = random
+        self.relay = relay
         self.logger = logger
         self.metrics = metrics
         self.sessions = Sessions(
@@ -197,6 +228,8 @@ public struct IdentityService: Sendable {
             return HTTPResponse(status: .noContent)
         }
         router.on(PixieAPI.siblings) { request, _ in try await siblings(request) }
+        router.on(PixieAPI.removeDevice) { request, _ in try await removeDevice(request) }
+        router.on(PixieAPI.rotations) { request, _ in try rotations(request) }
         transparency.addRoutes(to: &router)
     }
 
@@ -208,6 +241,14 @@ public struct IdentityService: Sendable {
     func passkeyChallenge(_ request: HTTPRequest) throws -> HTTPResponse {
         let body = try request.decode(as: IdentityAPI.ChallengeRequest.self)
         try clientLimiter.admit(request)
+        switch (body.purpose, body.deviceID) {
+        case (.removeDevice, nil):
+            throw HTTPError(
+                .badRequest, .invalidField, "a remove_device challenge names the device to remove: send device_id")
+        case (.removeDevice, _?), (_, nil): break
+        case (_, _?):
+            throw HTTPError(.badRequest, .invalidField, "device_id goes only with purpose remove_device")
+        }
         let challengeID = random.bytes(count: 16).base64URLEncodedString()
         let challenge = random.bytes(count: 32)
         let expiresAt = clock.now().unixSeconds + Int64(configuration.challengeLifetime)
@@ -216,8 +257,12 @@ public struct IdentityService: Sendable {
             _ = try database.execute(
                 "DELETE FROM webauthn_challenges WHERE expires_at <= ?", [.integer(clock.now().unixSeconds)])
             return try database.execute(
-                "INSERT INTO webauthn_challenges (challenge_id, challenge, purpose, expires_at) VALUES (?, ?, ?, ?)",
-                [.text(challengeID), .blob(challenge), .text(body.purpose.rawValue), .integer(expiresAt)])
+                "INSERT INTO webauthn_challenges (challenge_id, challenge, purpose, device_id, expires_at) "
+                    + "VALUES (?, ?, ?, ?, ?)",
+                [
+                    .text(challengeID), .blob(challenge), .text(body.purpose.rawValue),
+                    body.deviceID.map { .text($0) } ?? .null, .integer(expiresAt),
+                ])
         }
         return try .json(
             IdentityAPI.ChallengeResponse(
@@ -225,19 +270,26 @@ public struct IdentityService: Sendable {
                 expiresAt: expiresAt), status: .created)
     }
 
-    /// Takes the challenge `id` for `purpose` out of the store and returns its bytes. The removal is committed
-    /// on its own, before the caller's transaction, so a challenge is used up by the first request that names
-    /// it, whatever the outcome: a refusal that rolls the caller's transaction back does not bring it back.
-    func consumeChallenge(_ id: String, purpose: IdentityAPI.PasskeyPurpose) throws -> Data {
+    /// Takes the challenge `id` for `purpose` (and, for `remove_device`, naming `deviceID`) out of the store and
+    /// returns its bytes. The removal is committed on its own, before the caller's transaction, so a challenge is
+    /// used up by the first request that names it, whatever the outcome: a refusal that rolls the caller's
+    /// transaction back does not bring it back.
+    func consumeChallenge(
+        _ id: String, purpose: IdentityAPI.PasskeyPurpose, naming deviceID: String? = nil
+    ) throws -> Data {
         let taken = try store(logger) {
-            try database.transaction { transaction -> (challenge: Data, purpose: String, expiresAt: Int64)? in
+            try database.transaction {
+                transaction -> (challenge: Data, purpose: String, deviceID: String?, expiresAt: Int64)? in
                 guard
                     let row = try transaction.queryOne(
-                        "SELECT challenge, purpose, expires_at FROM webauthn_challenges WHERE challenge_id = ?",
-                        [.text(id)])
+                        "SELECT challenge, purpose, device_id, expires_at FROM webauthn_challenges "
+                            + "WHERE challenge_id = ?", [.text(id)])
                 else { return nil }
                 _ = try transaction.execute("DELETE FROM webauthn_challenges WHERE challenge_id = ?", [.text(id)])
-                return (try row.data("challenge"), try row.string("purpose"), try row.int64("expires_at"))
+                return (
+                    try row.data("challenge"), try row.string("purpose"), try row.optionalString("device_id"),
+                    try row.int64("expires_at")
+                )
             }
         }
         guard let taken else {
@@ -246,6 +298,11 @@ public struct IdentityService: Sendable {
         }
         guard taken.purpose == purpose.rawValue else {
             throw HTTPError(.badRequest, .challengeInvalid, "the passkey challenge was made for another purpose")
+        }
+        guard taken.deviceID == deviceID else {
+            throw HTTPError(
+                .badRequest, .challengeInvalid,
+                "the passkey challenge names another device than the one to remove; ask for one naming it")
         }
         guard taken.expiresAt > clock.now().unixSeconds else {
             throw HTTPError(.badRequest, .challengeInvalid, "the passkey challenge has expired; ask for a new one")
@@ -614,9 +671,11 @@ public struct IdentityService: Sendable {
     /// Checks a passkey assertion over `challenge` against the passkey it names (of device `deviceID` only,
     /// when given) and records its new signature count; returns the passkey's account and device. A passkey
     /// unknown, of a removed device or of another device is a 401.
+    /// With `userVerified`, the assertion must also carry user verification (UV), whatever the relying party's
+    /// setting for logins.
     @discardableResult
     func verifyAssertion(
-        _ credential: AuthenticationResponseJSON, challenge: Data, of deviceID: String?,
+        _ credential: AuthenticationResponseJSON, challenge: Data, of deviceID: String?, userVerified: Bool = false,
         in transaction: any SQLTransaction
     ) throws -> (accountID: String, deviceID: String) {
         guard let credentialID = Data(base64URLEncoded: credential.rawId),
@@ -635,24 +694,29 @@ public struct IdentityService: Sendable {
             throw HTTPError(.unauthorized, .passkeyInvalid, "the passkey is not this device's; use its own")
         }
         let storedCount = UInt32(clamping: try row.int64("sign_count"))
-        let newCount: UInt32
+        let verified: VerifiedAssertion
         do {
             let stored = RegisteredCredential(
                 credentialID: credentialID,
                 publicKey: try COSEKey(cborRepresentation: try row.data("public_key")),
                 signCount: storedCount, backupEligible: try row.bool("backup_eligible"))
-            newCount = try relyingParty.verifyAssertion(
-                credential, expectedChallenge: challenge, credential: stored, storedSignCount: storedCount
-            ).newSignCount
+            verified = try relyingParty.verifyAssertion(
+                credential, expectedChallenge: challenge, credential: stored, storedSignCount: storedCount)
         } catch let error as WebAuthnError {
             if error.code == .possibleClonedAuthenticator {
                 logger.warning("a passkey's signature counter went backwards", ["device": try row.string("device_id")])
             }
             throw HTTPError(.unauthorized, .passkeyInvalid, error.reason)
         }
+        if userVerified, !verified.userVerified {
+            throw HTTPError(
+                .forbidden, .userVerificationRequired,
+                "this needs the person at the device: the passkey assertion must carry user verification (unlock it "
+                    + "with a biometric or the device's PIN)")
+        }
         _ = try transaction.execute(
             "UPDATE passkeys SET sign_count = ? WHERE credential_id = ?",
-            [.integer(Int64(newCount)), .blob(credentialID)])
+            [.integer(Int64(verified.newSignCount)), .blob(credentialID)])
         return (try row.string("account_id"), try row.string("device_id"))
     }
 
@@ -815,4 +879,6 @@ extension HTTPError.Code {
     static let grantScope = HTTPError.Code("grant_scope")
     /// A replace_all grant asked for without a passkey assertion.
     static let passkeyRequired = HTTPError.Code("passkey_required")
+    /// A remove_device assertion without user verification.
+    static let userVerificationRequired = HTTPError.Code("user_verification_required")
 }

@@ -15,7 +15,9 @@ import TransparencyLog
 /// - `discovery/<phone_id>`: discovery_inbox (32) ‖ discovery_xwing_pubkey (1216) ‖ kt_handle;
 /// - `account/<kt_handle>`: the account signing public key (1984);
 /// - `devices/<kt_handle>`: ``PixieWire/KeyTransparencyCommitment/roster(_:)`` of the account's devices (pubkey,
-///   inbox, sealing key).
+///   inbox, sealing key);
+/// - `account-rotation/<kt_handle>`: ``PixieWire/AccountRotation/encoded`` of the account's latest rotation, once it
+///   has one (docs/pixie-protocol.md, "Revoking a device").
 struct KeyTransparency: Sendable {
     let sequencer: Sequencer
     let database: any SQLDatabase
@@ -28,6 +30,9 @@ struct KeyTransparency: Sendable {
     static func discoveryLabel(phoneID: Data) -> Label { try! Label(KeyTransparencyLabel.discovery(phoneID: phoneID)) }
     static func accountLabel(ktHandle: String) -> Label { try! Label(KeyTransparencyLabel.account(ktHandle: ktHandle)) }
     static func devicesLabel(ktHandle: String) -> Label { try! Label(KeyTransparencyLabel.devices(ktHandle: ktHandle)) }
+    static func rotationLabel(ktHandle: String) -> Label {
+        try! Label(KeyTransparencyLabel.accountRotation(ktHandle: ktHandle))
+    }
 
     /// The bindings of one account as the store has them now.
     func bindings(accountID: String) throws -> [(Label, Data)] {
@@ -47,6 +52,10 @@ struct KeyTransparency: Sendable {
                 inbox: try row.optionalData("inbox").flatMap { try? RelaySubject(rawRepresentation: $0) },
                 sealingKey: try row.optionalData("sealing_key"))
         }
+        // The latest rotation's statement goes in with the key it moves to: the auditor reads them together.
+        let rotation = try database.queryOne(
+            "SELECT statement FROM account_rotations WHERE account_id = ? ORDER BY epoch DESC LIMIT 1",
+            [.text(accountID)])
         return [
             (
                 Self.discoveryLabel(phoneID: try account.data("phone_id")),
@@ -56,7 +65,7 @@ struct KeyTransparency: Sendable {
             ),
             (Self.accountLabel(ktHandle: handle), try account.data("account_signing_pubkey")),
             (Self.devicesLabel(ktHandle: handle), KeyTransparencyCommitment.roster(devices)),
-        ]
+        ] + (try rotation.map { [(Self.rotationLabel(ktHandle: handle), try $0.data("statement"))] } ?? [])
     }
 
     /// Appends every binding of `accountID` whose logged value differs from the store's, and returns once a

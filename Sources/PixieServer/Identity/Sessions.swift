@@ -61,28 +61,30 @@ struct Sessions: Sendable {
         }
         let now = clock.now()
         let tokenHash = Self.hash(token)
-        let found = try store(logger) { () throws -> (Session, revoked: Bool, removed: Bool, seen: Int64?)? in
+        let found = try store(logger) {
+            () throws -> (Session, revoked: Bool, removed: (at: Int64, by: String?)?, seen: Int64?)? in
             guard
                 let row = try database.queryOne(
-                    "SELECT s.account_id, s.device_id, s.expires_at, s.revoked_at, d.removed_at, d.last_seen_at "
-                        + "FROM sessions s JOIN devices d ON d.device_id = s.device_id WHERE s.token_hash = ?",
+                    "SELECT s.account_id, s.device_id, s.expires_at, s.revoked_at, d.removed_at, d.last_seen_at, "
+                        + "r.name AS remover FROM sessions s JOIN devices d ON d.device_id = s.device_id "
+                        + "LEFT JOIN devices r ON r.device_id = d.removed_by WHERE s.token_hash = ?",
                     [.blob(tokenHash)])
             else { return nil }
             let session = Session(
                 accountID: try row.string("account_id"), deviceID: try row.string("device_id"),
                 expiresAt: Date(timeIntervalSince1970: TimeInterval(try row.int64("expires_at"))), tokenHash: tokenHash)
             return (
-                session, try row.optionalInt64("revoked_at") != nil, try row.optionalInt64("removed_at") != nil,
+                session, try row.optionalInt64("revoked_at") != nil,
+                try row.optionalInt64("removed_at").map { ($0, try row.optionalString("remover")) },
                 try row.optionalInt64("last_seen_at")
             )
         }
         guard let (session, revoked, removed, seen) = found else {
             throw Self.unauthorized("the session token is not known; sign in again")
         }
+        // Removal first: a removed device's sessions are revoked too, and it must learn why.
+        if let removed { throw Self.deviceRemoved(at: removed.at, by: removed.by) }
         guard !revoked else { throw Self.unauthorized("the session was revoked; sign in again") }
-        guard !removed else {
-            throw Self.unauthorized("this device was removed from the account; it cannot sign in again")
-        }
         guard now < session.expiresAt else { throw Self.unauthorized("the session has expired; sign in again") }
         // When the device was last seen (`pixie devices`): written at most once a minute, not on every request.
         if seen.map({ now.unixSeconds - $0 >= Self.lastSeenGranularity }) ?? true {
@@ -110,6 +112,18 @@ struct Sessions: Sendable {
     /// Seconds between two writes of a device's last-seen time.
     static let lastSeenGranularity: Int64 = 60
 
+    /// `401 device_removed`, with when and by which device (docs/pixie-protocol.md, "How the devices learn it").
+    static func deviceRemoved(at: Int64, by remover: String?) -> HTTPError {
+        var error = HTTPError(
+            .unauthorized, .deviceRemoved,
+            "this device was removed from the account"
+                + (remover.map { " by \"\($0)\"" } ?? " when another device replaced all the others")
+                + "; it cannot act for the account again, but what it holds stays on it and can be exported",
+            headers: ["WWW-Authenticate": "Bearer"])
+        error.details = ["removed_at": .integer(at), "removed_by": remover.map { .text($0) } ?? .null]
+        return error
+    }
+
     static func unauthorized(_ reason: String) -> HTTPError {
         HTTPError(.unauthorized, .unauthorized, reason, headers: ["WWW-Authenticate": "Bearer"])
     }
@@ -117,4 +131,5 @@ struct Sessions: Sendable {
 
 extension HTTPError.Code {
     static let unauthorized = HTTPError.Code("unauthorized")
+    static let deviceRemoved = HTTPError.Code("device_removed")
 }

@@ -283,7 +283,12 @@ public final class RelayService: Sendable {
             // Frames go straight from the publisher to this connection's bounded queue (no task in between).
             let subscription: RelayBusSubscription
             do {
-                subscription = try bus.subscribe(subject) { deliver in connection.enqueue(.frame(deliver)) }
+                subscription = try bus.subscribe(subject) { deliver in
+                    // A removal ended this subject (identity-svc, on any node): the subscription goes, and the
+                    // device is told why.
+                    if RelayServerFrame.isEnding(deliver) { connection.remove(subject)?.cancel() }
+                    connection.enqueue(.frame(deliver))
+                }
             } catch {
                 answers.add(
                     unavailable(

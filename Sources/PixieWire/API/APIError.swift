@@ -6,10 +6,23 @@ import Foundation
 public struct APIErrorResponse: Codable, Sendable, Equatable, Error {
     public var error: String
     public var reason: String
+    /// With `device_removed` only: when the session's device was removed, Unix seconds.
+    public var removedAt: Int64?
+    /// With `device_removed` only: the name of the device that removed it (absent when a `replace_all`
+    /// enrollment did).
+    public var removedBy: String?
 
-    public init(error: String, reason: String) {
+    public init(error: String, reason: String, removedAt: Int64? = nil, removedBy: String? = nil) {
         self.error = error
         self.reason = reason
+        self.removedAt = removedAt
+        self.removedBy = removedBy
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case error, reason
+        case removedAt = "removed_at"
+        case removedBy = "removed_by"
     }
 }
 

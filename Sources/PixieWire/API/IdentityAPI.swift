@@ -14,12 +14,26 @@ extension IdentityAPI {
         case login
         /// Minting a ``GrantScope/replaceAll`` grant: the minting device's own passkey.
         case replaceAll = "replace_all"
+        /// Removing one device (``RemoveDeviceRequest``): the challenge names it, and the assertion must carry user
+        /// verification.
+        case removeDevice = "remove_device"
     }
 
     /// POST /v1/auth/passkey/challenge.
     public struct ChallengeRequest: Codable, Sendable, Equatable {
         public var purpose: PasskeyPurpose
-        public init(purpose: PasskeyPurpose) { self.purpose = purpose }
+        /// For ``PasskeyPurpose/removeDevice`` only, and required there: the device the challenge may remove.
+        public var deviceID: String?
+
+        public init(purpose: PasskeyPurpose, deviceID: String? = nil) {
+            self.purpose = purpose
+            self.deviceID = deviceID
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case purpose
+            case deviceID = "device_id"
+        }
     }
 
     /// 201 to ``ChallengeRequest``: single use, for `purpose` only.

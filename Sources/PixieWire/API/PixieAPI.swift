@@ -57,6 +57,14 @@ extension PixieAPI {
     public static let siblings = Endpoint<NoBody, IdentityAPI.SiblingsResponse>(
         name: "siblings", method: .get, path: "/v1/sync/siblings", authorization: .session)
 
+    /// Removes one device and rotates the account's keys (200, once the log holds the rotation).
+    public static let removeDevice = Endpoint<IdentityAPI.RemoveDeviceRequest, IdentityAPI.RemoveDeviceResponse>(
+        name: "removeDevice", method: .post, path: "/v1/auth/devices/remove", authorization: .session)
+
+    /// The account's epoch, and the rotations past `?after=` with this device's sealed bundle.
+    public static let rotations = Endpoint<NoBody, IdentityAPI.RotationsResponse>(
+        name: "rotations", method: .get, path: "/v1/auth/devices/rotations", authorization: .session)
+
     // MARK: blob-svc
 
     /// Stores a blob: the body is its bytes, `Content-Type` its mime type (201).
@@ -136,6 +144,8 @@ extension PixieAPI {
         AnyEndpoint(passkeyLogin),
         AnyEndpoint(revokeSession),
         AnyEndpoint(siblings),
+        AnyEndpoint(removeDevice),
+        AnyEndpoint(rotations),
         AnyEndpoint(uploadBlob),
         AnyEndpoint(downloadBlob),
         AnyEndpoint(ackBlob),

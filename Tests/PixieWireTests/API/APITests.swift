@@ -137,7 +137,10 @@ struct APITests {
         #expect(throws: DecodingError.self) {
             try JSONDecoder().decode(IdentityAPI.ChallengeRequest.self, from: Data(#"{"purpose":"Register"}"#.utf8))
         }
-        #expect(IdentityAPI.PasskeyPurpose.allCases.map(\.rawValue) == ["register", "login", "replace_all"])
+        #expect(
+            IdentityAPI.PasskeyPurpose.allCases.map(\.rawValue) == [
+                "register", "login", "replace_all", "remove_device",
+            ])
     }
 
     @Test("siblings: every field carried, and a device without the optional ones written with nulls")

@@ -41,7 +41,7 @@ struct EndpointTests {
     @Test("every endpoint is in the table once: by method and path, by route shape, and by name")
     func everyEndpointIsUnique() {
         let table = PixieAPI.all + PixieAPI.platform
-        #expect(PixieAPI.all.count == 23)
+        #expect(PixieAPI.all.count == 25)
         let keys = table.map(\.description)
         #expect(Set(keys).count == keys.count, "\(keys)")
         // Two templates that differ only in a parameter's name would be one route to the router.
@@ -95,6 +95,9 @@ struct EndpointTests {
             #expect(authorization.headerSchemes.isEmpty, "\(authorization)")
         }
         let sessions = PixieAPI.all.filter { $0.authorization == .session }.map(\.name).sorted()
-        #expect(sessions == ["mintGrant", "revokeSession", "senderCert", "sessionTokens", "siblings"])
+        #expect(
+            sessions == [
+                "mintGrant", "removeDevice", "revokeSession", "rotations", "senderCert", "sessionTokens", "siblings",
+            ])
     }
 }
