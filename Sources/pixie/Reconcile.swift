@@ -6,7 +6,7 @@ import PixieWire
 /// online (docs/pixie-sync.md), printing what moved. A `pixie listen` running on this home at the same time keeps
 /// its own rounds; each process takes only the messages of the rounds it opened.
 func reconcileNow(home: DeviceHome, homePath: String, json: Bool, patience: Double) async throws {
-    let context = try DeviceContext(home: home, environment: deviceEnvironment(home))
+    let context = try await DeviceContext.current(home: home, environment: deviceEnvironment(home))
     let names = await siblingNames(home)
     let service = try await SyncService.connect(context: context)
     let rounds: SyncLoop.Rounds

@@ -40,6 +40,15 @@ func reporting(_ body: () async throws -> Void) async throws {
         try await body()
     } catch let error as ExitCode {
         throw error
+    } catch PixieClientError.refused(_, let refusal) where refusal.error == "device_removed" {
+        // docs/pixie-protocol.md, "How the devices learn it": say so plainly, and what the person can still do.
+        let by = refusal.removedBy.map { " by the device \"\($0)\"" } ?? " when another device replaced all others"
+        let at =
+            refusal.removedAt.map { " on \(DevicesList.format(Date(timeIntervalSince1970: TimeInterval($0))))" } ?? ""
+        throw failure(
+            "this device was removed from the account\(by)\(at). It can no longer act for the account, and the "
+                + "account's keys were changed so it cannot read what comes next. What it holds stays here: save it "
+                + "with `pixie backup export`, then `pixie signout --last-device` to clear this home")
     } catch {
         throw failure("\(error)")
     }
@@ -385,7 +394,7 @@ struct Listen: ParsableCommand {
                 }
             }
             var listener = InboxListener(
-                context: try DeviceContext(home: opened, environment: deviceEnvironment(opened)),
+                context: try await DeviceContext.current(home: opened, environment: deviceEnvironment(opened)),
                 deviceFamily: try family ?? opened.load()?.family ?? "Linux")
             listener.pushToken = pushToken.map { Data($0.utf8) }
             let task = Task {
@@ -528,7 +537,39 @@ extension InboxListener.Outcome {
 
 struct Devices: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "devices", abstract: "List the account's devices, checked against the transparency log.")
+        commandName: "devices", abstract: "List the account's devices, or remove one.",
+        subcommands: [DevicesList.self, DevicesRemove.self], defaultSubcommand: DevicesList.self)
+}
+
+struct DevicesRemove: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "remove", abstract: "Remove one other device, and rotate every key it held.",
+        discussion: """
+            The named device loses its session, its passkey and its place in the roster; this device makes the \
+            account's new signing and discovery keys and a new BackupKey, seals them to every device that stays, and \
+            the server logs the rotation before it answers. The removed device keeps what it already had, and nothing \
+            after (docs/pixie-protocol.md, "Revoking a device").
+            """)
+
+    @Option(name: .long("home"), help: "This device's directory.") var home: String
+    @Argument(help: "The name of the device to remove, as `pixie devices` lists it.") var name: String
+
+    func run() async throws {
+        try await reporting {
+            let opened = try openHome(home)
+            let context = try DeviceContext(home: opened, environment: deviceEnvironment(opened))
+            let removal = try await context.removeDevice(named: name)
+            streams.out(
+                "Removed \"\(removal.removedName)\" (\(removal.removedDeviceID)). The account's keys were rotated "
+                    + "(epoch \(removal.epoch)) and sealed to \(removal.bundles) device"
+                    + "\(removal.bundles == 1 ? "" : "s") that stay\(removal.bundles == 1 ? "s" : "").")
+        }
+    }
+}
+
+struct DevicesList: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "list", abstract: "List the account's devices, checked against the transparency log.")
 
     @Option(name: .long("home"), help: "This device's directory.") var home: String
     @Flag(name: .long("json"), help: "Print the list as JSON.") var json: Bool
@@ -565,7 +606,7 @@ struct Devices: ParsableCommand {
     }
 }
 
-extension Devices {
+extension DevicesList {
     /// A time for people: UTC, to the minute.
     static func format(_ date: Date) -> String {
         let formatter = DateFormatter()

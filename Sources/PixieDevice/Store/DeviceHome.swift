@@ -176,6 +176,9 @@ public struct DeviceState: Codable, Sendable {
         public var accountSeed: Base64URLBytes
         /// The discovery key's X-Wing seed (and the discovery inbox's subscribe key).
         public var discoverySeed: Base64URLBytes
+        /// The account's epoch these seeds belong to (the version of `account/<kt_handle>` in the log); nil for 1,
+        /// the epoch of every account until a device is removed.
+        public var epoch: UInt64?
 
         /// In the roster (by a six-digit code) with a session, but no sibling has sent the seeds yet.
         public var isEnrolledWithoutSeeds: Bool { !sessionToken.isEmpty && accountSeed.data.isEmpty }
@@ -215,7 +218,9 @@ public struct DeviceState: Codable, Sendable {
     }
 
     var identity: HybridSignature.PrivateKey { get throws { try .init(seedRepresentation: identitySeed.data) } }
-    var sealing: XWing.PrivateKey { get throws { try .init(seedRepresentation: sealingSeed.data) } }
+    @_spi(Testing) public var sealing: XWing.PrivateKey {
+        get throws { try .init(seedRepresentation: sealingSeed.data) }
+    }
     @_spi(Testing) public var inbox: RelaySubjectKey {
         get throws { RelaySubjectKey(signingKey: try Curve25519.Signing.PrivateKey(rawRepresentation: inboxKey.data)) }
     }

@@ -87,6 +87,15 @@ public struct BackupKeyring: Sendable {
         return key
     }
 
+    /// Makes `bytes` this device's own key, for archives made from now on (a rotation's BackupKey, docs/pixie-protocol.md,
+    /// "Revoking a device"); the key that was its own stays, to open the archives made with it.
+    public func adoptOwnKey(_ bytes: Data) throws {
+        let key = Key(key: SymmetricKey(data: bytes))
+        var keys = try load().filter { $0.key.idBytes != key.idBytes }.map { ($0.key, false) }
+        keys.insert((key, true), at: 0)
+        try save(keys)
+    }
+
     /// The key named `idBytes`, if this device holds it.
     public func key(idBytes: Data) throws -> Key? {
         try load().first { $0.key.idBytes == idBytes }?.key

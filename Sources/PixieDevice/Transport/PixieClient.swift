@@ -25,8 +25,12 @@ public struct PixieClient: Sendable {
 
     // MARK: identity-svc
 
-    public func passkeyChallenge(_ purpose: IdentityAPI.PasskeyPurpose) async throws -> IdentityAPI.ChallengeResponse {
-        try await call(PixieAPI.passkeyChallenge, IdentityAPI.ChallengeRequest(purpose: purpose), expect: 201)
+    /// A passkey challenge for `purpose`; a `remove_device` one names `deviceID`, the device it may remove.
+    public func passkeyChallenge(
+        _ purpose: IdentityAPI.PasskeyPurpose, deviceID: String? = nil
+    ) async throws -> IdentityAPI.ChallengeResponse {
+        try await call(
+            PixieAPI.passkeyChallenge, IdentityAPI.ChallengeRequest(purpose: purpose, deviceID: deviceID), expect: 201)
     }
 
     public func createAccount(_ request: IdentityAPI.CreateAccountRequest) async throws -> IdentityAPI.EnrolledResponse
@@ -61,6 +65,18 @@ public struct PixieClient: Sendable {
 
     public func siblings(session: String) async throws -> IdentityAPI.SiblingsResponse {
         try await call(PixieAPI.siblings, session: session)
+    }
+
+    /// Removes one device and rotates the account (`POST /v1/auth/devices/remove`).
+    public func removeDevice(
+        _ request: IdentityAPI.RemoveDeviceRequest, session: String
+    ) async throws -> IdentityAPI.RemoveDeviceResponse {
+        try await call(PixieAPI.removeDevice, request, session: session)
+    }
+
+    /// The account's epoch and the rotations past `epoch`, with this device's bundles.
+    public func rotations(after epoch: UInt64, session: String) async throws -> IdentityAPI.RotationsResponse {
+        try await call(PixieAPI.rotations, query: [("after", String(epoch))], session: session)
     }
 
     // MARK: key transparency

@@ -42,6 +42,11 @@ public actor LoggedBindings: KeyListVerifier {
 
     /// `label`'s latest logged value, proven; nil when the log proves the label was never written.
     public func loggedValue(_ label: String) async throws -> Data? {
+        try await loggedEntry(label)?.value
+    }
+
+    /// `label`'s latest logged entry (its value and version), proven; nil when the log proves it was never written.
+    public func loggedEntry(_ label: String) async throws -> Entry? {
         let label = try Label(label)
         // A check that ran while this one waited for the network may have moved the pin; the consistency proof
         // asked for is then from the wrong size, so ask again from the new one.
@@ -49,7 +54,7 @@ public actor LoggedBindings: KeyListVerifier {
             let since = verifier.pinned?.size
             let answer = try await lookup(label, since)
             guard verifier.pinned?.size == since else { continue }
-            return try verifier.verify(label: label, answer: answer)?.value
+            return try verifier.verify(label: label, answer: answer)
         }
         throw TransparencyError(
             .missingProof, "the proof for \(label) kept arriving for an older checkpoint; try again")

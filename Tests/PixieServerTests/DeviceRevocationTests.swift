@@ -1,0 +1,125 @@
+import Foundation
+@_spi(Testing) import PixieDevice
+import PixieDeviceTestSupport
+import PixieServer
+import PixieWire
+import SiblingsCrypto
+import Storage
+import Testing
+
+/// Revoking a device from the devices' side (docs/pixie-protocol.md, "Revoking a device"): four devices, one
+/// removed by another; the rest take the new keys from their sealed bundles, and each attack the removed device
+/// could make with what it kept is shown to work before the rotation and to fail after it.
+extension DevicesInMemoryTests {
+    /// The account's discovery key as the log holds it now (what a new device seals its request to).
+    static func loggedDiscoveryKey(_ account: Account) async throws -> XWing.PublicKey {
+        let context = try DeviceContext(home: account.phone, environment: account.environment)
+        let phoneID = try account.phone.state().phoneID.data
+        let logged = try #require(
+            try await context.bindings.loggedValue(KeyTransparencyLabel.discovery(phoneID: phoneID)))
+        let binding = try #require(KeyTransparencyCommitment.DiscoveryBinding(logged: logged))
+        return try XWing.PublicKey(rawRepresentation: binding.discoveryKey)
+    }
+
+    @Test("four devices, one removed: the others take the new keys, and what the removed one kept opens nothing new")
+    func removingOneOfFour() async throws {
+        try await Self.withAccount { account, _ in
+            let tablet = try await account.addDevice("tablet")
+            let watch = try await account.addDevice("watch")
+            let kept = try #require(try watch.state().membership)
+            let tabletState = try tablet.state()
+            let phoneID = try account.phone.state().phoneID.data
+            let cert = try account.phone.state().phoneCert.data
+            let oldChannel = try InnerMAC.siblingChannelKey(accountSeed: kept.accountSeed.data)
+
+            // Before: a new device's request, sealed to the logged discovery key, opens under what the watch holds,
+            // and a frame the watch MACs passes a sibling's check. Only the rotation will change that.
+            let before = try DiscoveryBox(phoneCert: cert, type: .signInRequest, payload: Data("hello".utf8))
+                .sealed(to: try await Self.loggedDiscoveryKey(account)).box
+            #expect(throws: Never.self) {
+                _ = try DiscoveryBox.open(
+                    before, with: try XWing.PrivateKey(seedRepresentation: kept.discoverySeed.data))
+            }
+            let frame = try SealedSenderEnvelope.seal(
+                .syncRequest, Data("from the watch".utf8), senderCert: Data(repeating: 1, count: 64),
+                channelKey: oldChannel, to: try tabletState.sealing.publicKey, recipient: try tabletState.inbox.subject)
+            let opened = try SealedSenderEnvelope.open(
+                frame, with: try tabletState.sealing, recipient: try tabletState.inbox.subject)
+            #expect(try opened.authenticate(channelKey: oldChannel) == Data("from the watch".utf8))
+
+            // The phone removes the watch.
+            let phone = try DeviceContext(home: account.phone, environment: account.environment)
+            let removal = try await phone.removeDevice(named: "watch")
+            #expect(removal.epoch == 2)
+            #expect(removal.bundles == 3)
+            let rotated = try #require(try account.phone.state().membership)
+            #expect(rotated.epoch == 2)
+            #expect(rotated.accountSeed != kept.accountSeed && rotated.discoverySeed != kept.discoverySeed)
+            let listed = try await OnboardingFlow(home: account.phone, environment: account.environment).devices()
+            #expect(listed.map(\.name).sorted() == ["laptop", "phone", "tablet"])
+
+            // The laptop and the tablet were not listening: each takes its bundle when it next looks, once.
+            for home in [account.laptop, tablet] {
+                let context = try DeviceContext(home: home, environment: account.environment)
+                #expect(try await context.followRotations() == .adopted(epoch: 2, steps: 1))
+                let taken = try #require(try home.state().membership)
+                #expect(taken.accountSeed == rotated.accountSeed && taken.discoverySeed == rotated.discoverySeed)
+                #expect(try await context.followRotations() == .current(epoch: 2))
+            }
+
+            // After: a new request opens under the new discovery seed and not the watch's; the watch's frame fails
+            // the check under the new channel key.
+            let after = try DiscoveryBox(phoneCert: cert, type: .signInRequest, payload: Data("hello".utf8))
+                .sealed(to: try await Self.loggedDiscoveryKey(account)).box
+            #expect(throws: PixieWireError.self) {
+                _ = try DiscoveryBox.open(
+                    after, with: try XWing.PrivateKey(seedRepresentation: kept.discoverySeed.data))
+            }
+            _ = try DiscoveryBox.open(after, with: try XWing.PrivateKey(seedRepresentation: rotated.discoverySeed.data))
+            let newChannel = try InnerMAC.siblingChannelKey(
+                accountSeed: try #require(try tablet.state().membership).accountSeed.data)
+            #expect(throws: PixieWireError.self) { _ = try opened.authenticate(channelKey: newChannel) }
+            _ = phoneID
+
+            // The watch is told, plainly, on its next request; removing the others is refused to it.
+            let watchContext = try DeviceContext(home: watch, environment: account.environment)
+            for attempt in 0..<2 {
+                do {
+                    if attempt == 0 {
+                        _ = try await watchContext.followRotations()
+                    } else {
+                        _ = try await watchContext.removeDevice(named: "phone")
+                    }
+                    Issue.record("the removed device was not refused")
+                } catch PixieClientError.refused(let status, let error) {
+                    #expect(status == 401)
+                    #expect(error.error == "device_removed")
+                    #expect(error.removedBy == "phone")
+                }
+            }
+            #expect(
+                try await OnboardingFlow(home: account.phone, environment: account.environment).devices().count == 3)
+        }
+    }
+
+    @Test("a server that withholds one device's bundle is caught by that device, which says so and changes nothing")
+    func aWithheldBundleIsReported() async throws {
+        try await Self.withAccount { account, _ in
+            let watch = try await account.addDevice("watch")
+            let phone = try DeviceContext(home: account.phone, environment: account.environment)
+            _ = try await phone.removeDevice(named: "watch")
+            _ = watch
+            // The server drops the laptop's bundle: the log still shows the rotation.
+            let laptopID = try #require(try account.laptop.state().membership).deviceID
+            _ = try account.fixture.database.execute(
+                "DELETE FROM rotation_bundles WHERE device_id = ?", [.text(laptopID)])
+            let before = try #require(try account.laptop.state().membership)
+            let laptop = try DeviceContext(home: account.laptop, environment: account.environment)
+            let refused = await #expect(throws: RotationError.self) { try await laptop.followRotations() }
+            #expect(refused == .withheld(2))
+            #expect("\(refused.map { "\($0)" } ?? "")".contains("holds no rotation bundle for this device for epoch 2"))
+            let after = try #require(try account.laptop.state().membership)
+            #expect(after.accountSeed == before.accountSeed && after.epoch == before.epoch)
+        }
+    }
+}
