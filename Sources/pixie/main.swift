@@ -502,6 +502,12 @@ struct Listen: ParsableCommand {
             )
         case .reconnected:
             (event, text) = ("reconnected", "Connected to the relay again; listening.")
+        case .rotated(let epoch):
+            (event, text) = (
+                "rotated", "The account's keys were rotated (a device was removed; epoch \(epoch)): took the new ones."
+            )
+        case .rotationRefused(let reason):
+            (event, text) = ("rotation_refused", "Could not take the account's new keys: \(reason)")
         case .reconcile(.round(let round)):
             // A round that moved nothing and agreed on everything is said in --json only: it comes every interval.
             if !json, round.rowsSent + round.rowsApplied == 0, round.differed == 0, round.rowsHeld == 0 { return }

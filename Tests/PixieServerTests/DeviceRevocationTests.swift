@@ -122,4 +122,43 @@ extension DevicesInMemoryTests {
             #expect(after.accountSeed == before.accountSeed && after.epoch == before.epoch)
         }
     }
+
+    @Test("a listening sibling takes the new keys within its check, and the loop carries on under them")
+    func aListeningSiblingTakesTheNewKeys() async throws {
+        try await Self.withAccount { account, _ in
+            let watch = try await account.addDevice("watch")
+            let watchKept = try #require(try watch.state().membership)
+            let laptopReports = Box<[InboxListener.Outcome]>([])
+            let laptop = try Self.listen(
+                account.laptop, account, interval: .milliseconds(300), rotationCheck: .milliseconds(200),
+                reports: laptopReports)
+            defer { laptop.cancel() }
+            // The phone's own listener approved the others; the removal runs beside it, as `pixie devices remove`
+            // does in another process, and the phone listens again afterwards.
+            account.listener.cancel()
+            _ = await account.listener.result
+            _ = try await DeviceContext(home: account.phone, environment: account.environment)
+                .removeDevice(named: "watch")
+            try await Self.eventually("the listening laptop took the new keys") {
+                laptopReports.get.contains(.rotated(epoch: 2))
+            }
+            let laptopSeeds = try #require(try account.laptop.state().membership)
+            #expect(laptopSeeds.epoch == 2 && laptopSeeds.accountSeed != watchKept.accountSeed)
+            #expect(laptopSeeds.accountSeed == (try account.phone.state().membership?.accountSeed))
+            // The loop goes on under the new channel key: a note written on the phone reaches the laptop.
+            let phone = try Self.listen(account.phone, account, interval: .milliseconds(300))
+            defer { phone.cancel() }
+            try DeviceStore(home: account.phone).put(
+                .notebookNotes, id: "after", fields: ["title": .text("After"), "body": .text("the rotation")])
+            let laptopStore = try DeviceStore(home: account.laptop)
+            try await Self.eventually("the note written after the rotation reached the laptop") {
+                try laptopStore.row(.notebookNotes, id: "after") != nil
+            }
+            #expect(!laptopReports.get.contains { if case .rotationRefused = $0 { true } else { false } })
+            phone.cancel()
+            laptop.cancel()
+            _ = await phone.result
+            _ = await laptop.result
+        }
+    }
 }

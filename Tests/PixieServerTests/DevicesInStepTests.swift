@@ -13,12 +13,14 @@ extension DevicesInMemoryTests {
     /// Runs `home`'s listener with `interval` between its rounds and `pushDelay` between looks for a local write.
     static func listen(
         _ home: DeviceHome, _ account: Account, interval: Duration = .milliseconds(200),
-        pushDelay: Duration = .milliseconds(50), reports: Box<[InboxListener.Outcome]> = Box([])
+        pushDelay: Duration = .milliseconds(50), rotationCheck: Duration = .seconds(60),
+        reports: Box<[InboxListener.Outcome]> = Box([])
     ) throws -> Task<Void, any Error> {
         var listener = InboxListener(
             context: try DeviceContext(home: home, environment: account.environment), deviceFamily: "Laptop")
         listener.reconcileConfiguration.interval = interval
         listener.reconcileConfiguration.pushDelay = pushDelay
+        listener.rotationCheckInterval = rotationCheck
         return Task { try await listener.run(decide: { _ in .ignore }, report: { reports.append($0) }) }
     }
 

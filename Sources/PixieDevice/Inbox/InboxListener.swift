@@ -50,9 +50,16 @@ public struct InboxListener: Sendable {
         case reconnected
         /// What the reconcile loop did: a round with a sibling, tombstones collected, a message dropped.
         case reconcile(SyncLoop.Event)
+        /// The account's keys were rotated (a device was removed): the listener took the new ones and listens on
+        /// under them, on the new discovery inbox.
+        case rotated(epoch: UInt64)
+        /// The account's keys were rotated, and this device could not take the new ones (a withheld bundle, a
+        /// rotation that does not check out); it listens on under the old ones, and says why.
+        case rotationRefused(reason: String)
     }
 
-    public let context: DeviceContext
+    /// The context the listener runs on; replaced by one with the new keys when the account is rotated.
+    public private(set) var context: DeviceContext
     public let deviceFamily: String
     /// How far a request's clock may be from this device's.
     public var freshness: TimeInterval = 300
@@ -67,6 +74,9 @@ public struct InboxListener: Sendable {
     /// it up to ``longestReconnectDelay``, and each wait is jittered down by up to half.
     public var reconnectDelay: Duration = .milliseconds(250)
     public var longestReconnectDelay: Duration = .seconds(30)
+    /// How often the listener asks the log whether the account's keys were rotated (docs/pixie-protocol.md, "How
+    /// the devices learn it"): the seed's devices check at most once a minute while they run.
+    public var rotationCheckInterval: Duration = .seconds(60)
     /// The app's push token (APNs, FCM), registered with the relay for this device's own inbox and for the
     /// account's discovery inbox each time it listens: while it does not, a new device's SignInRequest or
     /// SyncRequest (wake class Sync) wakes it with one alert push per wake episode, and it listens again within
@@ -92,12 +102,39 @@ public struct InboxListener: Sendable {
     /// person types its check code here as usual. The code cannot stand in for that: identity-svc mints and sees
     /// it, and the seed's guarantee is that nothing the servers hold admits a device. A device the log's roster
     /// holds already gets the seeds alone, with no grant (``Outcome/approvedByCode(deviceModel:)``).
+    ///
+    /// When the account's keys are rotated (another device removed one), the listener takes the new keys and goes
+    /// on under them (``Outcome/rotated(epoch:)``); if this device was the one removed, `run` throws the server's
+    /// `device_removed` refusal.
     public func run(
         ready: @escaping @Sendable () -> Void = {},
         offerCode: (@Sendable (GrantCode) -> Void)? = nil,
         decide: @escaping @Sendable (SignInRequestHandler.Prompt) async -> Decision,
         report: @escaping @Sendable (Outcome) -> Void = { _ in }
     ) async throws {
+        var listener = self
+        var first = true
+        while true {
+            if first {
+                try await listener.listen(ready: ready, offerCode: offerCode, decide: decide, report: report)
+            } else {
+                try await listener.listen(ready: {}, offerCode: nil, decide: decide, report: report)
+            }
+            first = false
+            listener.context = try listener.context.reloaded()
+            report(.rotated(epoch: listener.context.membership.epoch ?? 1))
+        }
+    }
+
+    /// Listens under the context's keys until the task is cancelled, or until the account's keys are rotated
+    /// (then it returns, for ``run(ready:offerCode:decide:report:)`` to listen again under the new ones).
+    private func listen(
+        ready: @escaping @Sendable () -> Void,
+        offerCode: (@Sendable (GrantCode) -> Void)?,
+        decide: @escaping @Sendable (SignInRequestHandler.Prompt) async -> Decision,
+        report: @escaping @Sendable (Outcome) -> Void
+    ) async throws {
+        let context = self.context
         let state = context.state
         let membership = context.membership
         let clock = context.clock
@@ -186,6 +223,30 @@ public struct InboxListener: Sendable {
             // The reconcile loop runs while this connection lasts: a round with every sibling now (to catch what
             // changed while this device was away), then on its interval.
             let reconciling = Task { await loop.run() }
+            // The log is asked for the account's epoch on an interval; new keys end this connection, and `run`
+            // listens again under them.
+            let rotation = RotationWatch()
+            let watching = Task { [rotationCheckInterval] in
+                while !Task.isCancelled {
+                    do {
+                        try await clock.sleep(for: rotationCheckInterval)
+                    } catch {
+                        return
+                    }
+                    switch await context.checkRotation() {
+                    case .unchanged: continue
+                    case .refused(let reason): report(.rotationRefused(reason: reason))
+                    case .rotated:
+                        rotation.flag()
+                        await relay.close()
+                        return
+                    case .removed(let error):
+                        rotation.remove(error)
+                        await relay.close()
+                        return
+                    }
+                }
+            }
             for await delivery in relay.deliveries {
                 if Task.isCancelled { break }
                 if delivery.subject == ownInbox.subject {
@@ -242,10 +303,14 @@ public struct InboxListener: Sendable {
                 previous = answering
             }
             reconciling.cancel()
+            watching.cancel()
             _ = await reconciling.value
+            _ = await watching.value
             current.set(nil)
             await relay.close()
             try Task.checkCancellation()
+            if let removed = rotation.removed { throw removed }
+            if rotation.isFlagged { return }
             // Backoff starts over only after a connection that lasted: a node that keeps closing its subscribers
             // at once is come back to more and more slowly.
             if clock.now.timeIntervalSince(connectedAt) >= longestReconnectDelay.timeInterval { failures = 0 }
@@ -449,4 +514,14 @@ public struct GrantCode: Sendable, Equatable {
     }
 
     public func cancelAll() { pending.withLock { $0.forEach { $0.task?.cancel() } } }
+}
+
+/// What the rotation watch of one connection found: new keys, or this device's removal.
+private final class RotationWatch: Sendable {
+    private let state = Mutex<(flagged: Bool, removed: (any Error)?)>((false, nil))
+
+    func flag() { state.withLock { $0.flagged = true } }
+    func remove(_ error: any Error) { state.withLock { $0.removed = error } }
+    var isFlagged: Bool { state.withLock { $0.flagged } }
+    var removed: (any Error)? { state.withLock { $0.removed } }
 }

@@ -30,6 +30,43 @@ extension DeviceContext {
         return try DeviceContext(home: home, environment: environment)
     }
 
+    /// The same device's context made again from its home (after its keys changed), on the same environment and
+    /// the same clock correction.
+    public func reloaded() throws -> DeviceContext {
+        var base = environment
+        base.clock = correctedClock.base
+        return try DeviceContext(home: home, environment: base)
+    }
+
+    /// What a running component learns from ``checkRotation()``.
+    enum RotationCheck {
+        case unchanged
+        /// The home holds other keys than this context: make a new context (``reloaded()``).
+        case rotated
+        /// The rotation could not be taken; the reason says why.
+        case refused(String)
+        /// This device was removed from the account: the server's refusal, to end with.
+        case removed(any Error)
+    }
+
+    /// Follows any rotation the log shows, and says whether this context's keys are still the account's. For a
+    /// component that runs on this context (``InboxListener``): it makes a new one when they are not.
+    func checkRotation() async -> RotationCheck {
+        do {
+            try await followRotations()
+            let saved = try home.state().membership
+            return saved?.accountSeed != membership.accountSeed || saved?.discoverySeed != membership.discoverySeed
+                ? .rotated : .unchanged
+        } catch PixieClientError.refused(let status, let error) where status == 401 && error.error == "device_removed" {
+            return .removed(PixieClientError.refused(status: status, error: error))
+        } catch let error as RotationError {
+            return .refused("\(error)")
+        } catch {
+            // The server or the log is away: asked again at the next check.
+            return .unchanged
+        }
+    }
+
     /// Brings this device to the account's current keys (docs/pixie-protocol.md, "How the devices learn it"): when
     /// the log's account key is not the one its seed makes, it fetches the rotations past its epoch, checks each
     /// from the key it held (both signatures, its bundle, the bundle's seeds against the statement) and the last
