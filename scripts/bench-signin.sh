@@ -8,6 +8,10 @@
 # nothing else. Then runs signin-bench against it: COUNT sign-ins one at a time (default 10), then RATE_COUNT
 # (default 24) with PARALLEL (default 4) at once, and the discovery lookup's rate. Each sign-in is one account of
 # its own (a number gets 5 SMS codes an hour). About a minute after the build.
+#
+# With REVOCATION="3,10,50" it measures revoking a device instead (docs/benchmarks.md, "Revoking a device"): one
+# account per size with that many siblings plus the remover and the removed device, all signed in through the
+# account's one number, so that number's code and approval-token limits are raised for the run.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -28,11 +32,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
+limits=()
+if [ -n "${REVOCATION:-}" ]; then
+    limits=(PIXIE_CODES_PER_NUMBER_PER_HOUR=1000 PIXIE_APPROVAL_TOKENS_PER_HOUR=100000
+        PIXIE_ACCOUNT_TOKENS_PER_HOUR=100000)
+fi
 for interval in ${INTERVALS:-1000 50}; do
     data="$work/data-$interval"
     "$bin/pixie-server" trust-bundle --data-dir "$data" >"$work/bundle-$interval.json"
     PIXIE_CHECKPOINT_INTERVAL_MS="$interval" PIXIE_CLIENT_REQUESTS_PER_MINUTE=1000000 \
-        "$bin/pixie-server" --data-dir "$data" --port 0 >/dev/null 2>"$work/server-$interval.log" &
+        env "${limits[@]}" "$bin/pixie-server" --data-dir "$data" --port 0 >/dev/null 2>"$work/server-$interval.log" &
     pid=$!
     port=""
     for _ in $(seq 100); do
@@ -46,6 +55,6 @@ for interval in ${INTERVALS:-1000 50}; do
     echo
     "$bin/signin-bench" --server "http://127.0.0.1:$port" --trust-bundle "$work/bundle-$interval.json" \
         --sms-outbox "$data/sms-outbox.jsonl" --count "${COUNT:-10}" --parallel "${PARALLEL:-4}" \
-        --rate-count "${RATE_COUNT:-24}"
+        --rate-count "${RATE_COUNT:-24}" ${REVOCATION:+--revocation "$REVOCATION"}
     kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
 done

@@ -29,6 +29,12 @@ struct SignInBench: ParsableCommand {
     @Option(name: .long("rate-count"), help: "Sign-ins for the rate (default 24).") var rateCount: Int = 24
     @Option(name: .long("prefix"), help: "Phone numbers used: PREFIX followed by 4 digits (default +1628555).")
     var prefix: String = "+1628555"
+    @OptionalOption(
+        name: .long("revocation"),
+        help:
+            "Instead of the sign-in tables: revoke one device of accounts with these many remaining siblings (3,10,50)."
+    )
+    var revocation: String?
 
     func validate() throws {
         guard count >= 1, parallel >= 1, rateCount >= parallel, count + rateCount <= 9999 else {
@@ -45,6 +51,18 @@ struct SignInBench: ParsableCommand {
         let environment = DeviceEnvironment(tls: .client(trust: caFile.map { .caFile($0) } ?? .system))
         let world = World(
             server: server, bundle: bundle, outbox: smsOutbox, work: work, prefix: prefix, environment: environment)
+        if let revocation {
+            let sizes = revocation.split(separator: ",").compactMap { Int($0) }
+            guard !sizes.isEmpty, sizes.allSatisfy({ $0 >= 2 }) else {
+                throw ValidationError("--revocation takes sibling counts of 2 or more, like 3,10,50")
+            }
+            var runs: [RevocationRun] = []
+            for (index, size) in sizes.enumerated() {
+                runs.append(try await world.revocation(siblings: size, index: index))
+            }
+            printRevocation(runs)
+            return
+        }
 
         // One at a time: where the time goes.
         let accounts = try await world.accounts(0..<count, parallel: 1)
@@ -190,17 +208,24 @@ final class World: Sendable {
 
     /// One sign-in of a new device into `account`, timed.
     func signIn(_ account: Account) async throws -> Path {
+        try await signIn(
+            account, into: try DeviceHome(directory: work.appendingPathComponent("new-\(account.index)")),
+            name: "new \(account.index)")
+    }
+
+    /// One sign-in of the device at `home`, named `name`, into `account`, timed.
+    func signIn(_ account: Account, into home: DeviceHome, name: String) async throws -> Path {
         let timing = Timing()
         let requested = Moment()
         let flow = OnboardingFlow(
-            home: try DeviceHome(directory: work.appendingPathComponent("new-\(account.index)")),
+            home: home,
             environment: DeviceEnvironment(
                 transport: { [environment] in
                     TimingTransport(inner: SocketHTTPTransport(baseURL: $0, tls: environment.tls), timing: timing)
                 }, tls: environment.tls))
         let start = ContinuousClock.now
         _ = try await flow.signIn(
-            server: server, trustBundle: bundle, name: "new \(account.index)", phoneNumber: account.number, code: codes,
+            server: server, trustBundle: bundle, name: name, phoneNumber: account.number, code: codes,
             configuration: .init(deviceModel: "bench device")
         ) { event in
             if case .waiting(let code) = event {
