@@ -218,8 +218,24 @@ struct PixieCommandTests {
         #expect(await gone.exit() == 0)
         #expect(gone.text.contains(id) && gone.text.contains("(deleted)"), "\(gone.text)")
 
+        // The phone removes the laptop: the account's keys rotate, and the laptop is told why it can do nothing.
+        let unknown = try PixieProcess(["devices", "remove", "tablet", "--home", "phone"], in: directory)
+        #expect(await unknown.exit() == 1)
+        #expect(unknown.text.contains("no device of this account is named \"tablet\""), "\(unknown.text)")
+        let removed = try PixieProcess(["devices", "remove", "laptop", "--home", "phone"], in: directory)
+        #expect(await removed.exit() == 0, "\(removed.text)")
+        #expect(removed.text.contains("Removed \"laptop\"") && removed.text.contains("epoch 2"), "\(removed.text)")
+        let told = try PixieProcess(["devices", "--home", "laptop"], in: directory)
+        #expect(await told.exit() == 1)
+        #expect(
+            told.text.contains("this device was removed from the account by the device \"phone\" on ")
+                && told.text.contains("pixie backup export"), "\(told.text)")
+        let left = try PixieProcess(["devices", "--home", "phone", "--json"], in: directory)
+        #expect(await left.exit() == 0, "\(left.text)")
+        #expect((try JSONSerialization.jsonObject(with: Data(left.text.utf8)) as? [[String: Any]])?.count == 1)
+
         let out = try PixieProcess(["signout", "--home", "laptop"], in: directory)
-        #expect(await out.exit() == 0)
+        #expect(await out.exit() == 0, "\(out.text)")
         #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("laptop/store.sqlite").path))
         let after = try PixieProcess(["devices", "--home", "laptop"], in: directory)
         #expect(await after.exit() == 1)
