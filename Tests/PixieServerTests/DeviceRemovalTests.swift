@@ -1,5 +1,6 @@
 import Foundation
 import HTTPServer
+import PixieDevice
 import PixieServer
 import PixieWire
 import SiblingsCrypto
@@ -335,5 +336,38 @@ struct DeviceRemovalTests {
         await watchListens.close()
         await tabletListens.close()
         await sender.close()
+    }
+
+    @Test("a contact that knew the old account key takes the new one through the signed statement, and no other")
+    func aContactFollowsTheStatement() async throws {
+        let fixture = try Fixture()
+        let (devices, account) = try await fixture.fourDevices()
+        let contact = LoggedBindings(verifier: TransparencyVerifier(logKey: fixture.logKey)) { label, since in
+            try await fixture.lookupAnswer(label.description, since: since)
+        }
+        let old = account.signing.publicKey
+        #expect(try await contact.followedAccountKey(ktHandle: account.ktHandle, known: old) == old)
+
+        let removal = try fixture.prepareRemoval(of: devices[3], by: devices[0], staying: devices, account: account)
+        #expect(try await fixture.remove(removal, by: devices[0]).status == .ok)
+        let new = removal.next.signing.publicKey
+        #expect(try await contact.followedAccountKey(ktHandle: account.ktHandle, known: old) == new)
+        // Someone who knew another key (never the account's) is not moved by the statement.
+        await #expect(throws: RotationError.self) {
+            _ = try await contact.followedAccountKey(
+                ktHandle: account.ktHandle, known: HybridSignature.PrivateKey().publicKey)
+        }
+        // A server that logs a key of its own, with no statement for it: refused, though the log proves the key.
+        let log = try #require(fixture.application.log)
+        _ = try await log.append(
+            label: try Label(KeyTransparencyLabel.account(ktHandle: account.ktHandle)),
+            value: HybridSignature.PrivateKey().publicKey.rawRepresentation)
+        await #expect(throws: RotationError.self) {
+            _ = try await contact.followedAccountKey(ktHandle: account.ktHandle, known: new)
+        }
+        let swapped = await #expect(throws: RotationError.self) {
+            _ = try await contact.followedAccountKey(ktHandle: account.ktHandle, known: old)
+        }
+        #expect("\(swapped.map { "\($0)" } ?? "")".contains("not the one its rotation statement signs for"))
     }
 }

@@ -95,6 +95,38 @@ public actor LoggedBindings: KeyListVerifier {
         return try HybridSignature.PublicKey(rawRepresentation: logged)
     }
 
+    /// The account signing key of `ktHandle` as someone who knew `known` takes it (a contact, docs/pixie-protocol.md,
+    /// "Revoking a device"): `known` while the log still holds it; after a rotation, the logged key only with the
+    /// logged statement that moves the account from `known` to it, signed by both. A new key without such a
+    /// statement is refused (``RotationError/logDisagrees(_:)``), so a server cannot swap an account's key for one of
+    /// its own by logging it. The log keeps the latest statement: a contact that missed more than one rotation
+    /// finds one that does not start from the key it knew, and is refused the same way.
+    public func followedAccountKey(
+        ktHandle: String, known: HybridSignature.PublicKey
+    ) async throws -> HybridSignature.PublicKey {
+        let logged = try await accountSigningKey(ktHandle: ktHandle)
+        if logged == known { return known }
+        guard
+            let value = try await loggedValue(KeyTransparencyLabel.accountRotation(ktHandle: ktHandle)),
+            let statement = try? AccountRotation(decoding: value)
+        else {
+            throw RotationError.logDisagrees(
+                "the log holds a new account key for \(ktHandle) with no rotation statement; the key is refused")
+        }
+        do {
+            try statement.verify(previousKey: known)
+        } catch {
+            throw RotationError.logDisagrees(
+                "the account's rotation statement does not move it from the key known here (\(error.reason)); the new "
+                    + "key is refused")
+        }
+        guard statement.newKey == logged, statement.ktHandle == ktHandle else {
+            throw RotationError.logDisagrees(
+                "the log's account key is not the one its rotation statement signs for; the key is refused")
+        }
+        return logged
+    }
+
     /// The roster `siblings` lists, once it is the one `devices/<kt_handle>` commits to.
     public func verifiedRoster(
         _ siblings: IdentityAPI.SiblingsResponse, ktHandle: String
