@@ -161,4 +161,36 @@ extension DevicesInMemoryTests {
             _ = await laptop.result
         }
     }
+
+    @Test("a frame under keys a listening sibling lacks makes it check at once, not at its next hourly look")
+    func aFailedFrameNudgesTheCheck() async throws {
+        try await Self.withAccount { account, _ in
+            _ = try await account.addDevice("watch")
+            let laptopReports = Box<[InboxListener.Outcome]>([])
+            let laptop = try Self.listen(
+                account.laptop, account, interval: .seconds(3600), rotationCheck: .seconds(3600),
+                reports: laptopReports)
+            defer { laptop.cancel() }
+            account.listener.cancel()
+            _ = await account.listener.result
+            _ = try await DeviceContext(home: account.phone, environment: account.environment)
+                .removeDevice(named: "watch")
+            // The phone listens again under the new keys; its first round's message fails the laptop's check.
+            let phone = try Self.listen(account.phone, account, interval: .milliseconds(300))
+            defer { phone.cancel() }
+            try await Self.eventually("the laptop checked when the phone's frame failed, and took the new keys") {
+                laptopReports.get.contains(.rotated(epoch: 2))
+            }
+            try DeviceStore(home: account.phone).put(
+                .notebookNotes, id: "n", fields: ["title": .text("Nudged"), "body": .text("in step")])
+            let laptopStore = try DeviceStore(home: account.laptop)
+            try await Self.eventually("the note reached the laptop under the new keys") {
+                try laptopStore.row(.notebookNotes, id: "n") != nil
+            }
+            phone.cancel()
+            laptop.cancel()
+            _ = await phone.result
+            _ = await laptop.result
+        }
+    }
 }

@@ -77,6 +77,9 @@ public struct InboxListener: Sendable {
     /// How often the listener asks the log whether the account's keys were rotated (docs/pixie-protocol.md, "How
     /// the devices learn it"): the seed's devices check at most once a minute while they run.
     public var rotationCheckInterval: Duration = .seconds(60)
+    /// The least time between two checks that frames failing on this device's inbox ask for early (a stranger's
+    /// junk costs the log one lookup per gap at most).
+    public var rotationNudgeGap: Duration = .seconds(5)
     /// The app's push token (APNs, FCM), registered with the relay for this device's own inbox and for the
     /// account's discovery inbox each time it listens: while it does not, a new device's SignInRequest or
     /// SyncRequest (wake class Sync) wakes it with one alert push per wake episode, and it listens again within
@@ -226,6 +229,23 @@ public struct InboxListener: Sendable {
             // The log is asked for the account's epoch on an interval; new keys end this connection, and `run`
             // listens again under them.
             let rotation = RotationWatch()
+            // Whether the account's keys moved: the log is asked, and new keys (or this device's removal) end this
+            // connection for `run` to listen again under them. Returns whether it ended.
+            let check: @Sendable () async -> Bool = {
+                rotation.checked(at: clock.now)
+                switch await context.checkRotation() {
+                case .unchanged: return false
+                case .refused(let reason):
+                    report(.rotationRefused(reason: reason))
+                    return false
+                case .rotated: rotation.flag()
+                case .removed(let error): rotation.remove(error)
+                }
+                await relay.close()
+                return true
+            }
+            // On an interval, and early when a frame on this device's inbox fails its check (a sibling may be
+            // writing under keys this device does not have yet), at most once per ``rotationNudgeGap``.
             let watching = Task { [rotationCheckInterval] in
                 while !Task.isCancelled {
                     do {
@@ -233,18 +253,7 @@ public struct InboxListener: Sendable {
                     } catch {
                         return
                     }
-                    switch await context.checkRotation() {
-                    case .unchanged: continue
-                    case .refused(let reason): report(.rotationRefused(reason: reason))
-                    case .rotated:
-                        rotation.flag()
-                        await relay.close()
-                        return
-                    case .removed(let error):
-                        rotation.remove(error)
-                        await relay.close()
-                        return
-                    }
+                    if await check() { return }
                 }
             }
             for await delivery in relay.deliveries {
@@ -256,6 +265,7 @@ public struct InboxListener: Sendable {
                         opened = try sync.open(delivery.payload)
                     } catch {
                         report(.sync(.dropped("\(error)")))
+                        if rotation.mayNudge(at: clock.now, gap: rotationNudgeGap) { Task { _ = await check() } }
                         continue
                     }
                     if SyncLoop.header(of: opened.message) != nil {
@@ -516,12 +526,28 @@ public struct GrantCode: Sendable, Equatable {
     public func cancelAll() { pending.withLock { $0.forEach { $0.task?.cancel() } } }
 }
 
-/// What the rotation watch of one connection found: new keys, or this device's removal.
+/// What the rotation watch of one connection found (new keys, or this device's removal), and when it last asked.
 private final class RotationWatch: Sendable {
-    private let state = Mutex<(flagged: Bool, removed: (any Error)?)>((false, nil))
+    private struct State {
+        var flagged = false
+        var removed: (any Error)?
+        var lastCheck: Date?
+    }
+
+    private let state = Mutex(State())
 
     func flag() { state.withLock { $0.flagged = true } }
     func remove(_ error: any Error) { state.withLock { $0.removed = error } }
     var isFlagged: Bool { state.withLock { $0.flagged } }
     var removed: (any Error)? { state.withLock { $0.removed } }
+    func checked(at now: Date) { state.withLock { $0.lastCheck = now } }
+
+    /// Whether an early check may start now: none ran within `gap`. Claims it.
+    func mayNudge(at now: Date, gap: Duration) -> Bool {
+        state.withLock { state in
+            if let last = state.lastCheck, now.timeIntervalSince(last) < gap.timeInterval { return false }
+            state.lastCheck = now
+            return true
+        }
+    }
 }
