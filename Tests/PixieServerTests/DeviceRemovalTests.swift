@@ -135,6 +135,7 @@ struct DeviceRemovalTests {
         let (phone, tablet, laptop, watch) = (devices[0], devices[1], devices[2], devices[3])
         // A grant minted before the removal (by any device: the removed one's thief could have) dies with it.
         let earlier = try #require(await fixture.grant(from: tablet).json["grant"] as? String)
+        let watchGrant = try #require(await fixture.grant(from: watch).json["grant"] as? String)
         let logBefore = try await fixture.logSize()
 
         let removal = try fixture.prepareRemoval(of: watch, by: phone, staying: devices, account: account)
@@ -198,6 +199,20 @@ struct DeviceRemovalTests {
         var auditor = Auditor(logKey: fixture.logKey, rules: [AccountRotationRule()])
         _ = try await auditor.follow(fixture.logSource)
         #expect(auditor.failure == nil)
+
+        // A grant the watch minted in the instant its removal committed (its session checked before, its row
+        // written after, so the removal's voiding missed it) is refused for its minter; the same for the tablet's
+        // still works.
+        _ = try fixture.database.execute(
+            "UPDATE recovery_grants SET expires_at = ?", [.integer(Int64(fixture.clock.now.timeIntervalSince1970) + 60)]
+        )
+        var thief = TestDevice(name: "thief")
+        let refused = try await fixture.register(&thief, grant: ["grant": watchGrant])
+        #expect(refused.status == .forbidden, "\(refused.bodyText)")
+        #expect(refused.errorCode == "grant_invalid")
+        #expect(refused.bodyText.contains("was removed from the account"))
+        var joiner2 = TestDevice(name: "joiner")
+        #expect(try await fixture.register(&joiner2, grant: ["grant": earlier]).status == .created)
     }
 
     @Test("refused: no user verification, a challenge for another device, another's passkey, itself, a stale epoch")

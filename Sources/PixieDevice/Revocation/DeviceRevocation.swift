@@ -61,9 +61,17 @@ extension DeviceContext {
             return .removed(PixieClientError.refused(status: status, error: error))
         } catch let error as RotationError {
             return .refused("\(error)")
-        } catch {
-            // The server or the log is away: asked again at the next check.
+        } catch let error as LoggedBindingsError {
+            return .refused("\(error)")
+        } catch let error as DeviceError {
+            // No session can be had any more (its renewal was refused): nothing this device can do from here.
+            return .removed(error)
+        } catch is PixieClientError {
+            // The server is away: asked again at the next check.
             return .unchanged
+        } catch {
+            // A proof that does not verify (a log that shows this device another history) is said, not skipped.
+            return .refused("the transparency log's answer could not be checked: \(error)")
         }
     }
 
@@ -76,6 +84,11 @@ extension DeviceContext {
     public func followRotations() async throws -> RotationFollowing {
         let state = try home.state()
         let membership = try flow.member(state)
+        guard !membership.isEnrolledWithoutSeeds else {
+            throw DeviceError.notSetUp(
+                "this device was enrolled by a code but holds no account seed yet, so it has no keys to bring up to "
+                    + "date: run `pixie signin --grant-code` on it again while the device that showed the code listens")
+        }
         let ktHandle = membership.ktHandle
         guard
             let logged = try await bindings.loggedEntry(KeyTransparencyLabel.account(ktHandle: ktHandle))
@@ -195,8 +208,15 @@ extension DeviceContext {
                 passkey: IdentityAPI.PasskeyAssertion(challengeID: challenge.challengeID, credential: assertion),
                 rotation: prepared.rotation),
             session: session)
-        // The server logged the rotation before it answered: keep the seeds it proves. (Had the answer been lost,
-        // the next followRotations would take them from this device's own bundle.)
+        // The server says it logged the rotation before it answered: keep the seeds only once the log proves them.
+        // Otherwise the old ones stay, and the next followRotations takes the new ones from this device's own
+        // bundle once the log holds them (as it would had the answer been lost).
+        let logged = try await bindings.loggedEntry(KeyTransparencyLabel.account(ktHandle: membership.ktHandle))
+        guard logged?.value == prepared.statement.newKey.rawRepresentation, logged?.version == removed.epoch else {
+            throw RotationError.logDisagrees(
+                "the server removed \"\(target.name)\" but the log does not show the rotation it answered with; this "
+                    + "device keeps its keys and takes the new ones once the log holds them")
+        }
         try BackupKeyring(home: home).adoptOwnKey(prepared.secrets.backupKey)
         try home.update { state in
             state.membership?.accountSeed = Base64URLBytes(prepared.secrets.accountSeed)

@@ -459,6 +459,17 @@ public struct IdentityService: Sendable {
         let expiresAt = now + Int64(configuration.grantLifetime)
         let minted: String? = try store(logger) {
             try database.transaction { transaction in
+                // The minter must still be listed when its grant is written (a removal may have committed since its
+                // session was checked).
+                if let removedAt = try transaction.queryOne(
+                    "SELECT removed_at FROM devices WHERE device_id = ?", [.text(session.deviceID)]
+                )?.optionalInt64("removed_at") {
+                    var error = HTTPError(
+                        .unauthorized, .deviceRemoved,
+                        "this device was removed from the account while the grant was being made; it can mint none")
+                    error.details = ["removed_at": .integer(removedAt)]
+                    throw error
+                }
                 // Six digits repeat: a spent or expired code of this account with the same digits gives way (its
                 // row is dead), and one still live makes this mint draw again. Tokens never collide.
                 for _ in 0..<16 {
@@ -548,8 +559,10 @@ public struct IdentityService: Sendable {
             try database.transaction { transaction in
                 guard
                     let grant = try transaction.queryOne(
-                        "SELECT account_id, issued_by, expires_at, used_at, failed_attempts, scope FROM "
-                            + "recovery_grants WHERE grant_hash = ?", [.blob(lookup.hash)])
+                        "SELECT g.account_id, g.issued_by, g.expires_at, g.used_at, g.failed_attempts, g.scope, "
+                            + "d.removed_at AS issuer_removed_at FROM recovery_grants g "
+                            + "LEFT JOIN devices d ON d.device_id = g.issued_by WHERE g.grant_hash = ?",
+                        [.blob(lookup.hash)])
                 else {
                     if let accountID = lookup.accountID {
                         // Past the limit a wrong code is answered as the right one is (429), so the answers do
@@ -579,6 +592,16 @@ public struct IdentityService: Sendable {
                 }
                 if try grant.int64("failed_attempts") >= Int64(configuration.codeAttemptsAllowed) {
                     return .failure(Self.tooManyCodeAttempts)
+                }
+                // A grant outlives its minter only as long as the minter is listed: one minted in the instant a
+                // removal committed (its session checked before, its row written after) must not let the removed
+                // device, or its thief, back in.
+                if try grant.optionalInt64("issuer_removed_at") != nil {
+                    return .failure(
+                        HTTPError(
+                            .forbidden, .grantInvalid,
+                            "the device that made this grant was removed from the account; approve from another "
+                                + "device"))
                 }
                 // The redeemer does not choose the scope: the minting device did. Refused before anything is
                 // spent, so the same grant still adds the device without revoke_others.

@@ -34,38 +34,42 @@ struct KeyTransparency: Sendable {
         try! Label(KeyTransparencyLabel.accountRotation(ktHandle: ktHandle))
     }
 
-    /// The bindings of one account as the store has them now.
+    /// The bindings of one account as the store has them now, read in one consistent view: a removal that commits
+    /// meanwhile is in all of them or in none, so its key, statement and roster are logged together.
     func bindings(accountID: String) throws -> [(Label, Data)] {
-        guard
-            let account = try database.queryOne(
-                "SELECT a.kt_handle, a.account_signing_pubkey, d.phone_id, d.discovery_inbox, d.discovery_xwing_pubkey "
-                    + "FROM accounts a JOIN discovery d ON d.account_id = a.account_id WHERE a.account_id = ?",
+        try database.readTransaction { store in
+            guard
+                let account = try store.queryOne(
+                    "SELECT a.kt_handle, a.account_signing_pubkey, d.phone_id, d.discovery_inbox, "
+                        + "d.discovery_xwing_pubkey FROM accounts a JOIN discovery d ON d.account_id = a.account_id "
+                        + "WHERE a.account_id = ?",
+                    [.text(accountID)])
+            else { return [] }
+            let handle = try account.string("kt_handle")
+            let devices = try store.query(
+                "SELECT pubkey, inbox, sealing_key FROM devices WHERE account_id = ? AND removed_at IS NULL",
+                [.text(accountID)]
+            ).map { row in
+                RosterDevice(
+                    pubkey: try row.data("pubkey"),
+                    inbox: try row.optionalData("inbox").flatMap { try? RelaySubject(rawRepresentation: $0) },
+                    sealingKey: try row.optionalData("sealing_key"))
+            }
+            // The latest rotation's statement goes in with the key it moves to: the auditor reads them together.
+            let rotation = try store.queryOne(
+                "SELECT statement FROM account_rotations WHERE account_id = ? ORDER BY epoch DESC LIMIT 1",
                 [.text(accountID)])
-        else { return [] }
-        let handle = try account.string("kt_handle")
-        let devices = try database.query(
-            "SELECT pubkey, inbox, sealing_key FROM devices WHERE account_id = ? AND removed_at IS NULL",
-            [.text(accountID)]
-        ).map { row in
-            RosterDevice(
-                pubkey: try row.data("pubkey"),
-                inbox: try row.optionalData("inbox").flatMap { try? RelaySubject(rawRepresentation: $0) },
-                sealingKey: try row.optionalData("sealing_key"))
+            return [
+                (
+                    Self.discoveryLabel(phoneID: try account.data("phone_id")),
+                    KeyTransparencyCommitment.discovery(
+                        inbox: try RelaySubject(rawRepresentation: try account.data("discovery_inbox")),
+                        discoveryKey: try account.data("discovery_xwing_pubkey"), ktHandle: handle)
+                ),
+                (Self.accountLabel(ktHandle: handle), try account.data("account_signing_pubkey")),
+                (Self.devicesLabel(ktHandle: handle), KeyTransparencyCommitment.roster(devices)),
+            ] + (try rotation.map { [(Self.rotationLabel(ktHandle: handle), try $0.data("statement"))] } ?? [])
         }
-        // The latest rotation's statement goes in with the key it moves to: the auditor reads them together.
-        let rotation = try database.queryOne(
-            "SELECT statement FROM account_rotations WHERE account_id = ? ORDER BY epoch DESC LIMIT 1",
-            [.text(accountID)])
-        return [
-            (
-                Self.discoveryLabel(phoneID: try account.data("phone_id")),
-                KeyTransparencyCommitment.discovery(
-                    inbox: try RelaySubject(rawRepresentation: try account.data("discovery_inbox")),
-                    discoveryKey: try account.data("discovery_xwing_pubkey"), ktHandle: handle)
-            ),
-            (Self.accountLabel(ktHandle: handle), try account.data("account_signing_pubkey")),
-            (Self.devicesLabel(ktHandle: handle), KeyTransparencyCommitment.roster(devices)),
-        ] + (try rotation.map { [(Self.rotationLabel(ktHandle: handle), try $0.data("statement"))] } ?? [])
     }
 
     /// Appends every binding of `accountID` whose logged value differs from the store's, and returns once a
