@@ -119,9 +119,10 @@ public struct InboxListener: Sendable {
         var first = true
         while true {
             if first {
-                try await listener.listen(ready: ready, offerCode: offerCode, decide: decide, report: report)
+                try await listener.listen(
+                    resumed: false, ready: ready, offerCode: offerCode, decide: decide, report: report)
             } else {
-                try await listener.listen(ready: {}, offerCode: nil, decide: decide, report: report)
+                try await listener.listen(resumed: true, ready: {}, offerCode: nil, decide: decide, report: report)
             }
             first = false
             listener.context = try listener.context.reloaded()
@@ -131,7 +132,11 @@ public struct InboxListener: Sendable {
 
     /// Listens under the context's keys until the task is cancelled, or until the account's keys are rotated
     /// (then it returns, for ``run(ready:offerCode:decide:report:)`` to listen again under the new ones).
+    ///
+    /// `resumed`: listening again after a rotation, so a relay that cannot be reached at once is waited for, as
+    /// after any connection that ended, rather than ending `run`.
     private func listen(
+        resumed: Bool,
         ready: @escaping @Sendable () -> Void,
         offerCode: (@Sendable (GrantCode) -> Void)?,
         decide: @escaping @Sendable (SignInRequestHandler.Prompt) async -> Decision,
@@ -180,7 +185,7 @@ public struct InboxListener: Sendable {
         let current = CurrentRelay(clock: clock)
         defer { current.set(nil) }
         var previous: Task<Void, Never>?
-        var started = false
+        var started = resumed
         var failures = 0
         // One connection at a time: when the relay ends it (the node lost its bus link and said so, or the
         // connection dropped), connect again with backoff and jitter, through whatever balancer is in front, and
@@ -395,6 +400,15 @@ public struct InboxListener: Sendable {
                     try await client.siblings(session: session), ktHandle: membership.ktHandle)
                 let key = prompt.request.sealingKey.rawRepresentation
                 let enrolled = roster.contains { $0.sealingKey == key }
+                // Only the account's current seeds go out: a rotation since this listener started (it takes the new
+                // keys within its check) would leave the new device with keys the log no longer holds.
+                let held = try HybridSignature.PrivateKey(seedRepresentation: membership.accountSeed.data).publicKey
+                guard try await context.bindings.accountSigningKey(ktHandle: membership.ktHandle) == held else {
+                    throw DeviceError.notSetUp(
+                        "the account's keys were rotated a moment ago (a device was removed), so this device's are "
+                            + "not the account's; it takes the new ones within its next check. Ask again from the new "
+                            + "device")
+                }
                 let grant = enrolled ? "" : try await client.mintGrant(session: session).grant
                 let approval = try prompt.approval(
                     .init(
