@@ -321,13 +321,18 @@ struct DevicesInMemoryTests {
             try DeviceStore(home: account.phone).put(
                 .notebookNotes, id: "n1", fields: ["title": .text("List"), "body": .text("milk")])
             let laptopInbox = try account.laptop.state().inbox.subject
+            func toLaptop() -> Int { account.relay.accepted.filter { $0.subject == laptopInbox }.count }
+            // The phone's listener pushes that write to its siblings within a second: that frame must not be one
+            // of the two held below, which are the answers to the laptop's request.
+            try await Self.eventually("the phone pushed its write to the laptop") { toLaptop() >= 1 }
+            let pushed = toLaptop()
             account.relay.inject(.hold, count: 2) { $0.subject == laptopInbox }
             let sync = try await SyncService.connect(
                 context: try DeviceContext(home: account.laptop, environment: account.environment))
             let seen = Box<[SyncService.Event]>([])
             let absorbing = Task { try await sync.absorb { seen.append($0) } }
             // The SyncPreparing and the offer are both held, then let go in reverse.
-            for _ in 0..<5000 where account.relay.accepted.filter({ $0.subject == laptopInbox }).count < 2 {
+            for _ in 0..<5000 where toLaptop() < pushed + 2 {
                 try await Task.sleep(for: .milliseconds(2))
             }
             account.relay.releaseHeld()
