@@ -74,7 +74,11 @@ public struct Application: Sendable {
                     url: $0, bearerSecret: configuration.relayPushWebhookSecret, timeout: configuration.webhookTimeout)
             } ?? RecordingPushGateway(logger: logger.named("relay"))
         var bus: any RelayBus = InProcessRelayBus()
-        if let url = configuration.relayNATSURL, configuration.services.contains(.relay) {
+        // identity-svc publishes on the bus too (a removal ends the removed device's subscriptions on every relay
+        // node), so a node that runs it without the relay still opens the shared bus.
+        if let url = configuration.relayNATSURL,
+            configuration.services.contains(.relay) || configuration.services.contains(.identity)
+        {
             do {
                 bus = try NATSRelayBus(url: url)
             } catch {
