@@ -73,7 +73,7 @@ extension Fixture {
             discoveryKey: next.discovery.publicKey.rawRepresentation, ktHandle: account.ktHandle)
         let statement = try AccountRotation(
             ktHandle: account.ktHandle, epoch: next.epoch, from: oldKey ?? account.signing, to: next.signing,
-            discoveryValue: discoveryValue, remover: remover.pubkey, removed: (statementTarget ?? target).pubkey,
+            discoveryValue: discoveryValue, remover: remover.identity, removed: (statementTarget ?? target).pubkey,
             time: clock.now)
         let accountSeed = SecureRandom.bytes(count: 32)
         let bundle = try RotationBundle(

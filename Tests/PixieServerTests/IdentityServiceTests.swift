@@ -10,7 +10,9 @@ import WebAuthn
 
 /// A device as identity-svc sees it: keys, a software passkey, and a session once enrolled.
 struct TestDevice {
-    let pubkey = SecureRandom.bytes(count: 64)
+    /// Its roster key: the key it signs a rotation with when it removes another device.
+    let identity = HybridSignature.PrivateKey()
+    var pubkey: Data { identity.publicKey.rawRepresentation }
     /// The relay inbox this device listens on, and the X-Wing key its siblings seal to.
     let inbox = RelaySubjectKey()
     let sealing = XWing.PrivateKey()

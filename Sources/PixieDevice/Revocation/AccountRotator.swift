@@ -36,15 +36,16 @@ public enum AccountRotator {
         /// The account's epoch now; the rotation makes `epoch + 1`.
         public let epoch: UInt64
         public let accountSeed: Data
-        /// The remover's roster pubkey, and the removed device's.
-        public let remover: Data
+        /// The remover's roster key (it signs the statement too), and the removed device's roster pubkey.
+        public let remover: HybridSignature.PrivateKey
         public let removed: Data
         /// Every device that stays, the remover included.
         public let staying: [Staying]
         public let time: Date
 
         public init(
-            ktHandle: String, epoch: UInt64, accountSeed: Data, remover: Data, removed: Data, staying: [Staying],
+            ktHandle: String, epoch: UInt64, accountSeed: Data, remover: HybridSignature.PrivateKey, removed: Data,
+            staying: [Staying],
             time: Date
         ) {
             self.ktHandle = ktHandle
@@ -102,8 +103,9 @@ public enum AccountRotator {
     }
 
     /// Checks `rotation` (one step, from `previousKey`, the account key this device holds) and opens its bundle:
-    /// the statement is signed by the previous key and the new one, the bundle opens under this device's sealing
-    /// key, and its seeds derive the statement's new key and discovery entry. Anything else is refused.
+    /// the statement is signed by the previous key, the new one and the remover's device key, the bundle opens under
+    /// this device's sealing key, and its seeds derive the statement's new key and discovery entry. Anything else is
+    /// refused. Who the removers were is ``checkRemovers(_:listed:)``'s question, asked of the whole chain.
     public static func adopt(
         _ rotation: IdentityAPI.RotationsResponse.Rotation, ktHandle: String, previousKey: HybridSignature.PublicKey,
         sealing: XWing.PrivateKey, device: Data
@@ -145,6 +147,28 @@ public enum AccountRotator {
             statement,
             Secrets(accountSeed: bundle.accountSeed, discoverySeed: bundle.discoverySeed, backupKey: bundle.backupKey)
         )
+    }
+}
+
+extension AccountRotator {
+    /// Checks who made each step of `chain` (the rotations a device takes, oldest first) against `listed`, SHA-256
+    /// of each roster pubkey of the account's logged roster now: every remover is accounted for, listed now or
+    /// removed by a later step, and none was removed by an earlier one. A device that held an old account key (the
+    /// removed one) can sign a statement with it and seal bundles to everyone, but not with a listed device's key;
+    /// signed with its own, the chain shows it removing, in public, and after its own removal it is refused here.
+    public static func checkRemovers(_ chain: [AccountRotation], listed: Set<Data>) throws(RotationError) {
+        for (index, step) in chain.enumerated() {
+            if chain[..<index].contains(where: { $0.removedKeyHash == step.removerKeyHash }) {
+                throw .forged(step.epoch, "it was made by a device that an earlier rotation removed")
+            }
+            let removedLater = chain[(index + 1)...].contains { $0.removedKeyHash == step.removerKeyHash }
+            guard listed.contains(step.removerKeyHash) || removedLater else {
+                throw .forged(
+                    step.epoch,
+                    "it was made by a device that is not on the account's logged list of devices, and no later "
+                        + "rotation removed it")
+            }
+        }
     }
 }
 

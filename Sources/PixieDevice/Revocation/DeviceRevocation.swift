@@ -118,14 +118,15 @@ extension DeviceContext {
         let sealing = try state.sealing
         let device = try state.identity.publicKey.rawRepresentation
         var secrets: AccountRotator.Secrets?
-        var last: AccountRotation?
+        var statements: [AccountRotation] = []
         for rotation in steps {
             let (statement, opened) = try AccountRotator.adopt(
                 rotation, ktHandle: ktHandle, previousKey: key, sealing: sealing, device: device)
             key = statement.newKey
             secrets = opened
-            last = statement
+            statements.append(statement)
         }
+        let last = statements.last
         guard let secrets, let last else { throw RotationError.logDisagrees("no rotation could be taken") }
         guard last.epoch == logged.version else {
             // The log went further than the rotations the server gave this device.
@@ -138,6 +139,11 @@ extension DeviceContext {
             let statement = try await bindings.loggedValue(KeyTransparencyLabel.accountRotation(ktHandle: ktHandle)),
             statement == last.encoded
         else { throw RotationError.logDisagrees("the log holds another rotation statement") }
+        // Who made each step: a device on the logged roster, or one a later step removed (never a removed one).
+        let listed = try await bindings.verifiedRoster(
+            try await client.siblings(session: session), ktHandle: ktHandle)
+        try AccountRotator.checkRemovers(
+            statements, listed: Set(listed.map { Data(SHA256.hash(data: $0.pubkey)) }))
         try BackupKeyring(home: home).adoptOwnKey(secrets.backupKey)
         try home.update { state in
             state.membership?.accountSeed = Base64URLBytes(secrets.accountSeed)
@@ -192,7 +198,8 @@ extension DeviceContext {
         }
         let prepared = try AccountRotator.prepare(
             AccountRotator.Request(
-                ktHandle: membership.ktHandle, epoch: epoch, accountSeed: membership.accountSeed.data, remover: own,
+                ktHandle: membership.ktHandle, epoch: epoch, accountSeed: membership.accountSeed.data,
+                remover: try state.identity,
                 removed: targetRoster.pubkey, staying: staying, time: clock.now),
             random: environment.random)
         let authenticator = try SoftwareAuthenticator(state: state.passkey.data)

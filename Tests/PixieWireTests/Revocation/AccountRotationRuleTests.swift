@@ -20,7 +20,7 @@ struct AccountRotationRuleTests {
     ) throws -> Entry {
         let statement = try AccountRotation(
             ktHandle: handle, epoch: epoch ?? version + 1, from: from, to: to, discoveryValue: Data([1]),
-            remover: Data([2]), removed: Data([3]), time: Date(timeIntervalSince1970: 1_800_000_000))
+            remover: HybridSignature.PrivateKey(), removed: Data([3]), time: Date(timeIntervalSince1970: 1_800_000_000))
         return try Entry(
             label: Label("account-rotation/\(handle)"), version: version, value: statement.encoded, timestamp: 0)
     }

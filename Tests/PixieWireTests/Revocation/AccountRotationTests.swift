@@ -10,7 +10,7 @@ struct AccountRotationTests {
     let old = HybridSignature.PrivateKey()
     let new = HybridSignature.PrivateKey()
     let discoveryValue = Data(repeating: 0xD1, count: 32 + 1216 + 22)
-    let remover = Data(repeating: 0xAA, count: 1984)
+    let remover = HybridSignature.PrivateKey()
     let removed = Data(repeating: 0xBB, count: 1984)
 
     func rotation(epoch: UInt64 = 2, from: HybridSignature.PrivateKey? = nil) throws -> AccountRotation {
@@ -27,11 +27,13 @@ struct AccountRotationTests {
         let context = Data("pixie/account-rotation/v1".utf8)
         #expect(statement.prefix(context.count) == context)
         #expect(statement.count == context.count + 1 + 2 + 23 + 8 + 1984 + 1984 + 32 + 32 + 32 + 8)
-        #expect(rotation.encoded.count == statement.count + 2 * 3373)
+        #expect(rotation.encoded.count == statement.count + 1984 + 3 * 3373)
+        #expect(rotation.encoded[statement.count..<(statement.count + 1984)] == remover.publicKey.rawRepresentation)
         let decoded = try AccountRotation(decoding: rotation.encoded)
         #expect(decoded == rotation)
         #expect(decoded.epoch == 3 && decoded.newKey == new.publicKey)
         #expect(decoded.removedKeyHash == Data(SHA256.hash(data: removed)))
+        #expect(decoded.removerKeyHash == Data(SHA256.hash(data: remover.publicKey.rawRepresentation)))
         try decoded.verify(previousKey: old.publicKey)
         #expect(KeyTransparencyLabel.accountRotation(ktHandle: "h") == "account-rotation/h")
     }
@@ -47,7 +49,8 @@ struct AccountRotationTests {
         var bytes = rotation.encoded
         let statementCount = rotation.statement.count
         let forged = try stranger.signature(for: rotation.statement, context: AccountRotation.context)
-        bytes.replaceSubrange(statementCount..<(statementCount + 3373), with: forged.rawRepresentation)
+        let sigOld = statementCount + 1984
+        bytes.replaceSubrange(sigOld..<(sigOld + 3373), with: forged.rawRepresentation)
         let error = #expect(throws: PixieWireError.self) {
             try AccountRotation(decoding: bytes).verify(previousKey: old.publicKey)
         }
@@ -55,7 +58,7 @@ struct AccountRotationTests {
         // sig_new missing its half: a new key that never signed is not taken.
         var unsignedNew = rotation.encoded
         unsignedNew.replaceSubrange(
-            (statementCount + 3373)..<(statementCount + 2 * 3373),
+            (sigOld + 3373)..<(sigOld + 2 * 3373),
             with: try stranger.signature(for: rotation.statement, context: AccountRotation.context).rawRepresentation)
         #expect(throws: PixieWireError.self) {
             try AccountRotation(decoding: unsignedNew).verify(previousKey: old.publicKey)
@@ -74,6 +77,50 @@ struct AccountRotationTests {
             try AccountRotation(
                 ktHandle: "h", epoch: 1, from: old, to: new, discoveryValue: Data(), remover: remover,
                 removed: removed, time: Date())
+        }
+    }
+
+    @Test("the removed device, holding the old account key, cannot pass its own rotation off as another device's")
+    func aRemoverIsWhoSigned() throws {
+        // The removed device (`thief`) knows the old account key, so it can sign sig_old and sig_new of a statement
+        // with seeds of its own. Without the remover's signature, naming the real remover's hash was enough.
+        let thief = HybridSignature.PrivateKey()
+        let posing = try AccountRotation(
+            ktHandle: "handle-0123456789abcdef", epoch: 2, from: old, to: new, discoveryValue: discoveryValue,
+            remover: thief, removed: thief.publicKey.rawRepresentation, time: Date())
+        // Naming itself as the removed device, signed by itself: one device as both, refused.
+        let both = #expect(throws: PixieWireError.self) { try posing.verify(previousKey: old.publicKey) }
+        #expect(both?.code == .badSignature)
+        // The real remover's key and hash put in, the thief's signature kept: the signature does not verify.
+        let real = try rotation()
+        var swapped = real.encoded
+        let statementCount = real.statement.count
+        let thiefs = try AccountRotation(
+            ktHandle: real.ktHandle, epoch: 2, from: old, to: new, discoveryValue: discoveryValue, remover: thief,
+            removed: removed, time: Date(timeIntervalSince1970: 1_800_000_000))
+        #expect(throws: Never.self) { try thiefs.verify(previousKey: old.publicKey) }
+        let sigRemover = statementCount + 1984 + 2 * 3373
+        swapped.replaceSubrange(
+            sigRemover..<(sigRemover + 3373),
+            with: try thief.signature(for: real.statement, context: AccountRotation.removerContext).rawRepresentation)
+        let wrongSigner = #expect(throws: PixieWireError.self) {
+            try AccountRotation(decoding: swapped).verify(previousKey: old.publicKey)
+        }
+        #expect(wrongSigner?.code == .badSignature)
+        // The thief's key carried whole beside the real remover's hash: the key is not the one named.
+        var carried = real.encoded
+        carried.replaceSubrange(
+            statementCount..<(statementCount + 1984), with: thief.publicKey.rawRepresentation)
+        #expect(throws: PixieWireError.self) {
+            try AccountRotation(decoding: carried).verify(previousKey: old.publicKey)
+        }
+        // A device key's signature under the account context is not the remover's.
+        var context = real.encoded
+        context.replaceSubrange(
+            sigRemover..<(sigRemover + 3373),
+            with: try remover.signature(for: real.statement, context: AccountRotation.context).rawRepresentation)
+        #expect(throws: PixieWireError.self) {
+            try AccountRotation(decoding: context).verify(previousKey: old.publicKey)
         }
     }
 
