@@ -380,10 +380,12 @@ public struct Application: Sendable {
         }
         let server = try start()
         let sweeper = blob.map { blob in Task { await blob.runSweeper() } }
+        let retry = Task { await runTransparencyRetry() }
         Self.onHangUp { [self] in reloadCertificate(of: server) }
         let signal = await Self.waitForTermination()
         logger.info("shutting down", ["signal": signal])
         sweeper?.cancel()
+        retry.cancel()
         let cutOff = await server.shutdown(gracePeriod: .seconds(configuration.shutdownGrace))
         if cutOff > 0 {
             logger.warning(
@@ -392,6 +394,12 @@ public struct Application: Sendable {
         // Bindings still waiting for the next checkpoint are logged now rather than lost.
         await log?.flush()
         logger.info("stopped")
+    }
+
+    /// On an identity node, logs every `kt_retry_interval` the bindings a change committed while the log was away,
+    /// until the task is cancelled (``IdentityService/runTransparencyRetry(every:)``); ``run()`` runs it.
+    public func runTransparencyRetry() async {
+        await identity?.runTransparencyRetry(every: configuration.ktRetryInterval)
     }
 
     /// Logs the bindings the store holds that the log does not (a crash between a commit and its append);

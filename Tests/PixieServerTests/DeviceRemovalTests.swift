@@ -4,6 +4,8 @@ import PixieDevice
 import PixieServer
 import PixieWire
 import SiblingsCrypto
+import SiblingsTestSupport
+import Storage
 import Testing
 import Transparency
 import WebAuthn
@@ -215,6 +217,85 @@ struct DeviceRemovalTests {
         #expect(try await fixture.register(&joiner2, grant: ["grant": earlier]).status == .created)
     }
 
+    @Test("a removal committed while the log is away is logged by the retry once it is back, with no other request")
+    func anOwedRotationIsLoggedByTheRetry() async throws {
+        nonisolated(unsafe) var made: FaultyDatabase?
+        let fixture = try Fixture(
+            configure: { $0.ktRetryInterval = .milliseconds(10) },
+            faults: { database in
+                let faulty = FaultyDatabase(database)
+                made = faulty
+                return faulty
+            })
+        let faulty = try #require(made)
+        let (devices, account) = try await fixture.fourDevices()
+        let (phone, watch) = (devices[0], devices[3])
+        let removal = try fixture.prepareRemoval(of: watch, by: phone, staying: devices, account: account)
+        faulty.fail { $0.contains("transparency_") }
+        let answered = try await fixture.remove(removal, by: phone)
+        #expect(answered.status == .serviceUnavailable, "\(answered.bodyText)")
+        #expect(answered.errorCode == "transparency_unavailable")
+        faulty.fail(when: nil)
+
+        // The log is back, and nobody asks: the removal stands, and the log still holds the old key.
+        let label = KeyTransparencyLabel.account(ktHandle: account.ktHandle)
+        func logged() async throws -> Data? {
+            var verifier = TransparencyVerifier(logKey: fixture.logKey)
+            return try await fixture.verifiedLookup(label, &verifier)?.value
+        }
+        #expect(try await logged() == account.signing.publicKey.rawRepresentation)
+        // The retry logs what is owed within its interval, the rotation whole (its key and its statement).
+        let retry = Task { await fixture.application.runTransparencyRetry() }
+        defer { retry.cancel() }
+        let deadline = ContinuousClock.now + .seconds(20)
+        while try await logged() != removal.next.signing.publicKey.rawRepresentation, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(try await logged() == removal.next.signing.publicKey.rawRepresentation)
+        var verifier = TransparencyVerifier(logKey: fixture.logKey)
+        let statement = try await fixture.verifiedLookup(
+            KeyTransparencyLabel.accountRotation(ktHandle: account.ktHandle), &verifier)
+        #expect(statement?.value == removal.statement.encoded)
+    }
+
+    @Test(
+        "a grant redeemed while a removal holds the roster waits for it, and finds the grant voided",
+        arguments: TestDatabase.allCases)
+    func aRedemptionWaitsForARemoval(backend: TestDatabase) async throws {
+        let fixture = try Fixture(store: try backend.make())
+        var phone = TestDevice(name: "phone")
+        let accountID = try #require(try await fixture.createAccount(&phone).json["account_id"] as? String)
+        let grant = try #require(await fixture.grant(from: phone).json["grant"] as? String)
+        var joiner = TestDevice(name: "joiner")
+        let body: [String: Any] = [
+            "grant": grant, "device": joiner.deviceObject, "passkey": try await fixture.passkey(for: &joiner),
+            "revoke_others": false,
+        ]
+        // A removal under way, on another connection: it has counted the devices that stay (one bundle each), and
+        // voids the account's unredeemed grants a second later, as commitRemoval does. Without the roster lock a
+        // redemption in that second enrolled a device with no bundle (on PostgreSQL; SQLite has one writer).
+        let now = Int64(fixture.clock.now.timeIntervalSince1970)
+        let counted = AsyncStream<Void>.makeStream()
+        let removal = Task.detached {
+            try fixture.database.transaction(exclusive: "roster/\(accountID)") { transaction in
+                _ = try transaction.query(
+                    "SELECT device_id FROM devices WHERE account_id = ? AND removed_at IS NULL", [.text(accountID)])
+                counted.continuation.yield()
+                Thread.sleep(forTimeInterval: 1)
+                _ = try transaction.execute(
+                    "UPDATE recovery_grants SET expires_at = ? WHERE account_id = ? AND used_at IS NULL",
+                    [.integer(now), .text(accountID)])
+            }
+        }
+        var waiting = counted.stream.makeAsyncIterator()
+        _ = await waiting.next()
+        let redeemed = await fixture.post("/v1/auth/devices/register", object: body)
+        try await removal.value
+        #expect(redeemed.status.code == 410, "\(redeemed.bodyText)")
+        #expect(redeemed.errorCode == "grant_expired")
+        #expect(await fixture.siblings(of: phone).count == 1)
+    }
+
     @Test("refused: no user verification, a challenge for another device, another's passkey, itself, a stale epoch")
     func whatIsRefused() async throws {
         let fixture = try Fixture()
@@ -326,7 +407,7 @@ struct DeviceRemovalTests {
         let (phone, tablet, watch) = (devices[0], devices[1], devices[3])
         let watchListens = try await relay.connect()
         let tabletListens = try await relay.connect()
-        #expect(try await watchListens.subscribe(watch.inbox) == .ok(requestID: 1))
+        #expect(try await watchListens.subscribe(watch.inbox, pushToken: Data("watch".utf8)) == .ok(requestID: 1))
         #expect(try await tabletListens.subscribe(tablet.inbox) == .ok(requestID: 1))
 
         let removal = try fixture.prepareRemoval(of: watch, by: phone, staying: devices, account: account)
@@ -336,13 +417,16 @@ struct DeviceRemovalTests {
             return
         }
         #expect(reason.contains("removed"))
-        // Its subscription is gone: a frame sent to its inbox now reaches nobody, and its connection's next frame
-        // is the answer to its own PING. The tablet still hears its own inbox.
+        // Its subscription is gone, and its push registration with it: a Sync frame sent to its inbox now reaches
+        // nobody and wakes nobody, and its connection's next frame is the answer to its own PING. The tablet still
+        // hears its own inbox.
         let sender = try await relay.connect()
         #expect(
-            try await sender.send(Data("late".utf8), to: watch.inbox.subject, token: relay.token()) == .ok(requestID: 1)
-        )
+            try await sender.send(Data("late".utf8), to: watch.inbox.subject, wake: .sync, token: relay.token())
+                == .ok(requestID: 1))
         #expect(try await watchListens.request { .ping(requestID: $0) } == .ok(requestID: 2))
+        #expect(relay.metrics.counter("pixie_relay_pushes_total", labels: ["outcome": "unregistered"]) == 1)
+        #expect(relay.push.wakes.isEmpty)
         #expect(
             try await sender.send(Data("hi".utf8), to: tablet.inbox.subject, token: relay.token()) == .ok(requestID: 2))
         #expect(

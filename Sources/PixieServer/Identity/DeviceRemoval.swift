@@ -16,6 +16,10 @@ extension IdentityService {
     /// A sealed bundle's size: version, X-Wing encapsulation, the plaintext (≤ 394 bytes) and the tag.
     static let maximumBundleSize = 1 + XWing.ciphertextByteCount + 400 + 16
 
+    /// The lock a change of an account's roster takes on every node (a removal, a grant's redemption): a removal
+    /// seals one bundle to each device that stays, so no device may join between its count and its commit.
+    static func rosterLock(_ accountID: String) -> String { "roster/\(accountID)" }
+
     /// POST /v1/auth/devices/remove.
     func removeDevice(_ request: HTTPRequest) async throws -> HTTPResponse {
         let session = try sessions.authenticate(request)
@@ -28,7 +32,7 @@ extension IdentityService {
         do {
             (response, ended) = try store(logger) {
                 // One removal per account at a time, on every node: the second reads the epoch the first left.
-                try database.transaction(exclusive: "remove-device/\(session.accountID)") { transaction in
+                try database.transaction(exclusive: Self.rosterLock(session.accountID)) { transaction in
                     try commitRemoval(
                         body, rotation: rotation, challenge: challenge, session: session, now: now, in: transaction)
                 }

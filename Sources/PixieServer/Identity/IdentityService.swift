@@ -236,6 +236,34 @@ public struct IdentityService: Sendable {
     /// Logs the bindings a crash left unlogged (between a commit and its append); run once at start-up.
     public func reconcileTransparency() async throws -> Int { try await transparency.reconcile() }
 
+    /// Logs, every `interval` until the task is cancelled, the bindings a change committed while the log was away
+    /// (a removal answered 503 `transparency_unavailable` stands, and its rotation is owed to the log): the devices
+    /// that stay take their new keys only once the log shows them, so an owed rotation must not wait for the
+    /// account's next change or the next start. One query when nothing is owed. A failure is logged once per
+    /// outage and retried at the next interval.
+    public func runTransparencyRetry(every interval: Duration) async {
+        var failing = false
+        while !Task.isCancelled {
+            do {
+                try await Task.sleep(for: interval)
+            } catch {
+                return
+            }
+            do {
+                _ = try await transparency.reconcile()
+                if failing { logger.info("the bindings owed to the transparency log are logged") }
+                failing = false
+            } catch {
+                if !failing {
+                    logger.warning(
+                        "bindings owed to the transparency log could not be logged; retrying",
+                        ["error": "\(error)", "every_s": interval.components.seconds])
+                }
+                failing = true
+            }
+        }
+    }
+
     // MARK: - Passkey challenges
 
     func passkeyChallenge(_ request: HTTPRequest) throws -> HTTPResponse {
@@ -555,8 +583,18 @@ public struct IdentityService: Sendable {
         let deviceID = random.bytes(count: 16).base64URLEncodedString()
         let now = clock.now().unixSeconds
         let challenge = try consumeChallenge(body.passkey.challengeID, purpose: .register)
+        // A redemption changes the roster, so it takes the account's removal lock (a removal counts the devices
+        // that stay, one bundle each: a device enrolled between that count and the removal's commit would have
+        // none), and under it sees what a removal committed, its voided grants included.
+        let lockedAccount =
+            try lookup.accountID
+            ?? store(logger) {
+                try database.queryOne(
+                    "SELECT account_id FROM recovery_grants WHERE grant_hash = ?", [.blob(lookup.hash)])?
+                    .string("account_id")
+            }
         let outcome: Result<IdentityAPI.EnrolledResponse, HTTPError> = try store(logger) {
-            try database.transaction { transaction in
+            try database.transaction(exclusive: Self.rosterLock(lockedAccount ?? "unknown-grant")) { transaction in
                 guard
                     let grant = try transaction.queryOne(
                         "SELECT g.account_id, g.issued_by, g.expires_at, g.used_at, g.failed_attempts, g.scope, "
@@ -613,6 +651,9 @@ public struct IdentityService: Sendable {
                                 + "minted by a device of the account with its passkey"))
                 }
                 let accountID = try grant.string("account_id")
+                guard accountID == lockedAccount else {
+                    return .failure(HTTPError(.forbidden, .grantInvalid, "the grant is not known"))
+                }
                 let credential = try verifyRegistration(body.passkey.credential, challenge: challenge)
                 _ = try transaction.execute(
                     "UPDATE recovery_grants SET used_at = ? WHERE grant_hash = ?", [.integer(now), .blob(lookup.hash)])

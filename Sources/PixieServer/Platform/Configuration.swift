@@ -80,6 +80,8 @@ public struct PixieConfiguration: Sendable, Equatable {
     public var logOrigin = "pixie.localhost/kt"
     /// The least time between two checkpoints; a binding waits up to this long to be logged.
     public var checkpointInterval: Duration = .seconds(1)
+    /// How often an identity node logs the bindings a change committed but could not log (the log was away).
+    public var ktRetryInterval: Duration = .seconds(30)
     /// blob-svc: the cap for uploads of any mime type but `application/x-pixie-sync`.
     public var blobMaxBytes = 16 << 20
     /// blob-svc: the cap for `application/x-pixie-sync` (a sealed whole-device snapshot).
@@ -183,6 +185,7 @@ public struct PixieConfiguration: Sendable, Equatable {
         ),
         ("log_origin", "the transparency log's origin, in its checkpoints (default pixie.localhost/kt)"),
         ("checkpoint_interval_ms", "least milliseconds between transparency checkpoints (default 1000)"),
+        ("kt_retry_interval", "seconds between retries of bindings committed but not yet logged (default 30)"),
         ("blob_max_bytes", "largest blob of any mime type but the sync one, in bytes (default 16777216)"),
         ("sync_max_blob_bytes", "largest application/x-pixie-sync blob, in bytes (default 4294967296)"),
         ("blob_ttl", "seconds a blob lives after its upload (default 86400)"),
@@ -338,6 +341,9 @@ public struct PixieConfiguration: Sendable, Equatable {
         case "checkpoint_interval_ms":
             guard let number = Int(value), (1...60_000).contains(number) else { throw fail("1 to 60000") }
             checkpointInterval = .milliseconds(number)
+        case "kt_retry_interval":
+            guard let number = Int(value), number > 0 else { throw fail("a number of seconds above 0") }
+            ktRetryInterval = .seconds(number)
         case "blob_max_bytes":
             guard let number = Int(value), number >= 0 else { throw fail("a number of bytes, 0 or more") }
             blobMaxBytes = number

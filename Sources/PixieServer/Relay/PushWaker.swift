@@ -23,6 +23,9 @@ protocol PushWaker: Sendable {
     func failed(_ subject: RelaySubject, pushToken: Data)
     /// What to push now: every target not woken yet in this episode; later Sync frames are deduplicated.
     func claim(_ subject: RelaySubject) -> PushClaim
+    /// Drops every target of `subject`: identity-svc ended it (a removed device's inbox, a rotated-away discovery
+    /// inbox), so no frame sent to it wakes anyone again.
+    func forget(_ subject: RelaySubject)
 }
 
 extension PushWaker {
@@ -67,6 +70,10 @@ final class MemoryPushWaker: PushWaker {
             guard let index = targets[subject]?.firstIndex(where: { $0.token == pushToken }) else { return }
             targets[subject]?[index].woken = false
         }
+    }
+
+    func forget(_ subject: RelaySubject) {
+        _ = targets.withLock { $0.removeValue(forKey: subject) }
     }
 
     func claim(_ subject: RelaySubject) -> PushClaim {
@@ -164,6 +171,13 @@ final class SQLPushWaker: PushWaker {
             try database.execute(
                 "UPDATE relay_push_targets SET woken = 0 WHERE subject = ? AND push_token = ?",
                 [.blob(subject.rawRepresentation), .blob(pushToken)])
+        }
+    }
+
+    func forget(_ subject: RelaySubject) {
+        run("forget", ()) {
+            try database.execute(
+                "DELETE FROM relay_push_targets WHERE subject = ?", [.blob(subject.rawRepresentation)])
         }
     }
 

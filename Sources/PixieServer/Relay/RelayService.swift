@@ -283,10 +283,13 @@ public final class RelayService: Sendable {
             // Frames go straight from the publisher to this connection's bounded queue (no task in between).
             let subscription: RelayBusSubscription
             do {
-                subscription = try bus.subscribe(subject) { deliver in
-                    // A removal ended this subject (identity-svc, on any node): the subscription goes, and the
-                    // device is told why.
-                    if RelayServerFrame.isEnding(deliver) { connection.remove(subject)?.cancel() }
+                subscription = try bus.subscribe(subject) { [waker] deliver in
+                    // A removal ended this subject (identity-svc, on any node): the subscription goes, with its
+                    // push targets, and the device is told why.
+                    if RelayServerFrame.isEnding(deliver) {
+                        connection.remove(subject)?.cancel()
+                        waker.forget(subject)
+                    }
                     connection.enqueue(.frame(deliver))
                 }
             } catch {
