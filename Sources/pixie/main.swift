@@ -48,7 +48,7 @@ func reporting(_ body: () async throws -> Void) async throws {
         throw failure(
             "this device was removed from the account\(by)\(at). It can no longer act for the account, and the "
                 + "account's keys were changed so it cannot read what comes next. What it holds stays here: save it "
-                + "with `pixie backup export`, then `pixie signout --last-device` to clear this home")
+                + "with `pixie backup export`, then `pixie signout` to clear this home")
     } catch {
         throw failure("\(error)")
     }

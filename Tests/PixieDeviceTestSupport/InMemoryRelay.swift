@@ -108,6 +108,16 @@ public final class InMemoryRelay: Sendable {
         for connection in all { connection.end(reason) }
     }
 
+    /// Ends every subscription of `subject` with ERROR id 0 `device_removed`, as identity-svc has the relay do for
+    /// a removed device's inbox and a rotated-away discovery inbox; the connections stay open.
+    public func endSubscriptions(
+        of subject: RelaySubject, code: RelayErrorCode = .deviceRemoved,
+        reason: String = "this device was removed from the account"
+    ) {
+        let all = state.withLock { Array($0.connections.values) }
+        for connection in all { connection.endSubscription(subject, code: code, reason: reason) }
+    }
+
     // MARK: for the connections
 
     func forget(_ connection: InMemoryRelayConnection) {
@@ -172,10 +182,13 @@ public final class InMemoryRelayConnection: RelayConnection {
     private let state = Mutex<(subjects: Set<RelaySubject>, ended: RelayConnectionError?)>(([], nil))
     public let deliveries: AsyncStream<RelayDelivery>
     private let continuation: AsyncStream<RelayDelivery>.Continuation
+    public let notices: AsyncStream<RelayConnectionError>
+    private let noticesContinuation: AsyncStream<RelayConnectionError>.Continuation
 
     init(relay: InMemoryRelay) {
         self.relay = relay
         (deliveries, continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1024))
+        (notices, noticesContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(16))
     }
 
     public var ended: RelayConnectionError? { state.withLock { $0.ended } }
@@ -205,6 +218,12 @@ public final class InMemoryRelayConnection: RelayConnection {
 
     func receive(_ delivery: RelayDelivery) { continuation.yield(delivery) }
 
+    /// Ends this connection's subscription of `subject`, if it has one, and says so with ERROR id 0 `code`.
+    func endSubscription(_ subject: RelaySubject, code: RelayErrorCode, reason: String) {
+        guard state.withLock({ $0.ended == nil && $0.subjects.remove(subject) != nil }) else { return }
+        noticesContinuation.yield(.refused(code, reason))
+    }
+
     func end(_ reason: RelayConnectionError) {
         let first = state.withLock { state -> Bool in
             guard state.ended == nil else { return false }
@@ -214,6 +233,7 @@ public final class InMemoryRelayConnection: RelayConnection {
         guard first else { return }
         relay.forget(self)
         continuation.finish()
+        noticesContinuation.finish()
     }
 
     private func checkOpen() throws(RelayConnectionError) {

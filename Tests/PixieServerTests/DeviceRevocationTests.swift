@@ -193,4 +193,46 @@ extension DevicesInMemoryTests {
             _ = await laptop.result
         }
     }
+    @Test(
+        "the relay's device_removed ending makes a listener check at once: a sibling takes the new keys, the removed one stops"
+    )
+    func theRelaysEndingIsActedOn() async throws {
+        try await Self.withAccount { account, _ in
+            let watch = try await account.addDevice("watch")
+            let oldDiscovery = try RelaySubjectKey(
+                discoverySeed: try #require(try account.laptop.state().membership).discoverySeed.data
+            ).subject
+            let watchInbox = try watch.state().inbox.subject
+            // Both listen with checks an hour apart, and nothing else will make them look: the phone stops.
+            let laptopReports = Box<[InboxListener.Outcome]>([])
+            let laptop = try Self.listen(
+                account.laptop, account, interval: .seconds(3600), rotationCheck: .seconds(3600),
+                reports: laptopReports)
+            defer { laptop.cancel() }
+            let watchListening = try Self.listen(
+                watch, account, interval: .seconds(3600), rotationCheck: .seconds(3600))
+            defer { watchListening.cancel() }
+            account.listener.cancel()
+            _ = await account.listener.result
+            try await Self.eventually("the laptop and the watch listen") {
+                account.relay.subscriberCount(oldDiscovery) == 2 && account.relay.subscriberCount(watchInbox) == 1
+            }
+            _ = try await DeviceContext(home: account.phone, environment: account.environment)
+                .removeDevice(named: "watch")
+            // What identity-svc has every relay node do: end the old discovery inbox's and the watch's subscriptions.
+            account.relay.endSubscriptions(
+                of: oldDiscovery, reason: "the account's discovery inbox was rotated when a device was removed")
+            account.relay.endSubscriptions(of: watchInbox)
+            try await Self.eventually("the laptop asked the log at once and took the new keys") {
+                laptopReports.get.contains(.rotated(epoch: 2))
+            }
+            switch await watchListening.result {
+            case .failure(PixieClientError.refused(let status, let error)):
+                #expect(status == 401 && error.error == "device_removed" && error.removedBy == "phone")
+            case let other: Issue.record("the removed watch's listener ended with \(other)")
+            }
+            laptop.cancel()
+            _ = await laptop.result
+        }
+    }
 }

@@ -261,6 +261,22 @@ public struct InboxListener: Sendable {
                     if await check() { return }
                 }
             }
+            // The relay ending a subscription on its own (device_removed: this device was removed, or the discovery
+            // inbox rotated away) asks the log at once, and again after each ``rotationNudgeGap`` a few times while
+            // the log does not show it yet (the relay hears of a removal before the log's next checkpoint).
+            let noticed = Task { [rotationNudgeGap] in
+                for await notice in relay.notices {
+                    guard case .refused(let code, _) = notice, code == .deviceRemoved else { continue }
+                    for _ in 0..<3 {
+                        if await check() { return }
+                        do {
+                            try await clock.sleep(for: rotationNudgeGap)
+                        } catch {
+                            return
+                        }
+                    }
+                }
+            }
             for await delivery in relay.deliveries {
                 if Task.isCancelled { break }
                 if delivery.subject == ownInbox.subject {
@@ -319,8 +335,10 @@ public struct InboxListener: Sendable {
             }
             reconciling.cancel()
             watching.cancel()
+            noticed.cancel()
             _ = await reconciling.value
             _ = await watching.value
+            _ = await noticed.value
             current.set(nil)
             await relay.close()
             try Task.checkCancellation()

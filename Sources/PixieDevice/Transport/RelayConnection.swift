@@ -13,6 +13,11 @@ import PixieWire
 public protocol RelayConnection: AnyObject, Sendable {
     /// Every delivery, in order, until the connection ends. One reader.
     var deliveries: AsyncStream<RelayDelivery> { get }
+    /// What the relay says on its own, not in answer to a request (ERROR with request id 0, docs/pixie-protocol.md,
+    /// "Relay"), as ``RelayConnectionError/refused(_:_:)``: `device_removed` when identity-svc ended a subscription
+    /// of this connection (this device was removed, or the account's discovery inbox was rotated away). The
+    /// connection stays open. One reader; finishes with the connection.
+    var notices: AsyncStream<RelayConnectionError> { get }
     /// Listens on `key`'s subject, and registers `pushToken` for it (none when empty).
     func subscribe(_ key: RelaySubjectKey, pushToken: Data) async throws
     /// Sends `payload` to `subject`, paid with `token`; returns once the relay took it (not once anyone read it).

@@ -16,6 +16,9 @@ public final class WebSocketRelayConnection: RelayConnection {
     /// Every delivery, in order, until the connection ends.
     public let deliveries: AsyncStream<RelayDelivery>
     private let deliveriesContinuation: AsyncStream<RelayDelivery>.Continuation
+    /// The relay's ERRORs with request id 0.
+    public let notices: AsyncStream<RelayConnectionError>
+    private let noticesContinuation: AsyncStream<RelayConnectionError>.Continuation
 
     private struct State {
         var nextRequestID: UInt32 = 1
@@ -27,6 +30,7 @@ public final class WebSocketRelayConnection: RelayConnection {
         self.socket = socket
         self.challenge = challenge
         (deliveries, deliveriesContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1024))
+        (notices, noticesContinuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(16))
     }
 
     /// Connects to the relay of the server at `baseURL` (`https://host[:port]`: the relay is
@@ -153,6 +157,9 @@ public final class WebSocketRelayConnection: RelayConnection {
                     deliveriesContinuation.yield(RelayDelivery(subject: subject, wake: wake, payload: payload))
                 case .ok(let id):
                     finish(id, with: .success(()))
+                case .error(0, let code, let text):
+                    // Not an answer: the relay ended a subscription of this connection on its own.
+                    noticesContinuation.yield(.refused(code, text))
                 case .error(let id, let code, let text):
                     finish(id, with: .failure(RelayConnectionError.refused(code, text)))
                 case .challenge:
@@ -178,6 +185,7 @@ public final class WebSocketRelayConnection: RelayConnection {
         }
         for continuation in waiting.values { continuation.resume(throwing: ending) }
         deliveriesContinuation.finish()
+        noticesContinuation.finish()
         await socket.close()
     }
 }

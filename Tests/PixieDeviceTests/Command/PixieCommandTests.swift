@@ -230,6 +230,10 @@ struct PixieCommandTests {
         #expect(
             told.text.contains("this device was removed from the account by the device \"phone\" on ")
                 && told.text.contains("pixie backup export"), "\(told.text)")
+        // What it holds stays readable to it: the export the message offers works without the server.
+        let saved = try PixieProcess(["backup", "export", "kept.pixie-archive", "--home", "laptop"], in: directory)
+        #expect(await saved.exit() == 0, "\(saved.text)")
+        #expect(FileManager.default.fileExists(atPath: directory.appendingPathComponent("kept.pixie-archive").path))
         let left = try PixieProcess(["devices", "--home", "phone", "--json"], in: directory)
         #expect(await left.exit() == 0, "\(left.text)")
         #expect((try JSONSerialization.jsonObject(with: Data(left.text.utf8)) as? [[String: Any]])?.count == 1)
