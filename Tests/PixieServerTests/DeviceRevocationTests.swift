@@ -235,4 +235,54 @@ extension DevicesInMemoryTests {
             _ = await laptop.result
         }
     }
+    @Test("an approval given after a rotation the listener has not taken yet is refused: no old seeds go out")
+    func aStaleApprovalIsRefused() async throws {
+        try await Self.withAccount { account, _ in
+            _ = try await account.addDevice("watch")
+            account.listener.cancel()
+            _ = await account.listener.result
+            // The laptop listens with its check an hour away; its person answers only when the test lets them.
+            let (asked, release) = (Box(false), Box(false))
+            let reports = Box<[InboxListener.Outcome]>([])
+            var listener = InboxListener(
+                context: try DeviceContext(home: account.laptop, environment: account.environment),
+                deviceFamily: "Laptop")
+            listener.rotationCheckInterval = .seconds(3600)
+            let (ready, isReady) = AsyncStream.makeStream(of: Void.self)
+            let listening = Task { [listener] in
+                try await listener.run(
+                    ready: { isReady.yield() },
+                    decide: { _ in
+                        asked.set(true)
+                        for _ in 0..<3000 {
+                            if release.get, let code = account.checkCode.get { return .approve(checkCode: code) }
+                            try? await Task.sleep(for: .milliseconds(10))
+                        }
+                        return .ignore
+                    },
+                    report: { reports.append($0) })
+            }
+            defer { listening.cancel() }
+            for await _ in ready { break }
+            // A tablet asks (on the discovery inbox it looked up: the old one); while the laptop's person reads the
+            // prompt, the phone removes the watch.
+            let joining = Task { try await account.addDevice("tablet") }
+            defer { joining.cancel() }
+            try await Self.eventually("the laptop's person was asked") { asked.get }
+            _ = try await DeviceContext(home: account.phone, environment: account.environment)
+                .removeDevice(named: "watch")
+            release.set(true)
+            try await Self.eventually("the approval was refused, with the reason") {
+                reports.get.contains {
+                    if case .failed(_, let reason) = $0 { return reason.contains("rotated a moment ago") }
+                    return false
+                }
+            }
+            #expect(!reports.get.contains { if case .approved = $0 { true } else { false } })
+            joining.cancel()
+            _ = await joining.result
+            listening.cancel()
+            _ = await listening.result
+        }
+    }
 }
