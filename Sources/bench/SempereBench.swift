@@ -196,3 +196,78 @@ func sempereTable(_ options: Bench) throws {
         )
     }
 }
+
+/// `sempere search` at 10,000 notes (issue "Sempere, part 4"): the session's search (a warm listing, then every
+/// word matched on every core), beside the anchor a person would script without Sempere, `age -d | grep -qi` once
+/// per note file (the vault key as an age identity file; all words must match, as ours).
+func sempereSearchTable(_ options: Bench) throws {
+    let root = FileManager.default.temporaryDirectory.appendingPathComponent("sempere-search-bench-\(UUID())")
+    defer { try? FileManager.default.removeItem(at: root) }
+    let count = 10_000
+    let config = root.appendingPathComponent("config")
+    let (created, _) = try VaultSession.create(
+        folder: root.appendingPathComponent("vault"), homeName: "Laptop", postQuantum: false, passphrase: nil,
+        configRoot: config)
+    // Notes of a few lines; one in 100 holds both words, on different lines.
+    let files = (0..<count).map { index -> URL in
+        root.appendingPathComponent("in-\(index).md")
+    }
+    for (index, file) in files.enumerated() {
+        let text =
+            index % 100 == 0
+            ? "# Trip \(index)\n\nPack the tent.\nCheck the Ferry times.\n"
+            : "# Note \(index)\n\nSome text about the day.\nNothing to find here.\n"
+        try Data(text.utf8).write(to: file)
+    }
+    _ = try created.importNotes(files)
+    for file in files { try? FileManager.default.removeItem(at: file) }
+    let session = try VaultSession(configRoot: config)
+    let clock = ContinuousClock()
+    func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+    _ = try session.list()  // the note index made (cold), as after the first command
+    var ours: [Double] = []
+    var found = 0
+    for _ in 0..<max(3, options.rounds) {
+        let start = clock.now
+        found = try session.search("tent ferry").count
+        ours.append(seconds(clock.now - start))
+    }
+    guard found == count / 100 else { throw BenchError("our search found \(found) of \(count / 100)") }
+
+    // The anchor: the vault key as an identity file, and one age -d and grep per note file.
+    let identity = root.appendingPathComponent("vault-key.txt")
+    let keyring = try VaultKeyring(vault: session.body, credentials: session.keys)
+    guard let key = keyring.identities[session.body.currentEpoch.number] else { throw BenchError("no vault key") }
+    try Data((key.string + "\n").utf8).write(to: identity)
+    chmod(identity.path, 0o600)
+    let notes = session.folder.url.appendingPathComponent("notes/\(session.keys.id)").path
+    let script = """
+        n=0; for f in "\(notes)"/*.age; do t=$(age -d -i "\(identity.path)" "$f") || exit 1
+        printf '%s' "$t" | grep -qi tent && printf '%s' "$t" | grep -qi ferry && n=$((n+1)); done; echo $n
+        """
+    let start = clock.now
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/bin/bash")
+    process.arguments = ["-c", script]
+    let out = Pipe()
+    process.standardOutput = out
+    try process.run()
+    let printed = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    let anchor = seconds(clock.now - start)
+    guard process.terminationStatus == 0, Int(printed.trimmingCharacters(in: .whitespacesAndNewlines)) == found
+    else { throw BenchError("the age -d | grep loop found \(printed) (status \(process.terminationStatus))") }
+    let best = ours.min()!
+    say("")
+    say("| `sempere search` at \(count) notes, X25519 vault | time |")
+    say("|---|---:|")
+    say(
+        "| ours: `VaultSession.search(\"tent ferry\")`, warm note index, best of \(ours.count) | \(String(format: "%.3f s", best)) |"
+    )
+    say(
+        "| anchor: `age -d` then `grep -qi` per word, once per note file (bash loop) | \(String(format: "%.1f s", anchor)) |"
+    )
+    say(String(format: "ours / anchor: %.4f (%d notes found by each)", best / anchor, found))
+}

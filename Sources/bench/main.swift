@@ -25,7 +25,8 @@ struct Bench: ParsableCommand {
     @Option(name: .long("rounds"), help: "Alternate ours and the anchor this many times (default 3).")
     var rounds: Int = 3
     @OptionalOption(
-        name: .long("only"), help: "Only one table: classic, pq, sempere, storage, transparency, tokens or sync.")
+        name: .long("only"),
+        help: "Only one table: classic, pq, sempere, sempere-search, storage, transparency, tokens or sync.")
     var only: String?
     @Option(name: .long("entries"), help: "Entries in the transparency table's large log (default 1000000).")
     var entries: Int = 1_000_000
@@ -36,8 +37,11 @@ struct Bench: ParsableCommand {
         guard seconds > 0 else { throw ValidationError("--seconds must be positive") }
         guard rounds > 0 else { throw ValidationError("--rounds must be at least 1") }
         guard entries >= 100_000 else { throw ValidationError("--entries must be at least 100000") }
-        if let only, !["classic", "pq", "sempere", "storage", "transparency", "tokens", "sync"].contains(only) {
-            throw ValidationError("--only takes classic, pq, sempere, storage, transparency, tokens or sync")
+        if let only,
+            !["classic", "pq", "sempere", "sempere-search", "storage", "transparency", "tokens", "sync"].contains(only)
+        {
+            throw ValidationError(
+                "--only takes classic, pq, sempere, sempere-search, storage, transparency, tokens or sync")
         }
     }
 
@@ -48,6 +52,7 @@ struct Bench: ParsableCommand {
         if only == nil || only == "classic" { try classicTable(self) }
         if only == nil || only == "pq" { try postQuantumTable(self) }
         if only == nil || only == "sempere" { try sempereTable(self) }
+        if only == nil || only == "sempere-search" { try sempereSearchTable(self) }
         if only == nil || only == "storage" { try storageTable(self) }
         if only == nil || only == "transparency" { try await transparencyTable(self) }
         if only == nil || only == "tokens" { try tokenTable(self) }

@@ -143,30 +143,43 @@ struct Remove: ParsableCommand {
 
 struct Search: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "search", abstract: "Find notes whose text contains the words (case-insensitive).")
+        commandName: "search",
+        abstract: "Find the notes that hold every word (anywhere in the note, ignoring case and accents).",
+        discussion: """
+            Each note found is shown with its title and the lines that hold a word, with a line of context either \
+            side. `sempere search milk "eggs bread"` finds notes holding all three words.
+            """)
 
-    @Argument(help: "The text to look for.") var text: String
+    @Arguments(help: "The words to look for.") var words: [String]
     @Flag(name: .long("json"), help: "Print the matches as JSON.") var json: Bool
     @OptionGroup var options: VaultOptions
 
     func run() async throws {
         try reporting {
             let session = try options.session()
-            var matches: [(note: VaultSession.Note, lines: [String])] = []
-            for note in try session.list().notes {
-                let lines = note.markdown.split(separator: "\n").map(String.init).filter {
-                    $0.range(of: text, options: .caseInsensitive) != nil
-                }
-                if !lines.isEmpty { matches.append((note, lines)) }
-            }
+            let query = words.joined(separator: " ")
+            let matches = try session.search(query)
             if json {
-                try printJSON(matches.map { ["id": $0.note.id, "title": $0.note.title, "lines": $0.lines] })
+                try printJSON(
+                    matches.map { match in
+                        [
+                            "id": match.id, "title": match.title,
+                            "excerpts": match.excerpts.map { run in
+                                run.map { ["line": $0.line, "text": $0.text, "match": $0.matches] as [String: Any] }
+                            },
+                        ] as [String: Any]
+                    })
                 return
             }
-            if matches.isEmpty { throw failure("no note contains \"\(text)\"") }
+            if matches.isEmpty { throw failure("no note holds every word of \"\(query)\"") }
             for match in matches {
-                streams.out("\(match.note.id.prefix(8))  \(printable(match.note.title))")
-                for line in match.lines { streams.out("    \(printable(line))") }
+                streams.out("\(match.id.prefix(8))  \(printable(match.title))")
+                for (index, run) in match.excerpts.enumerated() {
+                    if index > 0 { streams.out("    …") }
+                    for line in run {
+                        streams.out("  \(line.matches ? ">" : " ") \(line.line): \(printable(line.text))")
+                    }
+                }
             }
         }
     }

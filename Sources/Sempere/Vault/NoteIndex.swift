@@ -190,7 +190,7 @@ public struct NoteIndex: Codable, Sendable {
         }
         openedInLastRefresh = stale.count
         // Open the changed notes on all cores: each job writes only its own slot.
-        let opened = OpenedSlots(count: stale.count)
+        let opened = Slots<Result<VaultNote.Opened, SempereError>>(count: stale.count)
         DispatchQueue.concurrentPerform(iterations: stale.count) { job in
             let index = stale[job]
             do {
@@ -210,7 +210,7 @@ public struct NoteIndex: Codable, Sendable {
         var fresh: [String: VaultNote.Opened] = [:]
         for (job, index) in stale.enumerated() {
             let digest = digests[index]
-            switch opened.get(job) {
+            switch opened.get(job)! {
             case .success(let note):
                 fresh[paths[index]] = note
                 entries[paths[index]] = Entry(
@@ -251,16 +251,4 @@ public struct NoteIndex: Codable, Sendable {
             )
         }
     }
-}
-
-/// Result slots filled by concurrent jobs, one slot each.
-private final class OpenedSlots: @unchecked Sendable {
-    // @unchecked: every access goes through the lock.
-    private var slots: [Result<VaultNote.Opened, SempereError>?]
-    private let lock = NSLock()
-
-    init(count: Int) { slots = Array(repeating: nil, count: count) }
-
-    func set(_ index: Int, _ value: Result<VaultNote.Opened, SempereError>) { lock.withLock { slots[index] = value } }
-    func get(_ index: Int) -> Result<VaultNote.Opened, SempereError> { lock.withLock { slots[index]! } }
 }
