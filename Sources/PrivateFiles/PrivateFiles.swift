@@ -153,6 +153,23 @@ public enum PrivateFiles {
         sync()
     }
 
+    /// Runs `body` holding an exclusive `flock(2)` on the file at `url` (made 0600 if missing), so that two
+    /// processes, or two threads of one, that change the same files run one after the other. Not re-entrant: a
+    /// thread that asks again for a lock it holds waits for itself. `body`'s errors pass through; failing to take
+    /// the lock is a ``PrivateFilesError/io(_:)``.
+    public static func locked<T>(_ url: URL, _ body: () throws -> T) throws -> T {
+        let descriptor = open(url.path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
+            throw PrivateFilesError.io("cannot open \(url.path): \(String(cString: strerror(errno)))")
+        }
+        defer { close(descriptor) }
+        guard retryingInterrupts({ flock(descriptor, LOCK_EX) }) == 0 else {
+            throw PrivateFilesError.io("cannot lock \(url.path): \(String(cString: strerror(errno)))")
+        }
+        defer { flock(descriptor, LOCK_UN) }
+        return try body()
+    }
+
     /// Makes renames and removals in `directory` durable.
     public static func syncDirectory(_ directory: URL) throws(PrivateFilesError) {
         let descriptor = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)

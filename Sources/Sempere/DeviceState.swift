@@ -1,4 +1,5 @@
 import Foundation
+import PrivateFiles
 
 #if canImport(Glibc)
     import Glibc
@@ -21,6 +22,28 @@ public struct DeviceState: Codable, Sendable, Equatable {
     /// The current epoch (its recipient) and the number of re-encryptions when this device last went over
     /// its own notes (`"<recipient>:<count>"`): a change since makes the next command do it (late files, old copies).
     public var notesTidiedAt: String?
+    /// Warnings shown on every command until the person acknowledges them (`sempere alerts --ack`): a takeover of
+    /// the vault that another device made. Nil when there are none.
+    public var alerts: [Alert]?
+
+    /// A warning that stays until acknowledged.
+    public struct Alert: Codable, Sendable, Equatable {
+        /// What it is about, so that one event raises one alert (`takeover-<generation>`).
+        public var id: String
+        public var text: String
+        /// When this device first saw it, Unix seconds.
+        public var raisedAt: Int64
+
+        enum CodingKeys: String, CodingKey {
+            case id, text, raisedAt = "raised_at"
+        }
+    }
+
+    /// Adds `alert` unless one with its id is there already.
+    mutating func raise(_ alert: Alert) {
+        guard !(alerts ?? []).contains(where: { $0.id == alert.id }) else { return }
+        alerts = (alerts ?? []) + [alert]
+    }
 
     public init(folder: String, pin: VaultPin) {
         self.format = Self.format
@@ -86,6 +109,33 @@ public struct DeviceState: Codable, Sendable, Equatable {
     /// and every device can say what happened (not secret: the same bytes as the synced file).
     public func vaultCopyFile(root: URL) -> URL {
         Self.directory(root: root).appendingPathComponent("\(vaultID).vault.json")
+    }
+
+    /// The lock every command that changes this device's files of the vault holds (``VaultSession``):
+    /// `<root>/vaults/<vault_id>.lock`.
+    public func lockFile(root: URL) -> URL {
+        Self.directory(root: root).appendingPathComponent("\(vaultID).lock")
+    }
+
+    /// Runs `body` holding this vault's lock on this device, so that two `sempere` processes (or two sessions
+    /// in one app) that each read this device's signed manifest, change it and write it do so one after the
+    /// other, and neither's change is lost. Re-entrant on one thread: a locked step that calls another runs it
+    /// under the same lock.
+    func locked<T>(root: URL, _ body: () throws -> T) throws -> T {
+        let file = lockFile(root: root)
+        let key = "sempere.lock:\(file.path)"
+        let held = Thread.current.threadDictionary
+        if held[key] != nil { return try body() }
+        do {
+            try PrivateFiles.createDirectory(Self.directory(root: root), noun: "the vault state directory")
+            return try PrivateFiles.locked(file) {
+                held[key] = true
+                defer { held.removeObject(forKey: key) }
+                return try body()
+            }
+        } catch let error as PrivateFilesError {
+            throw SempereError(error)
+        }
     }
 
     /// Saves the state as `<root>/vaults/<vault_id>.json`.

@@ -122,6 +122,7 @@ public struct SetAsideCategory: Hashable, Sendable, CustomStringConvertible {
         case untrusted = "forged-or-moved"
         case cannotOpen = "cannot-open"
         case notInTheLayout = "not-in-the-layout"
+        case waitingForSync = "waiting-for-sync"
     }
 
     let backing: Backing
@@ -142,8 +143,15 @@ public struct SetAsideCategory: Hashable, Sendable, CustomStringConvertible {
     /// Not part of the vault's layout: a sync conflict copy, a stray file or folder.
     public static let notInTheLayout = SetAsideCategory(backing: .notInTheLayout)
 
-    /// Every category, in the order Repair shows them.
-    public static let all: [SetAsideCategory] = Backing.allCases.map { SetAsideCategory(backing: $0) }
+    /// Not set aside at all: a file whose check needs something the sync provider has not delivered yet (the
+    /// record of the notes that existed when its epoch ended). A listing shows it as pending, waiting for sync;
+    /// Repair never lists it, so nothing is deleted on knowledge that is not complete yet.
+    public static let waitingForSync = SetAsideCategory(backing: .waitingForSync)
+
+    /// Every category, in the order Repair shows them (``waitingForSync`` is none of Repair's).
+    public static let all: [SetAsideCategory] = Backing.allCases.filter { $0 != .waitingForSync }.map {
+        SetAsideCategory(backing: $0)
+    }
 
     /// The category from its ``identifier``.
     public init?(identifier: String) {
@@ -165,6 +173,7 @@ public struct SetAsideCategory: Hashable, Sendable, CustomStringConvertible {
         case .untrusted: return "Forged or Moved"
         case .cannotOpen: return "Cannot Be Opened"
         case .notInTheLayout: return "Sync Conflicts and Strays"
+        case .waitingForSync: return "Waiting for Sync"
         }
     }
 

@@ -38,6 +38,12 @@ struct Join: ParsableCommand {
             let url = URL(fileURLWithPath: path)
             let root = try options.configRoot()
             if let name {
+                if let aside = try VaultSession.keepAsideIfRemoved(folder: url, configRoot: root) {
+                    streams.err(
+                        "This device had been removed from the vault. Its old key and state are kept in "
+                            + "\(aside.path) (`sempere export --unsynced <folder> --config \(aside.path)` still saves "
+                            + "what it had not synced); it asks to join again with a fresh key.")
+                }
                 let request = try VaultSession.askToJoin(folder: url, name: name, configRoot: root)
                 show(request, name: name, path: path)
                 return

@@ -164,7 +164,7 @@ extension CLITests {
 
 extension CLITests {
     @Test(
-        "takeover: a new device with nothing but the kit becomes home; the phone is kept and alerted; the old home is out"
+        "takeover: a device with only the kit becomes home; the phone is kept and alerted until it acks; the old home is out"
     )
     func takeover() throws {
         let scratch = try Scratch()
@@ -184,11 +184,27 @@ extension CLITests {
         #expect(took.status == 0, "\(took.err)")
         #expect((try took.json() as? [String: Any])?["devices"] as? [String] == ["Phone", "Desk"])
 
-        // The phone shows the alert once, then follows the new home and reads the laptop's note.
+        // The phone follows the new home and reads the laptop's note, and shows the alert with the guide's advice on
+        // every command until it is acknowledged.
         let phone = try scratch.run("B", ["ls"])
         #expect(phone.status == 0 && phone.err.contains("THE VAULT WAS TAKEN OVER"), "\(phone.err)")
-        #expect(phone.err.contains("someone has your recovery kit") && phone.out.contains("Taxes"))
+        #expect(phone.out.contains("Taxes"))
+        #expect(
+            phone.err.contains(
+                "someone has your recovery kit: replace the kit, from the device that now manages devices (Desk), at "
+                    + "once"), "\(phone.err)")
+        let again = try scratch.run("B", ["ls"])
+        #expect(again.err.contains("THE VAULT WAS TAKEN OVER") && again.err.contains("sempere alerts --ack"))
+        let listed = try scratch.run("B", ["alerts", "--json"])
+        #expect(listed.status == 0, "\(listed.err)")
+        let alerts = try #require(try listed.json() as? [[String: Any]])
+        #expect(alerts.count == 1 && (alerts.first?["text"] as? String)?.contains("Desk") == true)
+        let status = try scratch.run("B", ["status"])
+        #expect(status.status == 0 && status.out.contains("Alerts       1"), "\(status.out) \(status.err)")
+        let acknowledged = try scratch.run("B", ["alerts", "--ack"])
+        #expect(acknowledged.status == 0 && acknowledged.out.contains("Acknowledged 1 alert"), "\(acknowledged.err)")
         #expect(!(try scratch.run("B", ["ls"])).err.contains("TAKEN OVER"))
+        #expect(try scratch.run("B", ["alerts"]).out.contains("No alerts."))
         let desk = try scratch.run("C", ["ls"])
         #expect(desk.status == 0 && desk.out.contains("Taxes"), "\(desk.err)")
         // The old home, found again (or in a thief's hands), is out: it was not kept.

@@ -149,17 +149,11 @@ extension DeviceHome {
 
     /// Runs `body` holding an exclusive `flock(2)` on `<home>/.lock`.
     func locked<T>(_ body: () throws -> T) throws -> T {
-        let path = directory.appendingPathComponent(".lock").path
-        let descriptor = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else {
-            throw DeviceError.home("cannot open \(path): \(String(cString: strerror(errno)))")
+        do {
+            return try PrivateFiles.locked(directory.appendingPathComponent(".lock"), body)
+        } catch let error as PrivateFilesError {
+            throw DeviceError.home(error.reason)
         }
-        defer { close(descriptor) }
-        guard retryingInterrupts({ flock(descriptor, LOCK_EX) }) == 0 else {
-            throw DeviceError.home("cannot lock \(path): \(String(cString: strerror(errno)))")
-        }
-        defer { flock(descriptor, LOCK_UN) }
-        return try body()
     }
 }
 

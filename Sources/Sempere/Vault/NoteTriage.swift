@@ -141,6 +141,14 @@ struct NoteTriage {
 
     private mutating func setAside(_ file: File, inProgress: Int?) {
         guard case .failure(let error) = file.result else { return }
+        // Its check waits for a file the provider has not delivered yet: pending, never set aside.
+        if error.setAsideCategory == .waitingForSync {
+            pending.append(
+                VaultSession.Pending(
+                    path: file.path, author: String(file.path.split(separator: "/")[1]), version: nil, expected: nil,
+                    reason: error.reason, waitingForSync: true))
+            return
+        }
         // A copy of a re-encryption home is still making: not bound yet (or, after a stop, half written), so not
         // a note yet, but nothing wrong.
         if let inProgress, VaultFolder.isCopyPath(file.path),

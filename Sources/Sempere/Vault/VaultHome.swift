@@ -271,8 +271,10 @@ public struct VaultKeyring: Sendable {
             if vault.removed.contains(where: { $0.device.id == credentials.id }) {
                 throw SempereError(
                     .removed,
-                    "this device was removed from the vault: it no longer syncs or reads new notes; save the notes "
-                        + "it wrote that the vault did not record with `sempere export --unsynced <folder>`")
+                    "this device was removed from the vault: it no longer syncs or reads new notes. Save the notes "
+                        + "it wrote that the vault did not record with `sempere export --unsynced <folder>`; to use "
+                        + "this device with the vault again, `sempere join <vault> --name <device>` asks home to "
+                        + "approve it anew, with a fresh key (its old state is kept aside)")
             }
             throw SempereError(.notFound, "this device is not in the vault: join it first")
         }

@@ -211,10 +211,11 @@ public enum VaultNote {
         }
     }
 
-    /// A removed device's own notes that the vault did not record when it was removed (so the other
-    /// devices set them aside): what it "had not synced". Each is opened with the identities the device
-    /// still holds and must carry this device's own signature (the provider could encrypt a note to an
-    /// old recipient too); the list rules no longer apply to a removed device.
+    /// A removed device's own notes whose file the vault did not record when it was removed (so the other
+    /// devices set them aside): what it "had not synced", new notes and offline edits of older ones alike (a
+    /// record lists each file's path with its SHA-256, so an edit made after the list is not in it). Each is
+    /// opened with the identities the device still holds and must carry this device's own signature (the
+    /// provider could encrypt a note to an old recipient too); the list rules no longer apply to a removed device.
     public static func unsynced(
         folder: VaultFolder, vault: VaultBody, credentials: DeviceKeys
     ) throws -> [(path: String, markdown: String)] {
@@ -222,11 +223,16 @@ public enum VaultNote {
         // A list that is missing or altered counts as recording nothing: the device then saves more of its
         // own signed notes, never fewer.
         let lists = EpochFileLists(folder: folder)
-        let recorded = Set(vault.records.flatMap { (try? lists.paths(record: $0, vaultID: vault.vaultID)) ?? [] })
+        func recorded(_ path: String, _ file: Data) -> Bool {
+            let sha256 = SHA256.hash(data: file).description
+            return vault.records.contains {
+                (try? lists.contains(path: path, sha256: sha256, record: $0, vaultID: vault.vaultID)) ?? false
+            }
+        }
         var saved: [(path: String, markdown: String)] = []
-        for path in try folder.notePaths()
-        where path.hasPrefix("notes/\(credentials.id)/") && !recorded.contains(path) {
+        for path in try folder.notePaths() where path.hasPrefix("notes/\(credentials.id)/") {
             let file = try folder.readNote(at: path)
+            guard !recorded(path, file) else { continue }
             for (epoch, identity) in identities {
                 guard let plaintext = try? Age.decrypt(file, identities: [identity.ageIdentity]) else { continue }
                 // Only what this device itself signed: the provider can encrypt to an old recipient too.
@@ -288,6 +294,13 @@ public enum VaultNote {
         if let ended, ended <= removal.removedIn, let record = vault.records.first(where: { $0.epoch == epoch }) {
             do {
                 recorded = try lists.contains(path: path, sha256: digest, record: record, vaultID: vault.vaultID)
+            } catch let error as SempereError where error.code == .notFound {
+                // vault.json of the change has arrived and its list not yet: nothing is decided until it does.
+                throw SempereError(
+                    .untrustedNote,
+                    "it was written by \(removal.device.name) (\(author.prefix(8))), since removed, and the record of "
+                        + "the notes that existed at its removal (\(EpochFileList.path(epoch: epoch))) has not reached "
+                        + "this device yet: waiting for sync", setAside: .waitingForSync)
             } catch let error as SempereError {
                 throw SempereError(
                     .untrustedNote,

@@ -6,7 +6,9 @@ import Testing
 
 @Suite("Sempere: a removed device saves what it had not synced")
 struct RemovedDeviceTests {
-    @Test("only its own signed notes that the removal did not record; a note the provider planted is not among them")
+    @Test(
+        "only its own signed notes that the removal did not record, offline edits too; a planted note is not among them"
+    )
     func unsynced() throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("sempere-removed-\(UUID())")
         defer { try? FileManager.default.removeItem(at: root) }
@@ -25,8 +27,13 @@ struct RemovedDeviceTests {
             return path
         }
         let synced = try write("synced")
+        let edited = try write("synced, then edited")
         let recorded = try folder.noteReferences()  // what home saw when it removed the phone
         let unsyncedPath = try write("not synced")
+        // An offline edit of a note the removal recorded: the same path, a file the record does not list.
+        try folder.writeNote(
+            try VaultNote.seal(markdown: "edited offline", path: edited, vault: vault.body, author: phone, version: 2),
+            at: edited)
         // The provider plants a note in the phone's folder, encrypted to the old (public) recipient.
         let planted = VaultFolder.notePath(author: phone.id, noteID: VaultFolder.newNoteID())
         let recipient = try #require(try AgeKeyFile.recipients(from: vault.body.currentEpoch.recipient).first)
@@ -40,8 +47,9 @@ struct RemovedDeviceTests {
         #expect(error?.code == .removed && error?.reason.contains("export --unsynced") == true)
 
         let saved = try VaultNote.unsynced(folder: folder, vault: removed.body, credentials: phone)
-        #expect(saved.map(\.path) == [unsyncedPath])
-        #expect(saved.first?.markdown == "not synced")
+        #expect(Set(saved.map(\.path)) == [unsyncedPath, edited])
+        #expect(saved.first { $0.path == unsyncedPath }?.markdown == "not synced")
+        #expect(saved.first { $0.path == edited }?.markdown == "edited offline")
         #expect(!saved.contains { $0.path == synced || $0.path == planted })
     }
 }
