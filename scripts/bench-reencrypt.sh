@@ -81,7 +81,7 @@ rm -rf "$work/loop"
 
 sync
 start=$(now)
-SEMPERE_KIT="$kit" run home reencrypt --with-current-kit --json > "$work/reencrypt.json" 2>/dev/null
+SEMPERE_KIT="$kit" run home reencrypt --with-current-kit --secret-env SEMPERE_KIT --json > "$work/reencrypt.json" 2>/dev/null
 ours=$(echo "$(now) - $start" | bc)
 count="$(json "['reencrypted']" < "$work/reencrypt.json")"
 say "reencrypt: $ours s for $count notes"

@@ -10,8 +10,8 @@ struct Create: ParsableCommand {
             Makes this device's keys (once), the vault and its folder layout, and prints the recovery kit: its \
             secret and a QR code of it. The kit is shown only now and never stored: print it or write it down. \
             With --passphrase-copy, a copy of the recovery key is also kept in the vault as recovery.age, \
-            encrypted with a passphrase read from $SEMPERE_PASSPHRASE or the first line of standard input: at \
-            least 16 characters, since the storage provider can try guesses against that copy offline. The \
+            encrypted with a passphrase asked for on the terminal (twice, echo off; --secret-stdin or \
+            --secret-env NAME in a script): at least 16 characters, since the storage provider can try guesses against that copy offline. The \
             folder must not hold notes of another vault.
             """)
 
@@ -23,6 +23,7 @@ struct Create: ParsableCommand {
     var passphraseCopy: Bool
     @Flag(name: .long("json"), help: "Print the result as JSON.") var json: Bool
     @OptionGroup var options: ConfigOption
+    @OptionGroup var secret: SecretOptions
 
     func validate() throws {
         guard !name.trimmingCharacters(in: .whitespaces).isEmpty else { throw ValidationError("--name is empty") }
@@ -31,7 +32,8 @@ struct Create: ParsableCommand {
     func run() async throws {
         try reporting {
             let path = absolutePath(folder)
-            let passphrase = passphraseCopy ? try readPassphrase(for: "--passphrase-copy") : nil
+            let passphrase =
+                passphraseCopy ? try secret.read("a passphrase for the passphrase copy", confirm: true) : nil
             let (session, kit) = try VaultSession.create(
                 folder: URL(fileURLWithPath: path), homeName: name, postQuantum: postQuantum, passphrase: passphrase,
                 configRoot: try options.configRoot())
@@ -80,20 +82,22 @@ struct KitPrint: ParsableCommand {
         discussion: """
             The kit itself is stored nowhere: `sempere create` shows it once. If that command (or `kit replace`) \
             stopped before showing it, this shows it, with no passphrase. Otherwise, if the vault has a passphrase copy \
-            (`create --passphrase-copy`), this opens it with the passphrase from $SEMPERE_PASSPHRASE or the first \
-            line of standard input and prints the kit again; --html writes a printable page (print it, then \
+            (`create --passphrase-copy`), this opens it with its passphrase (asked on the terminal, echo off; \
+            --secret-stdin or --secret-env NAME in a script) and prints the kit again; --html writes a printable page (print it, then \
             delete the file).
             """)
 
     @OptionalOption(name: .long("html"), help: "Also write the printable kit page to this file (0600).")
     var html: String?
     @OptionGroup var options: VaultOptions
+    @OptionGroup var secret: SecretOptions
 
     func run() async throws {
         try reporting {
             let session = try options.session()
             let unshown = try session.unshownKit()
-            let kit = try unshown ?? session.recoveryKit(passphrase: try readPassphrase(for: "the passphrase copy"))
+            let kit =
+                try unshown ?? session.recoveryKit(passphrase: try secret.read("the passphrase of the passphrase copy"))
             if let html {
                 let url = URL(fileURLWithPath: absolutePath(html))
                 // The page holds the kit's secret: never in the synced folder, never over another file.
@@ -121,7 +125,7 @@ struct KitReplace: ParsableCommand {
         commandName: "replace",
         abstract: "On home: replace the recovery kit, and print the new one.",
         discussion: """
-            With --with-current-kit (the current kit's secret in $SEMPERE_KIT or on standard input), the \
+            With --with-current-kit (the current kit's secret, asked on the terminal), the \
             replacement is immediate: a new epoch starts whose key the old kit never gets. Without it, the \
             replacement takes effect after the vault's delay (72 hours): every device shows it meanwhile, and \
             the current kit can still take over, which cancels it. So a stolen home cannot kill your paper kit \
@@ -133,11 +137,12 @@ struct KitReplace: ParsableCommand {
     var withCurrentKit: Bool
     @Flag(name: .long("json"), help: "Print the result as JSON.") var json: Bool
     @OptionGroup var options: VaultOptions
+    @OptionGroup var secret: SecretOptions
 
     func run() async throws {
         try reporting {
             var session = try options.session()
-            let current = try currentKit(if: withCurrentKit, for: session)
+            let current = try currentKit(if: withCurrentKit, for: session, from: secret)
             let before = session.notices.count
             let replaced = try session.replaceKit(currentKit: current)
             printNotices(session, after: before)

@@ -52,24 +52,33 @@ struct DevicesList: ParsableCommand {
 struct DevicesApprove: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "approve",
-        abstract: "On home: approve the device whose join request shows these six words (or this code).")
+        abstract: "On home: approve the device whose join request shows these six words (or this code).",
+        discussion: """
+            With neither --words nor --code, the six words are asked for on the terminal, echo off (--secret-stdin \
+            or --secret-env NAME in a script).
+            """)
 
     @OptionalOption(name: .long("words"), help: "The six words the new device shows.") var words: String?
     @OptionalOption(name: .long("code"), help: "The code the new device shows (its QR code, as text).")
     var code: String?
     @Flag(name: .long("json"), help: "Print the result as JSON.") var json: Bool
     @OptionGroup var options: VaultOptions
+    @OptionGroup var secret: SecretOptions
 
     func validate() throws {
-        if (words == nil) == (code == nil) {
-            throw ValidationError("give --words \"<the new device's six words>\" or --code <its code>")
+        if words != nil && code != nil {
+            throw ValidationError("give --words \"<the new device's six words>\" or --code <its code>, not both")
         }
     }
 
     func run() async throws {
         try reporting {
             var session = try options.session()
-            let approved = try session.approve(words.map { .words($0) } ?? .code(code ?? ""))
+            let check: JoinCheck =
+                if let code { .code(code) } else {
+                    .words(try words ?? secret.read("the six words the new device shows"))
+                }
+            let approved = try session.approve(check)
             let device = approved.device
             if json {
                 try printJSON([
@@ -86,7 +95,7 @@ struct DevicesApprove: ParsableCommand {
             streams.out("")
             streams.out("    \(approved.words)")
             streams.out("")
-            streams.out("    sempere join \(session.folder.url.path) --words \"\(approved.words)\"")
+            streams.out("    sempere join \(session.folder.url.path) --finish")
             streams.out("")
             streams.out("Or scan or paste this code there:")
             streams.out("")

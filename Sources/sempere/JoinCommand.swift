@@ -9,8 +9,9 @@ struct Join: ParsableCommand {
         discussion: """
             Step 1, on the new device: `sempere join <folder> --name <device>` writes a join request and shows \
             six words, valid for 10 minutes, and a code (as text and a QR code). Step 2, on home: `sempere \
-            devices approve --words "<those words>"` (or `--code <the code>`) shows six words and a code of its \
-            own. Step 3, on the new device: `sempere join <folder> --words "<home's words>"` (or `--code`). The \
+            devices approve` asks for those words (or give `--code <the code>`) and shows six words and a code \
+            of its own. Step 3, on the new device: `sempere join <folder> --finish` asks for home's words on the \
+            terminal, echo off (or give `--words "<home's words>"` or `--code`). The \
             words prove that both devices see the same request and the same vault; the codes carry the full \
             256 bits. Once the words have expired, ask again: home can approve the new request.
             """)
@@ -21,13 +22,17 @@ struct Join: ParsableCommand {
     @OptionalOption(name: .long("words"), help: "Step 3: the six words the home device shows.") var words: String?
     @OptionalOption(name: .long("code"), help: "Step 3: the code the home device shows (instead of the words).")
     var code: String?
+    @Flag(name: .long("finish"), help: "Step 3: ask for the six words home shows on the terminal, echo off.")
+    var finish: Bool
     @Flag(name: .long("json"), help: "Print the result as JSON.") var json: Bool
     @OptionGroup var options: ConfigOption
+    @OptionGroup var secret: SecretOptions
 
     func validate() throws {
-        if [name, words, code].compactMap({ $0 }).count != 1 {
+        if [name, words, code].compactMap({ $0 }).count + (finish ? 1 : 0) != 1 {
             throw ValidationError(
-                "give --name <device> to ask to join, or --words \"<home's six words>\" (or --code) to finish")
+                "give --name <device> to ask to join, or --finish (or --words \"<home's six words>\", or --code) to "
+                    + "finish")
         }
         if let name, name.trimmingCharacters(in: .whitespaces).isEmpty { throw ValidationError("--name is empty") }
     }
@@ -48,7 +53,10 @@ struct Join: ParsableCommand {
                 show(request, name: name, path: path)
                 return
             }
-            let check: JoinCheck = words.map { .words($0) } ?? .code(code ?? "")
+            let check: JoinCheck =
+                if let code { .code(code) } else {
+                    .words(try words ?? secret.read("the six words the home device shows"))
+                }
             let session = try VaultSession.finishJoin(folder: url, check: check, configRoot: root)
             let home = session.name(of: session.body.home)
             if json {
@@ -77,7 +85,7 @@ struct Join: ParsableCommand {
         streams.out("")
         streams.out("    \(request.words)")
         streams.out("")
-        streams.out("    sempere devices approve --words \"\(request.words)\"")
+        streams.out("    sempere devices approve      (it asks for the words)")
         streams.out("")
         streams.out("Or scan or paste this code there, which carries the full 256 bits:")
         streams.out("")

@@ -137,8 +137,8 @@ struct Reencrypt: ParsableCommand {
         discussion: """
             For when even old notes must stop opening with old keys (a removed device's, the old kit's). Every \
             note is written again under a new vault key that only the devices listed now and a new kit get, each \
-            keeping its author's signature; the new kit is printed. With --with-current-kit (the current kit in \
-            $SEMPERE_KIT or on standard input) it happens now; without, the kit replacement waits the vault's \
+            keeping its author's signature; the new kit is printed. With --with-current-kit (the current kit, \
+            asked on the terminal) it happens now; without, the kit replacement waits the vault's \
             delay (72 hours), as any replacement by home alone, and the re-encryption runs when you run this \
             again after it. Stopped or killed, run it again: it goes on where it stopped (once it has finished, \
             running it again does nothing until a device change). The old files go once each device that wrote \
@@ -149,11 +149,12 @@ struct Reencrypt: ParsableCommand {
     var withCurrentKit: Bool
     @Flag(name: .long("json"), help: "Print the result as JSON.") var json: Bool
     @OptionGroup var options: VaultOptions
+    @OptionGroup var secret: SecretOptions
 
     func run() async throws {
         try reporting {
             var session = try options.session()
-            let current = try currentKit(if: withCurrentKit, for: session)
+            let current = try currentKit(if: withCurrentKit, for: session, from: secret)
             let before = session.notices.count
             var bar: ProgressBar?
             var shown = 0

@@ -98,18 +98,6 @@ func readStandardInput() -> String {
     String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
 }
 
-/// The passphrase from $SEMPERE_PASSPHRASE, else the first line of standard input; `purpose` says what
-/// it is for when there is none.
-func readPassphrase(for purpose: String) throws -> String {
-    let passphrase =
-        ProcessInfo.processInfo.environment["SEMPERE_PASSPHRASE"]
-        ?? readStandardInput().split(separator: "\n", omittingEmptySubsequences: false).first.map(String.init)
-    guard let passphrase, !passphrase.isEmpty else {
-        throw failure("\(purpose) needs a passphrase in $SEMPERE_PASSPHRASE or on standard input")
-    }
-    return passphrase
-}
-
 /// A QR code for the terminal, or nothing when it cannot be made (the words or string suffice).
 func terminalQR(_ payload: some DataProtocol) -> String {
     (try? QRCode(payload).terminalText()) ?? ""
@@ -127,21 +115,11 @@ func confirm(_ question: String, yes: Bool) throws -> Bool {
     return answer == "y" || answer == "yes"
 }
 
-/// The kit secret from $SEMPERE_KIT, else the first line of standard input, for `option`.
-func readKitSecret(for option: String) throws -> String {
-    let secret =
-        ProcessInfo.processInfo.environment["SEMPERE_KIT"]
-        ?? readStandardInput().split(separator: "\n", omittingEmptySubsequences: false).first.map(String.init)
-    guard let secret, !secret.isEmpty else {
-        throw failure("\(option) needs the current kit in $SEMPERE_KIT or on standard input")
-    }
-    return secret.trimmingCharacters(in: .whitespaces)
-}
-
-/// The current kit, when `--with-current-kit` was given (its secret in $SEMPERE_KIT or on standard input).
-func currentKit(if given: Bool, for session: VaultSession) throws -> RecoveryKit? {
+/// The current kit, when `--with-current-kit` was given (its secret read as `secret` says).
+func currentKit(if given: Bool, for session: VaultSession, from secret: SecretOptions) throws -> RecoveryKit? {
     guard given else { return nil }
-    return try RecoveryKit(secretString: try readKitSecret(for: "--with-current-kit"), vaultID: session.body.vaultID)
+    return try RecoveryKit(
+        secretString: try secret.read("the current recovery kit (SEMPERE-KIT-1...)"), vaultID: session.body.vaultID)
 }
 
 /// Prints a new recovery kit: its secret and its QR code.

@@ -7,8 +7,9 @@ struct Takeover: ParsableCommand {
         commandName: "takeover",
         abstract: "Take the vault over with the recovery kit when home is lost: this device becomes home.",
         discussion: """
-            The kit is read from $SEMPERE_KIT or the first line of standard input; with --passphrase-copy, \
-            from the vault's recovery.age and the passphrase in $SEMPERE_PASSPHRASE or on standard input. \
+            The kit is asked for on the terminal (echo off); with --passphrase-copy, it is opened from the \
+            vault's recovery.age with its passphrase, asked the same way. In a script, --secret-stdin reads it \
+            from standard input and --secret-env NAME from an environment variable. \
             --keep names the devices you still have (names or id starts, comma-separated; "" keeps none but \
             this one): every other device is removed, and a new epoch starts that only the kept devices and \
             the kit can read. The takeover wins over any change from the old home it did not see; devices \
@@ -25,6 +26,7 @@ struct Takeover: ParsableCommand {
     var passphraseCopy: Bool
     @Flag(name: .long("json"), help: "Print the result as JSON.") var json: Bool
     @OptionGroup var options: ConfigOption
+    @OptionGroup var secret: SecretOptions
 
     func run() async throws {
         try reporting {
@@ -71,14 +73,9 @@ struct Takeover: ParsableCommand {
                 throw failure("this vault has no passphrase copy (recovery.age): give the paper kit instead")
             }
             return try RecoveryKit(
-                passphraseCopy: file, passphrase: try readPassphrase(for: "the passphrase copy"), vaultID: vaultID)
+                passphraseCopy: file, passphrase: try secret.read("the passphrase of the passphrase copy"),
+                vaultID: vaultID)
         }
-        let secret =
-            ProcessInfo.processInfo.environment["SEMPERE_KIT"]
-            ?? readStandardInput().split(separator: "\n", omittingEmptySubsequences: false).first.map(String.init)
-        guard let secret, !secret.isEmpty else {
-            throw failure("give the recovery kit (SEMPERE-KIT-1...) in $SEMPERE_KIT or on standard input")
-        }
-        return try RecoveryKit(secretString: secret.trimmingCharacters(in: .whitespaces), vaultID: vaultID)
+        return try RecoveryKit(secretString: try secret.read("the recovery kit (SEMPERE-KIT-1...)"), vaultID: vaultID)
     }
 }

@@ -140,12 +140,14 @@ struct CLICrashTests {
         defer { fixture.remove() }
         let kit = ["SEMPERE_KIT": fixture.kit]
         try Self.sweep(
-            fixture, device: "B", ["takeover", fixture.scratch.vault, "--keep", "Laptop"], environment: kit,
+            fixture, device: "B",
+            ["takeover", fixture.scratch.vault, "--keep", "Laptop", "--secret-env", "SEMPERE_KIT"], environment: kit,
             readers: ["A", "B"]
         ) { point in
             if try Self.home(fixture, as: "B") != "Phone" {
                 let again = try fixture.scratch.run(
-                    "B", ["takeover", fixture.scratch.vault, "--keep", "Laptop"], environment: kit)
+                    "B", ["takeover", fixture.scratch.vault, "--keep", "Laptop", "--secret-env", "SEMPERE_KIT"],
+                    environment: kit)
                 #expect(again.status == 0, "\(point): takeover again: \(again.err)")
             }
             #expect(try Self.home(fixture, as: "A") == "Phone", "\(point)")
@@ -157,7 +159,9 @@ struct CLICrashTests {
     func takeoverFromTheKit() throws {
         let fixture = try Fixture()
         defer { fixture.remove() }
-        let arguments = ["takeover", fixture.scratch.vault, "--name", "Desk", "--keep", "Phone"]
+        let arguments = [
+            "takeover", fixture.scratch.vault, "--name", "Desk", "--keep", "Phone", "--secret-env", "SEMPERE_KIT",
+        ]
         try Self.sweep(
             fixture, device: "C", arguments, environment: ["SEMPERE_KIT": fixture.kit], readers: ["B"]
         ) { point in
@@ -211,7 +215,7 @@ struct CLICrashTests {
     func kitReplaceCoSigned() throws {
         let fixture = try Fixture()
         defer { fixture.remove() }
-        let arguments = ["kit", "replace", "--with-current-kit"]
+        let arguments = ["kit", "replace", "--with-current-kit", "--secret-env", "SEMPERE_KIT"]
         let environment = ["SEMPERE_KIT": fixture.kit]
         try Self.sweep(fixture, device: "A", arguments, environment: environment, readers: ["A", "B"]) { point in
             let kit = try Self.finishKitReplacement(fixture, point: point, again: arguments, environment: environment)
@@ -265,7 +269,7 @@ struct CLICrashTests {
     func reencrypt() throws {
         let fixture = try Fixture()
         defer { fixture.remove() }
-        let arguments = ["reencrypt", "--with-current-kit"]
+        let arguments = ["reencrypt", "--with-current-kit", "--secret-env", "SEMPERE_KIT"]
         let environment = ["SEMPERE_KIT": fixture.kit]
         try Self.sweep(fixture, device: "A", arguments, environment: environment, readers: ["A", "B"]) { point in
             let body = try fixture.vault().body
@@ -307,7 +311,8 @@ struct CLICrashTests {
         let phoneConfig = URL(fileURLWithPath: fixture.scratch.config("B"))
         let stale = try VaultSession(configRoot: phoneConfig, folder: fixture.scratch.vault)
         let replaced = try fixture.scratch.run(
-            "A", ["kit", "replace", "--with-current-kit"], environment: ["SEMPERE_KIT": fixture.kit])
+            "A", ["kit", "replace", "--with-current-kit", "--secret-env", "SEMPERE_KIT"],
+            environment: ["SEMPERE_KIT": fixture.kit])
         #expect(replaced.status == 0, "\(replaced.err)")
         let late = try stale.newNote(markdown: "# Written offline\n")
         fixture.notes.append(VaultSession.noteID(late))

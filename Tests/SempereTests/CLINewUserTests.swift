@@ -81,7 +81,8 @@ extension CLITests {
 
         // A one-character passphrase for the copy that sits in the synced folder: nothing is created.
         let weak = try scratch.run(
-            "A", ["create", scratch.vault, "--name", "Laptop", "--passphrase-copy"],
+            "A",
+            ["create", scratch.vault, "--name", "Laptop", "--passphrase-copy", "--secret-env", "SEMPERE_PASSPHRASE"],
             environment: ["SEMPERE_PASSPHRASE": "x"])
         #expect(weak.status == 1 && weak.err.contains("at least 16 characters"), "\(weak.err)")
         #expect(!FileManager.default.fileExists(atPath: scratch.vault + "/vault.json"))
@@ -173,14 +174,15 @@ extension CLITests {
         #expect(try scratch.run("A", ["new", "Taxes", "--text", "keep me"]).status == 0)
 
         // The laptop is lost. A new device, C, has only the kit.
-        let unsure = try scratch.run("C", ["takeover", scratch.vault, "--name", "Desk"], input: kit)
+        let unsure = try scratch.run("C", ["takeover", scratch.vault, "--name", "Desk", "--secret-stdin"], input: kit)
         #expect(unsure.status == 1 && unsure.err.contains("--keep") && unsure.err.contains("Phone"), "\(unsure.err)")
         let wrongKit = try scratch.run(
-            "C", ["takeover", scratch.vault, "--name", "Desk", "--keep", "Phone"],
+            "C", ["takeover", scratch.vault, "--name", "Desk", "--keep", "Phone", "--secret-env", "SEMPERE_KIT"],
             environment: ["SEMPERE_KIT": "SEMPERE-KIT-1-" + String(repeating: "A", count: 52)])
         #expect(wrongKit.status == 1, "\(wrongKit.err)")
         let took = try scratch.run(
-            "C", ["takeover", scratch.vault, "--name", "Desk", "--keep", "Phone", "--json"], input: kit)
+            "C", ["takeover", scratch.vault, "--name", "Desk", "--keep", "Phone", "--json", "--secret-stdin"],
+            input: kit)
         #expect(took.status == 0, "\(took.err)")
         #expect((try took.json() as? [String: Any])?["devices"] as? [String] == ["Phone", "Desk"])
 
@@ -230,12 +232,15 @@ extension CLITests {
         #expect(twice.status == 1 && twice.err.contains("already waiting"), "\(twice.err)")
 
         // The phone's owner did not ask for it: the current kit takes over, which cancels the replacement.
-        let took = try scratch.run("B", ["takeover", scratch.vault, "--keep", ""], environment: ["SEMPERE_KIT": kit])
+        let took = try scratch.run(
+            "B", ["takeover", scratch.vault, "--keep", "", "--secret-env", "SEMPERE_KIT"],
+            environment: ["SEMPERE_KIT": kit])
         #expect(took.status == 0, "\(took.err)")
         let after = try scratch.run("B", ["ls"])
         #expect(after.status == 0 && !after.err.contains("BEING REPLACED"), "\(after.err)")
         // Now home, the phone replaces the kit at once with the current kit's signature.
-        let now = try scratch.run("B", ["kit", "replace", "--with-current-kit", "--json"], input: kit)
+        let now = try scratch.run(
+            "B", ["kit", "replace", "--with-current-kit", "--json", "--secret-stdin"], input: kit)
         #expect(now.status == 0, "\(now.err)")
         let effective = (try now.json() as? [String: Any])?["effective_at"] as? String
         #expect(effective == "now")
@@ -248,15 +253,22 @@ extension CLITests {
         let passphrase = ["SEMPERE_PASSPHRASE": "correct horse battery staple"]
         #expect(
             try scratch.run(
-                "A", ["create", scratch.vault, "--name", "Laptop", "--passphrase-copy"], environment: passphrase
+                "A",
+                [
+                    "create", scratch.vault, "--name", "Laptop", "--passphrase-copy", "--secret-env",
+                    "SEMPERE_PASSPHRASE",
+                ], environment: passphrase
             ).status == 0)
         let inside = try scratch.run(
-            "A", ["kit", "print", "--html", scratch.vault + "/kit.html"], environment: passphrase)
+            "A", ["kit", "print", "--html", scratch.vault + "/kit.html", "--secret-env", "SEMPERE_PASSPHRASE"],
+            environment: passphrase)
         #expect(inside.status == 1 && inside.err.contains("inside the vault folder"), "\(inside.err)")
         #expect(!FileManager.default.fileExists(atPath: scratch.vault + "/kit.html"))
         let existing = scratch.root.appendingPathComponent("notes.txt")
         try Data("mine".utf8).write(to: existing)
-        let over = try scratch.run("A", ["kit", "print", "--html", existing.path], environment: passphrase)
+        let over = try scratch.run(
+            "A", ["kit", "print", "--html", existing.path, "--secret-env", "SEMPERE_PASSPHRASE"],
+            environment: passphrase)
         #expect(over.status == 1 && over.err.contains("exists already"), "\(over.err)")
         #expect(try String(contentsOf: existing, encoding: .utf8) == "mine")
 

@@ -352,7 +352,10 @@ struct CLITests {
         defer { scratch.remove() }
         let config = scratch.config("C")
         let created = try Self.run(
-            ["create", scratch.vault, "--name", "Desk", "--config", config, "--passphrase-copy"],
+            [
+                "create", scratch.vault, "--name", "Desk", "--config", config, "--passphrase-copy", "--secret-env",
+                "SEMPERE_PASSPHRASE",
+            ],
             environment: ["HOME": scratch.root.path, "SEMPERE_PASSPHRASE": "correct horse battery staple"])
         #expect(created.status == 0, "\(created.err)")
         #expect(FileManager.default.fileExists(atPath: scratch.vault + "/recovery.age"))
@@ -362,13 +365,13 @@ struct CLITests {
         // The kit, printed again from the passphrase copy, with its page; a wrong passphrase is refused.
         let page = scratch.root.appendingPathComponent("kit.html")
         let reprinted = try Self.run(
-            ["kit", "print", "--html", page.path, "--config", config],
+            ["kit", "print", "--html", page.path, "--config", config, "--secret-env", "SEMPERE_PASSPHRASE"],
             environment: ["HOME": scratch.root.path, "SEMPERE_PASSPHRASE": "correct horse battery staple"])
         #expect(reprinted.status == 0 && reprinted.out.contains(secret), "\(reprinted.err)")
         let html = try String(contentsOf: page, encoding: .utf8)
         #expect(html.contains("<svg") && html.filter { $0 != " " }.contains(secret))
         let wrong = try Self.run(
-            ["kit", "print", "--config", config],
+            ["kit", "print", "--config", config, "--secret-env", "SEMPERE_PASSPHRASE"],
             environment: ["HOME": scratch.root.path, "SEMPERE_PASSPHRASE": "nope"])
         #expect(wrong.status == 1 && wrong.err.contains("wrong passphrase"))
         let again = try Self.run(
@@ -447,7 +450,8 @@ struct CLITests {
         #expect(try scratch.run("A", ["repair"]).out.contains("Nothing is set aside"))
         #expect(!FileManager.default.fileExists(atPath: path.path))
 
-        let reencrypted = try scratch.run("A", ["reencrypt", "--with-current-kit"], environment: ["SEMPERE_KIT": kit])
+        let reencrypted = try scratch.run(
+            "A", ["reencrypt", "--with-current-kit", "--secret-env", "SEMPERE_KIT"], environment: ["SEMPERE_KIT": kit])
         #expect(reencrypted.status == 0, "\(reencrypted.err)")
         #expect(reencrypted.out.contains("NEW RECOVERY KIT") && reencrypted.out.contains("Re-encrypted 1 note under"))
         #expect(reencrypted.err.contains("re-encrypted 1 of 1 notes"), "\(reencrypted.err)")
@@ -457,7 +461,8 @@ struct CLITests {
         #expect(after["waiting_for_removal"] as? [String] == [])
         // The old kit no longer takes over.
         let takeover = try scratch.run(
-            "B", ["takeover", scratch.vault, "--keep", "Laptop"], environment: ["SEMPERE_KIT": kit])
+            "B", ["takeover", scratch.vault, "--keep", "Laptop", "--secret-env", "SEMPERE_KIT"],
+            environment: ["SEMPERE_KIT": kit])
         #expect(takeover.status == 1, "\(takeover.out)")
     }
 
@@ -475,7 +480,8 @@ struct CLITests {
         for arguments in [
             ["frobnicate"], ["create", "/tmp/x"], ["join", "/tmp/x"],
             ["join", "/tmp/x", "--name", "a", "--words", "b"],
-            ["new"], ["devices", "approve"], ["import"], ["ls", "--bogus"], ["devices", "rename", "a"],
+            ["new"], ["devices", "approve", "--words", "a", "--code", "b"], ["import"], ["ls", "--bogus"],
+            ["devices", "rename", "a"],
         ] {
             let result = try Self.run(arguments)
             #expect(result.status == 64, "\(arguments)")

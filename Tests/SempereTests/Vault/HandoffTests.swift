@@ -80,7 +80,7 @@ struct HandoffTests {
         expectSempereError(.badSignature) { try resigned.accept(pinned: t.phonePin) }
     }
 
-    @Test("records are compact: vault.json commits to the list; an altered list sets the notes aside, a missing one waits")
+    @Test("compact records: vault.json commits to the list; an altered list sets notes aside, a missing one waits")
     func compactRecords() throws {
         let folderURL = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: folderURL) }
