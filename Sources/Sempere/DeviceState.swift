@@ -111,6 +111,11 @@ public struct DeviceState: Codable, Sendable, Equatable {
         Self.directory(root: root).appendingPathComponent("\(vaultID).vault.json")
     }
 
+    /// Where this device keeps the notes it removed, restorable for 30 days: `<root>/vaults/<vault_id>.trash/`.
+    public func trashDirectory(root: URL) -> URL {
+        Self.directory(root: root).appendingPathComponent("\(vaultID).trash")
+    }
+
     /// The lock every command that changes this device's files of the vault holds (``VaultSession``):
     /// `<root>/vaults/<vault_id>.lock`.
     public func lockFile(root: URL) -> URL {

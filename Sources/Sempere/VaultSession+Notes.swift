@@ -449,7 +449,8 @@ extension VaultSession {
         }
     }
 
-    /// Removes this device's note at `path`. Only a note that opens and that this device signed is removed.
+    /// Removes this device's note at `path` into its trash (``trash()``, restorable for ``trashDays`` days). Only
+    /// a note that opens and that this device signed is removed.
     /// A set-aside one is kept ("never deleted unless you say so", and only through Repair): removing it
     /// here could lose another device's note that the provider moved into this folder. The deletion is
     /// recorded in this device's manifest first, so a copy of the note put back later is set aside.
@@ -470,6 +471,8 @@ extension VaultSession {
                 "note \(Self.noteID(path).prefix(8)) was written by \(name(of: opened.author)); only its author "
                     + "removes it (each device writes only its own notes)")
         }
+        // Into this device's trash first, so that nothing is lost if the command stops after the manifest.
+        try moveToTrash(path: path, markdown: opened.markdown)
         var manifest = try ownManifest()
         let id = Self.noteID(path)
         manifest.recordDeletion(id, version: max(opened.version, manifest.notes[id] ?? 0))

@@ -136,7 +136,74 @@ struct Remove: ParsableCommand {
                 try printJSON(["id": id, "removed": true])
                 return
             }
-            streams.out("Removed note \(id).")
+            streams.out(
+                "Removed note \(id.prefix(8)); it stays in this device's trash for \(VaultSession.trashDays) days: "
+                    + "`sempere trash restore \(id.prefix(8))` brings it back.")
+        }
+    }
+}
+
+/// `sempere trash`: the notes this device removed, restorable for 30 days.
+struct Trash: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "trash",
+        abstract: "List the notes this device removed in the last 30 days, or restore one.",
+        discussion: """
+            `sempere rm` keeps each note it removes in this device's trash, encrypted to this device's own key \
+            and never in the synced folder, for 30 days; then the deletion is final.
+            """,
+        subcommands: [TrashList.self, TrashRestore.self], defaultSubcommand: TrashList.self)
+}
+
+struct TrashList: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "list", abstract: "List the trash, newest first.")
+
+    @Flag(name: .long("json"), help: "Print the trash as JSON.") var json: Bool
+    @OptionGroup var options: VaultOptions
+
+    func run() async throws {
+        try reporting {
+            let entries = try options.session().trash()
+            if json {
+                try printJSON(
+                    entries.map {
+                        [
+                            "id": $0.id, "path": $0.path, "title": $0.title, "deleted": isoDate($0.deletedAt),
+                            "expires": isoDate($0.expiresAt),
+                        ]
+                    })
+                return
+            }
+            guard !entries.isEmpty else {
+                streams.out("The trash is empty.")
+                return
+            }
+            for entry in entries {
+                streams.out(
+                    "\(entry.id.prefix(8))  \(printable(entry.title))  removed \(isoDate(entry.deletedAt)), kept until "
+                        + isoDate(entry.expiresAt))
+            }
+        }
+    }
+}
+
+struct TrashRestore: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "restore", abstract: "Bring a note back from the trash, as it was when removed.")
+
+    @Argument(help: "The note's id, or the start of it.") var id: String
+    @Flag(name: .long("json"), help: "Print the result as JSON.") var json: Bool
+    @OptionGroup var options: VaultOptions
+
+    func run() async throws {
+        try reporting {
+            let path = try options.session().restoreFromTrash(id)
+            let restored = VaultSession.noteID(path)
+            if json {
+                try printJSON(["id": restored, "restored": true])
+                return
+            }
+            streams.out("Restored note \(restored.prefix(8)).")
         }
     }
 }

@@ -21,7 +21,7 @@ struct SempereCommand: ParsableCommand {
         subcommands: [
             Create.self, Join.self, Devices.self, New.self, List.self, Cat.self, Remove.self, Search.self,
             Import.self, Export.self, Edit.self, Repair.self, Kit.self, Takeover.self, Reencrypt.self, Alerts.self,
-            Status.self,
+            Status.self, Trash.self,
         ])
 }
 

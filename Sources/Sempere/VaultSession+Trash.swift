@@ -1,0 +1,117 @@
+import Age
+import Foundation
+
+/// The trash (`sempere trash`): a note this device removes stays restorable here for ``trashDays`` days, then the
+/// deletion is final. The vault itself records the deletion at once (the manifest, then the file goes), so every
+/// device stops showing the note as it does today; the trash is this device's own, like a phone's "Recently
+/// Deleted": each entry is the note's text encrypted to this device's own key, in
+/// `<config>/vaults/<vault_id>.trash/<note_id>.age`, never in the synced folder, so the provider keeps no copy of
+/// what was deleted.
+extension VaultSession {
+    /// How long a removed note can be restored.
+    public static let trashDays = 30
+
+    /// A removed note, restorable until ``expiresAt``.
+    public struct TrashEntry: Sendable, Equatable {
+        public let id: String
+        /// Where the note was: its author's path.
+        public let path: String
+        public let title: String
+        public let deletedAt: Date
+        public var expiresAt: Date { deletedAt.addingTimeInterval(TimeInterval(VaultSession.trashDays) * 86_400) }
+    }
+
+    struct TrashFile: Codable {
+        var path: String
+        var title: String
+        var deletedAt: Int64
+        var markdown: String
+
+        enum CodingKeys: String, CodingKey {
+            case path, title, deletedAt = "deleted_at", markdown
+        }
+    }
+
+    var trashDirectory: URL { state.trashDirectory(root: configRoot) }
+
+    /// Keeps `markdown`, the note at `path` this device is removing, in the trash.
+    func moveToTrash(path: String, markdown: String) throws {
+        let file = TrashFile(
+            path: path, title: Self.title(of: markdown), deletedAt: Int64(now.timeIntervalSince1970),
+            markdown: markdown)
+        let sealed = try Age.encrypt(try JSONEncoder().encode(file), to: [keys.identity.recipient])
+        do {
+            try FileManager.default.createDirectory(
+                at: trashDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw SempereError(
+                .io, "cannot create the trash \(trashDirectory.path): \(plainCreateFailure(at: trashDirectory, error))")
+        }
+        try AtomicWrite.write(
+            sealed, to: trashDirectory.appendingPathComponent("\(Self.noteID(path)).age"), mode: 0o600)
+    }
+
+    /// What the trash holds, newest first; entries past their ``trashDays`` are deleted for good first.
+    public func trash() throws -> [TrashEntry] {
+        try state.locked(root: configRoot) {
+            try trashFiles().compactMap { url, file in
+                let entry = TrashEntry(
+                    id: url.deletingPathExtension().lastPathComponent, path: file.path, title: file.title,
+                    deletedAt: Date(timeIntervalSince1970: TimeInterval(file.deletedAt)))
+                guard entry.expiresAt > now else {
+                    try? FileManager.default.removeItem(at: url)
+                    return nil
+                }
+                return entry
+            }.sorted { $0.deletedAt > $1.deletedAt }
+        }
+    }
+
+    /// Brings the note `text` names (its id, or a unique start of it) back from the trash: this device's own note
+    /// at its own path, as its next version (the vault then shows it again on every device), and the entry goes.
+    public func restoreFromTrash(_ text: String) throws -> String {
+        try state.locked(root: configRoot) {
+            let entries = try trash()
+            let wanted = text.lowercased()
+            let matches = entries.filter { !wanted.isEmpty && $0.id.hasPrefix(wanted) }
+            guard matches.count == 1, let entry = matches.first else {
+                throw SempereError(
+                    .notFound,
+                    matches.isEmpty
+                        ? "the trash holds no note \"\(text)\": `sempere trash` lists what it holds"
+                        : "\"\(text)\" starts more than one note id in the trash: use more of it")
+            }
+            let url = trashDirectory.appendingPathComponent("\(entry.id).age")
+            guard let file = try trashFiles().first(where: { $0.0 == url })?.1 else {
+                throw SempereError(.notFound, "the trash entry \(entry.id.prefix(8)) is gone")
+            }
+            var manifest = try ownManifest()
+            let id = Self.noteID(entry.path)
+            let version = max(manifest.notes[id] ?? 0, manifest.deleted[id] ?? 0) + 1
+            try write(file.markdown, at: entry.path, version: version)
+            manifest.recordWrite(id, version: version)
+            try saveOwnManifest(manifest)
+            try? FileManager.default.removeItem(at: url)
+            return entry.path
+        }
+    }
+
+    /// Every trash file this device can open, with its contents.
+    private func trashFiles() throws -> [(URL, TrashFile)] {
+        guard FileManager.default.fileExists(atPath: trashDirectory.path) else { return [] }
+        let names: [String]
+        do {
+            names = try FileManager.default.contentsOfDirectory(atPath: trashDirectory.path)
+        } catch {
+            throw SempereError(.io, "cannot list the trash \(trashDirectory.path): \(plainDescription(of: error))")
+        }
+        return names.filter { $0.hasSuffix(".age") }.sorted().compactMap { name in
+            let url = trashDirectory.appendingPathComponent(name)
+            guard let sealed = FileManager.default.contents(atPath: url.path),
+                let plain = try? Age.decrypt(sealed, identities: [keys.identity.ageIdentity]),
+                let file = try? JSONDecoder().decode(TrashFile.self, from: plain)
+            else { return nil }
+            return (url, file)
+        }
+    }
+}
