@@ -171,10 +171,13 @@ extension VaultSession {
         let count = alerts.count
         guard count > 0 else { return 0 }
         let (current, root) = (state, configRoot)
+        let shown = Set(alerts.map(\.id))
         state = try current.locked(root: root) {
-            // Read again under the lock: another command may have moved the pin since this one opened the vault.
+            // Read again under the lock: another command may have moved the pin, or raised an alert this one has
+            // not shown, since this one opened the vault. Only the alerts shown here are acknowledged.
             var saved = try DeviceState.load(DeviceState.file(root: root, vaultID: current.vaultID))
-            saved.alerts = nil
+            saved.alerts = saved.alerts?.filter { !shown.contains($0.id) }
+            if saved.alerts?.isEmpty == true { saved.alerts = nil }
             try saved.save(root: root)
             return saved
         }
@@ -307,11 +310,16 @@ extension VaultSession {
 
     /// Writes vault.json after a change home made, and follows it.
     mutating func publish(_ updated: SignedVault) throws {
-        try folder.write(updated)
-        let pin = try updated.accept(pinned: state.pin, now: now)
-        try Self.saveCopy(of: updated, state: state, root: configRoot)
-        state.pin = pin
-        try state.save(root: configRoot)
+        let (current, root, folder, now) = (state, configRoot, folder, now)
+        var saved = current
+        // Under the lock: two commands on home at once must not both write vault.json and the state.
+        try current.locked(root: root) {
+            try folder.write(updated)
+            saved.pin = try updated.accept(pinned: current.pin, now: now)
+            try Self.saveCopy(of: updated, state: current, root: root)
+            try saved.save(root: root)
+        }
+        state = saved
         vault = updated
     }
 

@@ -138,17 +138,23 @@ extension VaultSession {
             let unverified = try? VaultFolder(url: url).unverifiedVault(), state.vaultID == unverified.body.vaultID
         else { return nil }
         let keys = try deviceKeys(configRoot: configRoot)
-        guard unverified.body.removed.contains(where: { $0.device.id == keys.id }),
-            unverified.body.device(keys.id) == nil
-        else { throw SempereError(.alreadyExists, "this device is already in the vault in \(url.path)") }
-        return try setAsideRemovedDevice(state: state, configRoot: configRoot, now: now)
+        // Decided on the list this device can verify from its pin, never on an unchecked vault.json: a forged one
+        // must not get this device's keys moved aside.
+        let body = try VaultFolder(url: url).vault(pinned: state.pin, now: now).vault.body
+        guard body.removed.contains(where: { $0.device.id == keys.id }), body.device(keys.id) == nil else {
+            throw SempereError(.alreadyExists, "this device is already in the vault in \(url.path)")
+        }
+        return try state.locked(root: configRoot) {
+            try setAsideRemovedDevice(state: state, configRoot: configRoot, now: now)
+        }
     }
 
     /// Moves a removed device's state of the vault, and its keys, out of the way (`<root>/removed/<vault_id>-<time>`,
     /// itself a configuration directory: `sempere export --unsynced <folder> --config <it>` still saves what the
     /// device had not synced), so that joining again starts with a fresh device key, as a new device (home
     /// approves it anew). The keys are one per device: when another vault still uses them, nothing is moved, and
-    /// the error says to join from a configuration directory of its own.
+    /// the error says to join from a configuration directory of its own. Each move is a rename; when one fails,
+    /// those made are moved back, so that the device is left as it was.
     static func setAsideRemovedDevice(state: DeviceState, configRoot: URL, now: Date) throws -> URL {
         let others = try DeviceState.all(root: configRoot).filter { $0.vaultID != state.vaultID }
         guard others.isEmpty else {
@@ -163,23 +169,34 @@ extension VaultSession {
             .appendingPathComponent("\(state.vaultID)-\(Int64(now.timeIntervalSince1970))")
         let vaults = aside.appendingPathComponent("vaults")
         let manager = FileManager.default
+        var moved: [(from: URL, to: URL)] = []
         do {
             try manager.createDirectory(
                 at: vaults, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            // The keys first, then the state: the lock file stays (this command holds it).
+            var moves = [(DeviceState.keyStoreDirectory(root: configRoot), DeviceState.keyStoreDirectory(root: aside))]
             let directory = DeviceState.file(root: configRoot, vaultID: state.vaultID).deletingLastPathComponent()
-            for name in try manager.contentsOfDirectory(atPath: directory.path)
-            where name.hasPrefix("\(state.vaultID).") {
-                try manager.moveItem(
-                    at: directory.appendingPathComponent(name), to: vaults.appendingPathComponent(name))
+            let lock = state.lockFile(root: configRoot).lastPathComponent
+            for name in try manager.contentsOfDirectory(atPath: directory.path).sorted()
+            where name.hasPrefix("\(state.vaultID).") && name != lock {
+                moves.append((directory.appendingPathComponent(name), vaults.appendingPathComponent(name)))
             }
-            try manager.moveItem(
-                at: DeviceState.keyStoreDirectory(root: configRoot),
-                to: DeviceState.keyStoreDirectory(root: aside))
+            for (from, to) in moves {
+                try manager.moveItem(at: from, to: to)
+                moved.append((from, to))
+            }
         } catch {
+            var restored = true
+            for (from, to) in moved.reversed() where (try? manager.moveItem(at: to, to: from)) == nil {
+                restored = false
+            }
             throw SempereError(
                 .io,
                 "cannot keep this removed device's old state aside in \(aside.path): \(plainDescription(of: error)); "
-                    + "nothing else was changed")
+                    + (restored
+                        ? "nothing was changed"
+                        : "some of it is there and the rest is still in \(configRoot.path): move the rest there "
+                            + "by hand before joining again"))
         }
         return aside
     }

@@ -81,6 +81,10 @@ extension VaultSession {
     /// Restores the set-aside entry: its text becomes a note of this device (the next version of this device's
     /// own note at that path, or a new note), then the set-aside file is removed where this device may.
     public func repairRestore(_ entry: SetAside) throws -> Restored {
+        try state.locked(root: configRoot) { try repairRestoreLocked(entry) }
+    }
+
+    private func repairRestoreLocked(_ entry: SetAside) throws -> Restored {
         let text = try setAsideText(entry)
         var manifest = try ownManifest()
         let target: String
@@ -106,6 +110,10 @@ extension VaultSession {
 
     /// Deletes the set-aside file (after the person said so), where this device may.
     public func repairDelete(_ entry: SetAside) throws {
+        try state.locked(root: configRoot) { try repairDeleteLocked(entry) }
+    }
+
+    private func repairDeleteLocked(_ entry: SetAside) throws {
         if let reason = mayRemove(entry.path) {
             throw SempereError(.notHome, "\(entry.path) was not deleted: \(reason)")
         }

@@ -87,6 +87,16 @@ extension VaultSession {
             }
             var manifest = try ownManifest()
             let id = Self.noteID(entry.path)
+            // Only a note whose deletion the manifest holds: a `rm` that stopped after keeping the entry left the
+            // note live, and its text since may be newer than the entry's.
+            guard manifest.deleted[id] != nil, manifest.notes[id] == nil else {
+                try? FileManager.default.removeItem(at: url)
+                throw SempereError(
+                    .notFound,
+                    "note \(entry.id.prefix(8)) was never removed from the vault (the `rm` that kept it stopped before "
+                        + "recording the deletion), so it is still a note: `sempere cat \(entry.id.prefix(8))`; the trash "
+                        + "entry is dropped")
+            }
             let version = max(manifest.notes[id] ?? 0, manifest.deleted[id] ?? 0) + 1
             try write(file.markdown, at: entry.path, version: version)
             manifest.recordWrite(id, version: version)

@@ -29,7 +29,11 @@ extension VaultSession {
 
     /// The vault's state now, from one listing of its notes.
     public func status() throws -> Status {
-        let listing = try list(withText: false)
+        // A removed device has no keys of the vault any more: its status says so, without a listing.
+        let listing =
+            body.device(keys.id) == nil
+            ? Listing(notes: [], pending: [], setAside: [], waitingForRemoval: [], warnings: [])
+            : try list(withText: false)
         return Status(
             folder: folder.url.path, vaultID: body.vaultID, thisDevice: body.device(keys.id),
             home: body.device(body.home), epoch: body.currentEpoch.number, devices: body.devices, alerts: alerts,

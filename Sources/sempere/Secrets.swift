@@ -32,14 +32,14 @@ struct SecretOptions: ParsableArguments {
             streams.err(
                 "sempere: warning: reading \(what) from $\(name): every program you run can read your environment, "
                     + "and some log it; unset it once done, or let sempere ask on the terminal")
-            return value.trimmingCharacters(in: .whitespacesAndNewlines)
+            return Self.withoutLineEnd(value)
         }
         if fromStandardInput {
             let first = readStandardInput().split(separator: "\n", omittingEmptySubsequences: false).first
             guard let line = first.map(String.init), !line.trimmingCharacters(in: .whitespaces).isEmpty else {
                 throw failure("--secret-stdin: standard input holds no \(what) on its first line")
             }
-            return line.trimmingCharacters(in: .whitespacesAndNewlines)
+            return Self.withoutLineEnd(line)
         }
         let secret = try Self.askTerminal("\(what.prefix(1).uppercased() + what.dropFirst()): ", what: what)
         if confirm, try Self.askTerminal("The same again, to check: ", what: what) != secret {
@@ -48,7 +48,16 @@ struct SecretOptions: ParsableArguments {
         return secret
     }
 
-    /// Asks on the controlling terminal with echo off, and restores it (also when reading fails).
+    /// `text` without a line end (`\n`, `\r\n`): a passphrase keeps its other spaces, as it was made with them (the
+    /// kit and the words ignore white space themselves).
+    static func withoutLineEnd(_ text: String) -> String {
+        var text = text
+        while text.hasSuffix("\n") || text.hasSuffix("\r") { text.removeLast() }
+        return text
+    }
+
+    /// Asks on the controlling terminal with echo off, and restores it (also when reading fails, and when a signal
+    /// ends the program while it waits: Ctrl-C at the prompt must not leave the terminal without echo).
     static func askTerminal(_ prompt: String, what: String) throws -> String {
         let descriptor = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)
         guard descriptor >= 0 else {
@@ -64,9 +73,15 @@ struct SecretOptions: ParsableArguments {
             var quiet = saved
             quiet.c_lflag &= ~tcflag_t(ECHO)
             quiet.c_lflag |= tcflag_t(ECHONL)
+            TerminalRestore.arm(descriptor, saved)
             tcsetattr(descriptor, TCSAFLUSH, &quiet)
         }
-        defer { if isTerminal { tcsetattr(descriptor, TCSAFLUSH, &saved) } }
+        defer {
+            if isTerminal {
+                tcsetattr(descriptor, TCSAFLUSH, &saved)
+                TerminalRestore.disarm()
+            }
+        }
         var bytes: [UInt8] = []
         var byte: UInt8 = 0
         while true {
@@ -75,8 +90,37 @@ struct SecretOptions: ParsableArguments {
             guard count == 1, byte != UInt8(ascii: "\n") else { break }
             bytes.append(byte)
         }
-        let line = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !line.isEmpty else { throw failure("no \(what) was typed; nothing was done") }
+        let line = withoutLineEnd(String(decoding: bytes, as: UTF8.self))
+        guard !line.trimmingCharacters(in: .whitespaces).isEmpty else {
+            throw failure("no \(what) was typed; nothing was done")
+        }
         return line
+    }
+}
+
+/// The terminal's settings while a prompt has echo off, put back by a signal that ends the program (SIGINT,
+/// SIGTERM, SIGHUP, SIGQUIT), which then ends it as it would have, as readpassphrase(3) does.
+enum TerminalRestore {
+    nonisolated(unsafe) private static var descriptor: Int32 = -1
+    nonisolated(unsafe) private static var saved = termios()
+    private static let signals = [SIGINT, SIGTERM, SIGHUP, SIGQUIT]
+
+    static func arm(_ descriptor: Int32, _ settings: termios) {
+        saved = settings
+        Self.descriptor = descriptor
+        for number in signals {
+            signal(number) { received in
+                if TerminalRestore.descriptor >= 0 {
+                    tcsetattr(TerminalRestore.descriptor, TCSAFLUSH, &TerminalRestore.saved)
+                }
+                signal(received, SIG_DFL)
+                raise(received)
+            }
+        }
+    }
+
+    static func disarm() {
+        descriptor = -1
+        for number in signals { signal(number, SIG_DFL) }
     }
 }

@@ -19,6 +19,8 @@ extension CLITests {
             told.err.contains("this device was removed from the vault") && told.err.contains("export --unsynced")
                 && told.err.contains("sempere join"), "\(told.err)")
         #expect(!told.err.contains("already in the vault"))
+        let status = try scratch.run("B", ["status"])
+        #expect(status.status == 0 && status.out.contains("removed from the vault"), "\(status.out) \(status.err)")
 
         // Back in: a fresh key, the old state kept aside, and home approves it as a new device.
         let asked = try scratch.run("B", ["join", scratch.vault, "--name", "Phone", "--json"])

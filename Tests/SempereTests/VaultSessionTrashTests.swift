@@ -23,12 +23,23 @@ extension VaultSessionTests {
 
         // Restored: the same note, its next version, shown on every device again.
         let id = VaultSession.noteID(kept)
+        let entryFile = pair.phone.state.trashDirectory(root: pair.phone.configRoot)
+            .appendingPathComponent("\(id).age")
+        let entryBytes = try Data(contentsOf: entryFile)
         #expect(try pair.phone.restoreFromTrash(String(id.prefix(8))) == kept)
         let shown = try pair.home.list().notes
         #expect(shown.map(\.id) == [id] && shown.first?.markdown == "# Packing list\n\ntent\n")
         #expect(shown.first?.version == 2)
         #expect(try pair.phone.trash().map(\.title) == ["Old idea"])
         expectSempereError(.notFound) { try pair.phone.restoreFromTrash(String(id.prefix(8))) }
+        // An entry whose note is live (an `rm` that stopped after keeping it), edited since: restoring it would
+        // write the old text over the edit, so it is refused and the entry dropped.
+        try pair.phone.updateNote(at: kept, markdown: "# Packing list\n\ntent, stove\n")
+        try entryBytes.write(to: entryFile)
+        let live = expectSempereError(.notFound) { try pair.phone.restoreFromTrash(String(id.prefix(8))) }
+        #expect(live?.reason.contains("never removed from the vault") == true)
+        #expect(try pair.home.list().notes.first?.markdown == "# Packing list\n\ntent, stove\n")
+        #expect(try pair.phone.trash().map(\.title) == ["Old idea"])
 
         // Thirty days and a second later, the other entry is gone for good.
         let later = try VaultSession(

@@ -145,13 +145,20 @@ public final class EpochFileLists: @unchecked Sendable {
     private func list(record: VaultBody.Record, vaultID: String) throws -> EpochFileList {
         let bytes: Data
         if let folder {
-            do {
-                bytes = try folder.read(EpochFileList.path(epoch: record.epoch))
-            } catch {
+            let path = EpochFileList.path(epoch: record.epoch)
+            guard FileManager.default.fileExists(atPath: folder.url.appendingPathComponent(path).path) else {
                 throw SempereError(
                     .notFound,
-                    "the record of the notes that existed at the end of epoch \(record.epoch) "
-                        + "(\(EpochFileList.path(epoch: record.epoch))) is missing")
+                    "the record of the notes that existed at the end of epoch \(record.epoch) (\(path)) is missing")
+            }
+            do {
+                bytes = try folder.read(path)
+            } catch {
+                // There and not readable: not something waiting for sync.
+                throw SempereError(
+                    .io,
+                    "the record of the notes that existed at the end of epoch \(record.epoch) (\(path)) cannot be "
+                        + "read: check its permissions")
             }
         } else if let list = given[record.epoch] {
             bytes = list.bytes
