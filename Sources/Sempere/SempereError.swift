@@ -31,6 +31,7 @@ public struct SempereError: Error, Sendable, CustomStringConvertible {
             case weakPassphrase
             case emptyNote
             case unsafeDestination
+            case conflict
         }
 
         let backing: Backing
@@ -78,6 +79,9 @@ public struct SempereError: Error, Sendable, CustomStringConvertible {
         public static let notFound = Code(backing: .notFound)
         /// A note not signed by a device listed for its epoch: set aside, never read as a note.
         public static let untrustedNote = Code(backing: .untrustedNote)
+        /// A note has two or more current versions, written on different devices that had not seen each
+        /// other's: both are kept until a device writes one that replaces them (`sempere edit`, `sempere resolve`).
+        public static let conflict = Code(backing: .conflict)
         /// Something valid only for a while (a join request's words) is past its time.
         public static let expired = Code(backing: .expired)
         /// A passphrase too weak for what it protects (the passphrase copy of the recovery key, which the

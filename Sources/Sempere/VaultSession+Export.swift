@@ -14,7 +14,9 @@ extension VaultSession {
         let listing = try list()
         let files = listing.notes.map { note in
             let safe = String(note.title.map { $0.isLetter || $0.isNumber || $0 == "-" ? $0 : "_" }.prefix(60))
-            return (note, directory.appendingPathComponent("\(safe)-\(note.id).md"))
+            // Each version of a note in conflict, named by its device.
+            let version = note.otherVersions.isEmpty ? "" : "-\(note.author.prefix(8))"
+            return (note, directory.appendingPathComponent("\(safe)-\(note.id)\(version).md"))
         }
         // Nothing is overwritten: a file already there (an earlier export, perhaps edited since) stops the
         // export before anything is written.

@@ -26,6 +26,11 @@ extension VaultSession {
         /// The first line, without its heading marks.
         public let title: String
         public let modified: Date?
+        /// The other devices' versions of this note signed to replace (device id → version).
+        public let replaces: [String: Int]
+        /// The files of the note's other current versions, when it is in conflict: written on devices that had not
+        /// seen each other's version. Empty for a note with one current version.
+        public internal(set) var otherVersions: [String] = []
     }
 
     /// A note that is not shown yet and is not wrong either: its author's device lists a newer version than
@@ -137,7 +142,12 @@ extension VaultSession {
                 Note(
                     path: path, file: file, id: Self.noteID(path), author: opened.author, epoch: opened.epoch,
                     version: opened.version, keyEpoch: opened.keyEpoch, markdown: opened.markdown, title: opened.title,
-                    modified: modified))
+                    modified: modified, replaces: opened.replaces))
+        }
+        // A note with several current versions: each names the others.
+        let files = Dictionary(grouping: notes.map { ($0.id, $0.file) }, by: \.0)
+        for index in notes.indices where files[notes[index].id]!.count > 1 {
+            notes[index].otherVersions = files[notes[index].id]!.map(\.1).filter { $0 != notes[index].file }.sorted()
         }
         var setAside = triage.setAside.map { SetAside(path: $0.path, category: $0.category, reason: $0.reason) }
         setAside += try folder.setAside().map {
@@ -167,13 +177,21 @@ extension VaultSession {
     ) throws -> (changed: Bool, undecided: Bool) {
         var changed = false
         var undecided = false
-        // Superseded files this device writes: its own files that home's copies replaced; on home, copies a
-        // newer file replaced and removed devices' files home copied.
+        var updated = manifest ?? NoteManifest(vaultID: body.vaultID, device: keys.id)
+        // Its own files of notes another device edited or deleted since: the manifest records each as deleted
+        // first (so no device waits for it), then the file goes.
+        let replaced = triage.superseded.filter { $0.remover == keys.id && $0.replacedVersion != nil }
+        for file in replaced {
+            let id = Self.noteID(file.path)
+            updated.recordDeletion(id, version: max(file.replacedVersion!, updated.notes[id] ?? 0))
+        }
+        if !replaced.isEmpty { try saveOwnManifest(updated) }
+        // Superseded files this device writes: those, its own files that home's copies replaced; on home, copies
+        // a newer file replaced, and removed devices' files home copied or another device replaced.
         for file in triage.superseded where file.remover == keys.id {
-            try folder.removeNote(at: file.path)
+            try folder.removeFile(file.path)
             changed = true
         }
-        var updated = manifest ?? NoteManifest(vaultID: body.vaultID, device: keys.id)
         let mine = triage.shown.filter { $0.note.author == keys.id }
         var manifestChanged = manifest == nil && !mine.isEmpty
         // Late files: its own notes under an older key than the current one that no record lists (written
@@ -196,7 +214,7 @@ extension VaultSession {
             // Its text from the file itself (a listing without text leaves a long note's empty).
             let text = try VaultNote.open(try folder.readNote(at: file), path: file, vault: body, keyring: keyring)
             let version = max(note.version, updated.notes[Self.noteID(file)] ?? 0) + 1
-            try write(text.markdown, at: file, version: version)
+            try write(text.markdown, at: file, version: version, replaces: text.replaces)
             updated.recordWrite(Self.noteID(file), version: version)
             manifestChanged = true
         }
@@ -211,7 +229,7 @@ extension VaultSession {
             else { continue }
             let id = Self.noteID(entry.path)
             let version = max(own.version, updated.notes[id] ?? 0) + 1
-            try write(own.markdown, at: entry.path, version: version)
+            try write(own.markdown, at: entry.path, version: version, replaces: own.replaces)
             updated.recordWrite(id, version: version)
             manifestChanged = true
         }
@@ -338,6 +356,9 @@ extension VaultSession {
     }
 
     /// The note path (the author's, `notes/<device>/<id>.age`) named by a note id or a unique start of one.
+    ///
+    /// Several devices' files can hold one note ("Editing any note"): every function that takes a note path
+    /// reads only its note id, so any of them names the note.
     public func notePath(matching text: String) throws -> String {
         let wanted = text.lowercased()
         let paths = Set((try folder.notePaths() + folder.copyPaths()).map(VaultNote.authorPath)).sorted()
@@ -345,30 +366,64 @@ extension VaultSession {
         guard !wanted.isEmpty, let first = matches.first else {
             throw SempereError(.notFound, "no note \"\(text)\" in this vault: see `sempere ls`")
         }
-        guard matches.count == 1 else {
+        guard Set(matches.map(Self.noteID)).count == 1 else {
             throw SempereError(.notFound, "\"\(text)\" starts more than one note id: use more of it")
         }
         return first
     }
 
-    /// The note at `path` (the author's path), opened and checked as a listing does; a note that is set
-    /// aside or pending is never shown: the error says why.
-    public func open(notePath path: String) throws -> VaultNote.Opened {
+    /// The current versions of the note `path` names (its id): one, or several in conflict, each opened for its
+    /// text and checked as a listing does, newest first. A note that is set aside or pending is never shown: the
+    /// error says why.
+    public func versions(of path: String) throws -> [Note] {
         let listing = try list(withText: false)
-        let id = Self.noteID(path).prefix(8)
-        if let note = listing.notes.first(where: { $0.path == path }) {
-            // The file the listing chose, opened for its text (and checked again).
-            return try VaultNote.open(
-                try folder.readNote(at: note.file), path: note.file, vault: body, keyring: keyring())
+        let id = Self.noteID(path)
+        let current = listing.notes.filter { $0.id == id }
+        if !current.isEmpty {
+            // The files the listing chose, opened for their text (and checked again).
+            let keyring = try keyring()
+            return try current.map { note in
+                let opened = try VaultNote.open(
+                    try folder.readNote(at: note.file), path: note.file, vault: body, keyring: keyring)
+                var full = Note(
+                    path: note.path, file: note.file, id: note.id, author: note.author, epoch: note.epoch,
+                    version: note.version, keyEpoch: note.keyEpoch, markdown: opened.markdown, title: note.title,
+                    modified: note.modified, replaces: note.replaces)
+                full.otherVersions = note.otherVersions
+                return full
+            }
         }
-        if let pending = listing.pending.first(where: { VaultNote.authorPath($0.path) == path }) {
-            throw SempereError(.notFound, "note \(id) is pending, not shown yet: \(pending.reason)")
+        if let pending = listing.pending.first(where: { $0.id == id }) {
+            throw SempereError(.notFound, "note \(id.prefix(8)) is pending, not shown yet: \(pending.reason)")
         }
-        if let aside = listing.setAside.first(where: { VaultNote.authorPath($0.path) == path }) {
+        if let aside = listing.setAside.first(where: { Self.noteID($0.path) == id }) {
             throw SempereError(
-                .untrustedNote, "note \(id) is set aside, never shown: \(aside.reason)", setAside: aside.category)
+                .untrustedNote, "note \(id.prefix(8)) is set aside, never shown: \(aside.reason)",
+                setAside: aside.category)
         }
-        throw SempereError(.notFound, "no note \"\(id)\" in this vault: see `sempere ls`")
+        throw SempereError(.notFound, "no note \"\(id.prefix(8))\" in this vault: see `sempere ls`")
+    }
+
+    /// The note `path` names, when it has one current version (``versions(of:)`` gives every version of a
+    /// note in conflict; opening one throws `.conflict`).
+    public func open(notePath path: String) throws -> VaultNote.Opened {
+        let versions = try versions(of: path)
+        guard versions.count == 1, let note = versions.first else {
+            throw conflictError(versions)
+        }
+        return VaultNote.Opened(
+            markdown: note.markdown, author: note.author, epoch: note.epoch, version: note.version,
+            keyEpoch: note.keyEpoch, title: note.title, replaces: note.replaces)
+    }
+
+    func conflictError(_ versions: [Note]) -> SempereError {
+        let id = versions.first.map { $0.id.prefix(8) } ?? ""
+        let names = versions.map { name(of: $0.author) }.joined(separator: ", ")
+        return SempereError(
+            .conflict,
+            "note \(id) has \(versions.count) versions, written on devices that had not seen each other's (\(names)): "
+                + "`sempere cat \(id)` shows them all, `sempere edit \(id)` merges them, `sempere resolve \(id) --keep "
+                + "<device>` keeps one")
     }
 
     /// Seals `markdown` as a new note of this device; returns its path.
@@ -418,70 +473,151 @@ extension VaultSession {
         }
     }
 
-    /// The note at `path` when this device may edit it: it opens, and this device signed it.
-    public func editableNote(at path: String) throws -> VaultNote.Opened {
-        let opened = try open(notePath: path)
-        guard opened.author == keys.id else {
-            throw SempereError(
-                .notFound,
-                "note \(Self.noteID(path).prefix(8)) was written by \(name(of: opened.author)); each device edits "
-                    + "only its own notes: `sempere cat \(Self.noteID(path).prefix(8)) | sempere new <title>` makes "
-                    + "a copy")
+    /// A note to edit: its text (with every current version between conflict markers when it has several), and the
+    /// versions an edit of it replaces. Saved with ``updateNote(at:markdown:replacing:)``, an edit replaces only
+    /// what it was made from: a version that arrives meanwhile is kept beside it, as a conflict.
+    public struct Draft: Sendable {
+        public let id: String
+        public let markdown: String
+        /// The versions it was made from (device id → version), with the versions those replaced.
+        public let replaces: [String: Int]
+        /// The current versions it was made from (more than one: a conflict).
+        public let versions: [Note]
+
+        /// A draft an app kept (an edit left open across a restart): what it replaces is all that saving reads.
+        public init(id: String, markdown: String, replaces: [String: Int], versions: [Note] = []) {
+            self.id = id
+            self.markdown = markdown
+            self.replaces = replaces
+            self.versions = versions
         }
-        return opened
     }
 
-    /// Replaces this device's note at `path` with `markdown`, as its next version. An empty text is refused
-    /// (as git refuses an empty commit message): removing a note is ``removeNote(at:)``.
-    public func updateNote(at path: String, markdown: String) throws {
+    /// The note `path` names, ready to edit. Any listed device edits any note.
+    public func draft(of path: String) throws -> Draft {
+        let versions = try versions(of: path)
+        let markdown: String
+        if versions.count == 1 {
+            markdown = versions[0].markdown
+        } else {
+            // As git marks a merge conflict: each version under a line that names its device.
+            markdown =
+                versions.enumerated().map { index, note in
+                    (index == 0 ? "<<<<<<< " : "======= ") + "\(name(of: note.author)), version \(note.version)\n"
+                        + note.markdown + (note.markdown.hasSuffix("\n") ? "" : "\n")
+                }.joined() + ">>>>>>> end of the conflict: keep what you want, remove these marker lines\n"
+        }
+        return Draft(id: Self.noteID(path), markdown: markdown, replaces: Self.merged(versions), versions: versions)
+    }
+
+    /// What a version written over `versions` replaces: each of them, and what each replaced.
+    static func merged(_ versions: [Note]) -> [String: Int] {
+        var replaces: [String: Int] = [:]
+        for note in versions {
+            replaces[note.author] = max(replaces[note.author] ?? 0, note.version)
+            for (device, version) in note.replaces { replaces[device] = max(replaces[device] ?? 0, version) }
+        }
+        return replaces
+    }
+
+    /// Writes `markdown` as this device's next version of the note `path` names, replacing `draft`'s versions
+    /// (nil: the note's current versions now). Any listed device edits any note; the version is written in this
+    /// device's own folder and signed by it. An empty text is refused (as git refuses an empty commit message):
+    /// removing a note is ``removeNote(at:)``.
+    public func updateNote(at path: String, markdown: String, replacing draft: Draft? = nil) throws {
         try state.locked(root: configRoot) {
-            let opened = try editableNote(at: path)
+            let id = Self.noteID(path)
             guard !markdown.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
                 throw SempereError(
                     .emptyNote,
-                    "the edited note is empty, so it was not saved and note \(Self.noteID(path).prefix(8)) is "
-                        + "unchanged; to delete it, `sempere rm \(Self.noteID(path).prefix(8))`")
+                    "the edited note is empty, so it was not saved and note \(id.prefix(8)) is unchanged; to delete "
+                        + "it, `sempere rm \(id.prefix(8))`")
             }
-            let manifest = try ownManifest()
-            let version = max(opened.version, manifest.notes[Self.noteID(path)] ?? 0) + 1
-            try write(markdown, at: path, version: version)
-            _ = try recordInManifest(manifest, id: Self.noteID(path), version: version)
+            let replaces = try draft?.replaces ?? Self.merged(versions(of: path))
+            try writeVersion(markdown, of: id, replacing: replaces)
         }
     }
 
-    /// Removes this device's note at `path` into its trash (``trash()``, restorable for ``trashDays`` days). Only
-    /// a note that opens and that this device signed is removed.
-    /// A set-aside one is kept ("never deleted unless you say so", and only through Repair): removing it
-    /// here could lose another device's note that the provider moved into this folder. The deletion is
-    /// recorded in this device's manifest first, so a copy of the note put back later is set aside.
+    /// Ends a conflict by keeping the version written on `device` (its id, the start of one, or its name): its
+    /// text becomes this device's next version of the note, replacing every current version.
+    public func resolveConflict(at path: String, keeping device: String) throws {
+        try state.locked(root: configRoot) {
+            let versions = try versions(of: path)
+            let id = Self.noteID(path)
+            guard versions.count > 1 else {
+                throw SempereError(
+                    .notFound, "note \(id.prefix(8)) has one version, so there is no conflict to resolve")
+            }
+            let wanted = device.lowercased()
+            let kept = versions.filter {
+                $0.author.hasPrefix(wanted) || name(of: $0.author).lowercased() == wanted
+            }
+            guard kept.count == 1, let chosen = kept.first else {
+                throw SempereError(
+                    .notFound,
+                    "\"\(device)\" names \(kept.isEmpty ? "none" : "more than one") of the versions of note "
+                        + "\(id.prefix(8)): "
+                        + versions.map { "\(name(of: $0.author)) (\($0.author.prefix(8)))" }.joined(separator: ", "))
+            }
+            try writeVersion(chosen.markdown, of: id, replacing: Self.merged(versions))
+        }
+    }
+
+    /// Writes `markdown` at this device's own path of note `id`, as its next version, replacing `replaces`, then
+    /// the manifest.
+    private func writeVersion(_ markdown: String, of id: String, replacing replaces: [String: Int]) throws {
+        let own = VaultFolder.notePath(author: keys.id, noteID: id)
+        let manifest = try ownManifest()
+        let version =
+            max(
+                manifest.notes[id] ?? 0, manifest.deleted[id] ?? 0, replaces[keys.id] ?? 0,
+                highestVersionShown(own)) + 1
+        try write(markdown, at: own, version: version, replaces: replaces)
+        _ = try recordInManifest(manifest, id: id, version: version)
+    }
+
+    /// The highest version of the note at `path` (an author's path) this device has shown.
+    func highestVersionShown(_ path: String) -> Int {
+        NoteIndex.load(from: state.noteIndexFile(root: configRoot), identity: keys.identity).seen?[path] ?? 0
+    }
+
+    /// Deletes the note `path` names, on every device: its text goes into this device's trash (``trash()``,
+    /// restorable for ``trashDays`` days); this device's manifest records the deletion of every current version,
+    /// then this device's own file goes (the other devices' files of it go when each sees the deletion). Any
+    /// listed device deletes any note. A set-aside one is kept ("never deleted unless you say so", and only
+    /// through Repair): removing it here could lose a note that the provider moved. A note in conflict goes
+    /// whole, its trash entry keeping every version.
     public func removeNote(at path: String) throws {
         try state.locked(root: configRoot) { try removeNoteLocked(at: path) }
     }
 
     private func removeNoteLocked(at path: String) throws {
-        let opened: VaultNote.Opened
+        let draft: Draft
         do {
-            opened = try open(notePath: path)
+            draft = try self.draft(of: path)
         } catch let error as SempereError where error.code == .untrustedNote {
             throw SempereError(.untrustedNote, "\(error.reason); it is kept, not removed (`sempere repair` handles it)")
         }
-        guard opened.author == keys.id else {
-            throw SempereError(
-                .notFound,
-                "note \(Self.noteID(path).prefix(8)) was written by \(name(of: opened.author)); only its author "
-                    + "removes it (each device writes only its own notes)")
-        }
+        let id = draft.id
+        let own = VaultFolder.notePath(author: keys.id, noteID: id)
         // Into this device's trash first, so that nothing is lost if the command stops after the manifest.
-        try moveToTrash(path: path, markdown: opened.markdown)
+        try moveToTrash(path: own, markdown: draft.markdown)
         var manifest = try ownManifest()
-        let id = Self.noteID(path)
-        manifest.recordDeletion(id, version: max(opened.version, manifest.notes[id] ?? 0))
+        manifest.recordDeletion(
+            id, version: max(draft.replaces[keys.id] ?? 0, manifest.notes[id] ?? 0, manifest.deleted[id] ?? 0),
+            replacing: draft.replaces)
         try saveOwnManifest(manifest)
-        try folder.removeNote(at: path)
+        // This device's own file of the note, unless it is set aside there (not its own: Repair decides).
+        if try !list(withText: false).setAside.contains(where: { $0.path == own }) {
+            try folder.removeFile(own)
+        }
     }
 
-    func write(_ markdown: String, at path: String, version: Int) throws {
+    func write(_ markdown: String, at path: String, version: Int, replaces: [String: Int] = [:]) throws {
         try folder.writeNote(
-            try VaultNote.seal(markdown: markdown, path: path, vault: body, author: keys, version: version), at: path)
+            try VaultNote.seal(
+                markdown: markdown, path: path, vault: body, author: keys, version: version,
+                replaces: replaces.filter { $0.key != keys.id }),
+            at: path)
     }
 }

@@ -120,8 +120,4 @@ extension VaultSession {
         try folder.removeFile(entry.path)
     }
 
-    /// The highest version of the note at `path` this device has shown.
-    private func highestVersionShown(_ path: String) -> Int {
-        NoteIndex.load(from: state.noteIndexFile(root: configRoot), identity: keys.identity).seen?[path] ?? 0
-    }
 }

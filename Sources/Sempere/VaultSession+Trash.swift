@@ -67,8 +67,8 @@ extension VaultSession {
         }
     }
 
-    /// Brings the note `text` names (its id, or a unique start of it) back from the trash: this device's own note
-    /// at its own path, as its next version (the vault then shows it again on every device), and the entry goes.
+    /// Brings the note `text` names (its id, or a unique start of it) back from the trash: written at this device's
+    /// own path, as its next version (the vault then shows it again on every device), and the entry goes.
     public func restoreFromTrash(_ text: String) throws -> String {
         try state.locked(root: configRoot) {
             let entries = try trash()
@@ -97,12 +97,15 @@ extension VaultSession {
                         + "recording the deletion), so it is still a note: `sempere cat \(entry.id.prefix(8))`; the trash "
                         + "entry is dropped")
             }
+            // At this device's own path, replacing what the deletion replaced: a version another device wrote
+            // since stays beside it, as a conflict.
+            let own = VaultFolder.notePath(author: keys.id, noteID: id)
             let version = max(manifest.notes[id] ?? 0, manifest.deleted[id] ?? 0) + 1
-            try write(file.markdown, at: entry.path, version: version)
+            try write(file.markdown, at: own, version: version, replaces: manifest.replaced[id] ?? [:])
             manifest.recordWrite(id, version: version)
             try saveOwnManifest(manifest)
             try? FileManager.default.removeItem(at: url)
-            return entry.path
+            return own
         }
     }
 

@@ -14,6 +14,8 @@ extension VaultSession {
         public let alerts: [DeviceState.Alert]
         /// Notes shown.
         public let notes: Int
+        /// Of ``notes``, those with several current versions (a conflict to resolve).
+        public let conflicts: Int
         public let pending: [Pending]
         /// Of ``pending``, those waiting for a file of the vault that has not synced here yet.
         public let waitingForSync: Int
@@ -37,7 +39,9 @@ extension VaultSession {
         return Status(
             folder: folder.url.path, vaultID: body.vaultID, thisDevice: body.device(keys.id),
             home: body.device(body.home), epoch: body.currentEpoch.number, devices: body.devices, alerts: alerts,
-            notes: listing.notes.count, pending: listing.pending,
+            notes: Set(listing.notes.map(\.id)).count,
+            conflicts: Set(listing.notes.filter { !$0.otherVersions.isEmpty }.map(\.id)).count,
+            pending: listing.pending,
             waitingForSync: listing.pending.filter(\.waitingForSync).count,
             setAside: SetAsideCategory.all.compactMap { category in
                 let count = listing.setAside.filter { $0.category == category }.count

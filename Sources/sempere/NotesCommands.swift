@@ -57,6 +57,7 @@ struct List: ParsableCommand {
                             "id": note.id, "path": note.path, "title": note.title, "author": note.author,
                             "author_name": session.name(of: note.author), "modified": isoDate(note.modified),
                             "mine": note.author == session.keys.id, "version": note.version,
+                            "conflict_with": note.otherVersions,
                         ] as [String: Any]
                     },
                     "pending": listing.pending.map { pending in
@@ -74,10 +75,17 @@ struct List: ParsableCommand {
                 return
             }
             if listing.notes.isEmpty { streams.out("No notes yet: `sempere new <title>` writes one.") }
-            for note in listing.notes {
+            // One line a note; a note in conflict once, naming the devices of its versions.
+            var listed = Set<String>()
+            for note in listing.notes where listed.insert(note.id).inserted {
+                let versions = listing.notes.filter { $0.id == note.id }
+                let names = versions.map { printable(session.name(of: $0.author)) }
+                let conflict =
+                    versions.count > 1
+                    ? "  [conflict: \(versions.count) versions, from \(names.joined(separator: " and ")): `sempere cat` "
+                        + "shows them]" : ""
                 streams.out(
-                    "\(note.id.prefix(8))  \(isoDate(note.modified))  \(printable(session.name(of: note.author)))  "
-                        + printable(note.title))
+                    "\(note.id.prefix(8))  \(isoDate(note.modified))  \(names[0])  \(printable(note.title))\(conflict)")
             }
             if !listing.pending.isEmpty {
                 streams.out("")
@@ -111,16 +119,23 @@ struct Cat: ParsableCommand {
     func run() async throws {
         try reporting {
             let session = try options.session()
-            let note = try session.open(notePath: try session.notePath(matching: id))
-            FileHandle.standardOutput.write(Data(note.markdown.utf8))
-            if !note.markdown.hasSuffix("\n") { streams.out("") }
+            let draft = try session.draft(of: try session.notePath(matching: id))
+            if draft.versions.count > 1 {
+                streams.err(
+                    "sempere: note \(draft.id.prefix(8)) has \(draft.versions.count) versions, written on devices that "
+                        + "had not seen each other's; each is shown below. `sempere edit \(draft.id.prefix(8))` merges "
+                        + "them, `sempere resolve \(draft.id.prefix(8)) --keep <device>` keeps one.")
+            }
+            FileHandle.standardOutput.write(Data(draft.markdown.utf8))
+            if !draft.markdown.hasSuffix("\n") { streams.out("") }
         }
     }
 }
 
 struct Remove: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "rm", abstract: "Delete one of this device's own notes (never a set-aside one).")
+        commandName: "rm",
+        abstract: "Delete a note, on every device (never a set-aside one); kept 30 days in the trash.")
 
     @Argument(help: "The note's id, or the start of it.") var id: String
     @Flag(name: .long("json"), help: "Print the result as JSON.") var json: Bool
@@ -316,11 +331,13 @@ struct Export: ParsableCommand {
 struct Edit: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "edit",
-        abstract: "Edit one of this device's notes in $EDITOR, through a private temporary file.",
+        abstract: "Edit a note in $EDITOR (any device edits any note), through a private temporary file.",
         discussion: """
             The note is decrypted into a file of mode 0600 in a new directory of mode 0700, $VISUAL or $EDITOR \
-            (else vi) edits it, the result is encrypted back, and the file and its directory are deleted \
-            whatever happens. An edit that empties the note is not saved (as git aborts on an empty message).
+            (else vi) edits it, the result is encrypted back as this device's version, and the file and its \
+            directory are deleted whatever happens. An edit that empties the note is not saved (as git aborts on \
+            an empty message). A note in conflict opens with every version between marker lines; what you save \
+            replaces them all. A version that arrives from another device while you edit is kept beside yours.
             """)
 
     @Argument(help: "The note's id, or the start of it.") var id: String
@@ -330,14 +347,17 @@ struct Edit: ParsableCommand {
         try reporting {
             let session = try options.session()
             let path = try session.notePath(matching: id)
-            let note = try session.editableNote(at: path)
-            let edited = try editInPrivateFile(note.markdown)
+            let draft = try session.draft(of: path)
+            let edited = try editInPrivateFile(draft.markdown)
             let id = VaultSession.noteID(path)
-            guard edited != note.markdown else {
-                streams.out("No change to note \(id).")
+            guard edited != draft.markdown else {
+                streams.out(
+                    draft.versions.count > 1
+                        ? "No change to note \(id): its \(draft.versions.count) versions stay in conflict."
+                        : "No change to note \(id).")
                 return
             }
-            try session.updateNote(at: path, markdown: edited)
+            try session.updateNote(at: path, markdown: edited, replacing: draft)
             streams.out("Saved note \(id).")
         }
     }
@@ -388,5 +408,33 @@ struct Edit: ParsableCommand {
             throw failure("the edited file is not UTF-8 text; the note is unchanged")
         }
         return edited
+    }
+}
+
+struct Resolve: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "resolve",
+        abstract: "End a note's conflict by keeping the version one device wrote.",
+        discussion: """
+            Two devices that edit one note before either has seen the other's edit leave two versions, both kept \
+            and both shown by `sempere cat`. `sempere resolve <id> --keep <device>` keeps that device's text as \
+            the note (written as this device's next version); `sempere edit <id>` merges them by hand instead.
+            """)
+
+    @Argument(help: "The note's id, or the start of it.") var id: String
+    @Option(name: .long("keep"), help: "The device whose version to keep: its name, or the start of its id.")
+    var keep: String
+    @Flag(name: .long("json"), help: "Print the result as JSON.") var json: Bool
+    @OptionGroup var options: VaultOptions
+
+    func run() async throws {
+        try reporting {
+            let session = try options.session()
+            let path = try session.notePath(matching: id)
+            try session.resolveConflict(at: path, keeping: keep)
+            let id = VaultSession.noteID(path)
+            if json { return try printJSON(["id": id, "resolved": true]) }
+            streams.out("Note \(id.prefix(8)) now holds \(printable(keep))'s version; the conflict is resolved.")
+        }
     }
 }

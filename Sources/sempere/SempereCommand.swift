@@ -20,7 +20,8 @@ struct SempereCommand: ParsableCommand {
         version: "sempere 0.3.0",
         subcommands: [
             Create.self, Join.self, Devices.self, New.self, List.self, Cat.self, Remove.self, Search.self,
-            Import.self, Export.self, Edit.self, Repair.self, Kit.self, Takeover.self, Reencrypt.self, Alerts.self,
+            Import.self, Export.self, Edit.self, Resolve.self, Repair.self, Kit.self, Takeover.self, Reencrypt.self,
+            Alerts.self,
             Status.self, Trash.self,
         ])
 }

@@ -25,7 +25,7 @@ struct Status: ParsableCommand {
                         "epoch": status.epoch,
                         "devices": status.devices.map { ["id": $0.id, "name": $0.name] },
                         "alerts": status.alerts.map { ["id": $0.id, "text": $0.text, "raised_at": $0.raisedAt] },
-                        "notes": status.notes,
+                        "notes": status.notes, "conflicts": status.conflicts,
                         "pending": status.pending.map { ["id": $0.id, "path": $0.path, "reason": $0.reason] },
                         "waiting_for_sync": status.waitingForSync,
                         "set_aside": Dictionary(
@@ -55,6 +55,7 @@ struct Status: ParsableCommand {
             }
             streams.out("Devices      \(status.devices.count): \(others.joined(separator: ", "))")
             var notes = "\(status.notes) shown"
+            if status.conflicts > 0 { notes += ", \(status.conflicts) in conflict (`sempere ls` names them)" }
             if !status.pending.isEmpty {
                 notes += ", \(status.pending.count) pending"
                 if status.waitingForSync > 0 { notes += " (\(status.waitingForSync) waiting for sync)" }

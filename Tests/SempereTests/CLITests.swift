@@ -185,9 +185,12 @@ struct CLITests {
         let found = try scratch.run("B", ["search", "SUNDAY"])
         #expect(found.status == 0 && found.out.contains("Plans") && found.out.contains("Sail on Sunday"))
 
-        // B cannot remove A's note; it removes its own.
+        // B removes A's note, for both devices (any device deletes any note); B's trash brings it back.
         let theirs = try scratch.run("B", ["rm", id])
-        #expect(theirs.status == 1 && theirs.err.contains("only its author removes it"))
+        #expect(theirs.status == 0 && theirs.out.contains("trash"), "\(theirs.err)")
+        #expect(try scratch.run("A", ["cat", id]).err.contains("no note"))
+        #expect(try scratch.run("B", ["trash", "restore", id]).status == 0)
+        #expect(try scratch.run("A", ["cat", id]).out == "# Groceries\n\n- milk\n- eggs\n")
         let mine = try scratch.run("B", ["new", "Scratch", "--text", "x"])
         let mineID = mine.out.trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(try scratch.run("B", ["rm", mineID]).status == 0)
@@ -255,26 +258,35 @@ struct CLITests {
         #expect(cat.status == 1 && cat.out.isEmpty && cat.err.contains("set aside"))
     }
 
-    @Test("rm keeps a note that is set aside: another device's note the provider moved into this folder survives")
+    @Test("rm keeps a file that is set aside: another device's note the provider put into this folder survives")
     func removeKeepsSetAsideNotes() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
         let (homeID, phoneID) = try Self.twoDevices(scratch)
         let written = try scratch.run("A", ["new", "Taxes", "--text", "keep me", "--json"])
         let id = try #require((try written.json() as? [String: Any])?["id"] as? String)
-        // The provider moves the laptop's note into the phone's folder, where `rm` on the phone would reach it.
+        // The provider moves the laptop's note into the phone's folder, where `rm` on the phone would reach it:
+        // set aside there, and the laptop's note is missing, so nothing is removed.
         let notes = URL(fileURLWithPath: scratch.vault).appendingPathComponent("notes")
+        let original = notes.appendingPathComponent("\(homeID)/\(id).age")
         let moved = notes.appendingPathComponent("\(phoneID)/\(id).age")
         try FileManager.default.createDirectory(
             at: moved.deletingLastPathComponent(), withIntermediateDirectories: true)
-        try FileManager.default.moveItem(at: notes.appendingPathComponent("\(homeID)/\(id).age"), to: moved)
+        try FileManager.default.moveItem(at: original, to: moved)
         let listing = try #require(try scratch.run("B", ["ls", "--json"]).json() as? [String: Any])
         #expect((listing["set_aside"] as? [Any])?.count == 1)
         let removed = try scratch.run("B", ["rm", String(id.prefix(8))])
-        #expect(
-            removed.status == 1 && removed.err.contains("is set aside")
-                && removed.err.contains("it is kept, not removed"), "\(removed.err)")
+        #expect(removed.status == 1 && removed.err.contains("pending"), "\(removed.err)")
         #expect(FileManager.default.fileExists(atPath: moved.path))
+        // A copy of it there instead, beside the laptop's own: the phone's `rm` deletes the note, which goes from
+        // the laptop's folder, and leaves the set-aside copy in its own folder for Repair.
+        try FileManager.default.copyItem(at: moved, to: original)
+        let deleted = try scratch.run("B", ["rm", String(id.prefix(8))])
+        #expect(deleted.status == 0, "\(deleted.err)")
+        #expect(FileManager.default.fileExists(atPath: moved.path))
+        let after = try #require(try scratch.run("A", ["ls", "--json"]).json() as? [String: Any])
+        #expect((after["notes"] as? [Any])?.isEmpty == true)
+        #expect(!FileManager.default.fileExists(atPath: original.path))
     }
 
     @Test("a folder named like a note and a note that cannot be read are set aside; everything else is listed")
@@ -341,9 +353,12 @@ struct CLITests {
             "A", ["edit", id], environment: ["EDITOR": "false", "VISUAL": "", "TMPDIR": temporary.path])
         #expect(failed.status == 1 && failed.err.contains("unchanged"))
         #expect(try FileManager.default.contentsOfDirectory(atPath: temporary.path).isEmpty)
-        // B edits only its own notes.
-        let notMine = try scratch.run("B", ["edit", id], environment: ["EDITOR": script.path])
-        #expect(notMine.status == 1 && notMine.err.contains("edits only its own notes"))
+        // B edits A's note too: its version, signed by B, is the note on both.
+        let theirs = try scratch.run("B", ["edit", id], environment: ["EDITOR": script.path, "VISUAL": ""])
+        #expect(theirs.status == 0, "\(theirs.err)")
+        #expect(try scratch.run("A", ["cat", id]).out == "# Todo\n\n- call\n- and write\n- and write\n")
+        let listed = try #require(try scratch.run("A", ["ls", "--json"]).json() as? [String: Any])
+        #expect((listed["notes"] as? [[String: Any]])?.first?["author_name"] as? String == "Phone")
     }
 
     @Test("import, export (plaintext, with a warning), --config and a passphrase copy")

@@ -27,6 +27,8 @@ public struct NoteIndex: Codable, Sendable {
         var epoch: Int?
         var version: Int?
         var keyEpoch: Int?
+        /// The other devices' versions the note replaces (nil: none).
+        var replaces: [String: Int]?
         var setAside: String?
         /// The ``SetAsideCategory`` identifier of a set-aside entry.
         var category: String?
@@ -216,7 +218,8 @@ public struct NoteIndex: Codable, Sendable {
                 entries[paths[index]] = Entry(
                     sha256: digest, stat: stats[index],
                     markdown: note.markdown.utf8.count <= Self.textLimit ? note.markdown : nil, title: note.title,
-                    author: note.author, epoch: note.epoch, version: note.version, keyEpoch: note.keyEpoch)
+                    author: note.author, epoch: note.epoch, version: note.version, keyEpoch: note.keyEpoch,
+                    replaces: note.replaces.isEmpty ? nil : note.replaces)
             case .failure(let error):
                 entries[paths[index]] = Entry(
                     sha256: digest, stat: stats[index], setAside: error.reason,
@@ -239,7 +242,7 @@ public struct NoteIndex: Codable, Sendable {
                     .success(
                         VaultNote.Opened(
                             markdown: text, author: author, epoch: epoch, version: entry.version ?? 0,
-                            keyEpoch: entry.keyEpoch ?? epoch, title: entry.title))
+                            keyEpoch: entry.keyEpoch ?? epoch, title: entry.title, replaces: entry.replaces ?? [:]))
                 )
             }
             return (

@@ -17,6 +17,11 @@ import SiblingsCrypto
 /// The body, written canonically (sorted keys, no whitespace, ids sorted):
 ///
 ///     {"deleted":{"<note id>":3},"device":"<id>","notes":{"<note id>":2},"sequence":7,"vault_id":"…"}
+///
+/// A deletion that also ends other devices' files of the note (this device deleted a note another device wrote
+/// or edited) names them, by device id and version, in `replaced`, present only when not empty:
+///
+///     {"deleted":{…},"device":"<id>","notes":{…},"replaced":{"<note id>":{"<device id>":4}},"sequence":8,…}
 public struct NoteManifest: Sendable, Equatable {
     public static let format = "sempere-manifest-v1"
     static let context = Data("sempere/v1/manifest".utf8)
@@ -26,8 +31,10 @@ public struct NoteManifest: Sendable, Equatable {
     public private(set) var sequence: UInt64
     /// Note id → the version of the note file written last.
     public private(set) var notes: [String: Int]
-    /// Note id → the version that was deleted.
+    /// Note id → the version of this device's own file of it that was deleted (0: it had none).
     public private(set) var deleted: [String: Int]
+    /// Note id (one in ``deleted``) → the other devices' files of it the deletion ended: device id → version.
+    public private(set) var replaced: [String: [String: Int]]
 
     struct Body: Codable {
         var vaultID: String
@@ -35,9 +42,10 @@ public struct NoteManifest: Sendable, Equatable {
         var sequence: UInt64
         var notes: [String: Int]
         var deleted: [String: Int]
+        var replaced: [String: [String: Int]]?
 
         enum CodingKeys: String, CodingKey {
-            case vaultID = "vault_id", device, sequence, notes, deleted
+            case vaultID = "vault_id", device, sequence, notes, deleted, replaced
         }
     }
 
@@ -54,6 +62,7 @@ public struct NoteManifest: Sendable, Equatable {
         sequence = 0
         notes = [:]
         deleted = [:]
+        replaced = [:]
     }
 
     /// The manifest's path in the vault folder.
@@ -63,13 +72,17 @@ public struct NoteManifest: Sendable, Equatable {
     mutating func recordWrite(_ id: String, version: Int) {
         notes[id] = version
         deleted[id] = nil
+        replaced[id] = nil
         sequence += 1
     }
 
-    /// Records that note `id`, at `version`, is deleted.
-    mutating func recordDeletion(_ id: String, version: Int) {
+    /// Records that this device's file of note `id`, at `version` (0: none), is deleted, and with it the other
+    /// devices' files of the note in `replacing` (device id → version).
+    mutating func recordDeletion(_ id: String, version: Int, replacing: [String: Int] = [:]) {
         notes[id] = nil
         deleted[id] = version
+        let others = replacing.filter { $0.key != device }
+        replaced[id] = others.isEmpty ? nil : others
         sequence += 1
     }
 
@@ -84,9 +97,14 @@ public struct NoteManifest: Sendable, Equatable {
         func object(_ map: [String: Int]) -> String {
             "{" + map.keys.sorted().map { "\"\($0)\":\(map[$0]!)" }.joined(separator: ",") + "}"
         }
+        let replacedField =
+            replaced.isEmpty
+            ? ""
+            : ",\"replaced\":{"
+                + replaced.keys.sorted().map { "\"\($0)\":\(object(replaced[$0]!))" }.joined(separator: ",") + "}"
         return Data(
-            ("{\"deleted\":\(object(deleted)),\"device\":\"\(device)\",\"notes\":\(object(notes)),"
-                + "\"sequence\":\(sequence),\"vault_id\":\"\(vaultID)\"}").utf8)
+            ("{\"deleted\":\(object(deleted)),\"device\":\"\(device)\",\"notes\":\(object(notes))"
+                + "\(replacedField),\"sequence\":\(sequence),\"vault_id\":\"\(vaultID)\"}").utf8)
     }
 
     /// The manifest file, signed by `keys` (this device, whose manifest it is).
@@ -122,8 +140,13 @@ public struct NoteManifest: Sendable, Equatable {
             throw SempereError(.malformedVault, "\(name) is another vault's or another device's manifest")
         }
         let hex = { (id: String) in VaultFolder.isHexID(Substring(id)) }
+        let replaced = body.replaced ?? [:]
         guard body.notes.keys.allSatisfy(hex), body.deleted.keys.allSatisfy(hex),
-            body.notes.values.allSatisfy({ $0 >= 0 }), body.deleted.values.allSatisfy({ $0 >= 0 })
+            body.notes.values.allSatisfy({ $0 >= 0 }), body.deleted.values.allSatisfy({ $0 >= 0 }),
+            replaced.allSatisfy({ id, devices in
+                body.deleted[id] != nil && !devices.isEmpty && devices.keys.allSatisfy(hex)
+                    && devices[expected] == nil && devices.values.allSatisfy { $0 >= 0 }
+            })
         else {
             throw SempereError(.malformedVault, "\(name) names a note id or a version that is not one")
         }
@@ -137,5 +160,6 @@ public struct NoteManifest: Sendable, Equatable {
         self.sequence = body.sequence
         self.notes = body.notes
         self.deleted = body.deleted
+        self.replaced = replaced
     }
 }

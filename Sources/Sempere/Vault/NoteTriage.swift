@@ -14,6 +14,12 @@ import Foundation
 ///    version below one this device has shown is set aside (an old version put back); a version below the
 ///    manifest's, newer than any this device has shown, is pending (on its way); a note the manifest lists
 ///    and no file holds is pending too.
+/// 3. **Several devices' files of one note** ("Editing any note"). Each device writes its edits of a note in its
+///    own folder, and each version signs the versions of the other devices' files it replaces (a deletion, in
+///    the deleter's manifest). A file another device's version or deletion replaced is superseded (its writer
+///    removes it); the files of a note that nothing replaced are its current versions: one is the note, two or
+///    more are a conflict, all shown until a device writes a version that replaces them. A note with a version
+///    still on its way is pending as a whole, so that an older version is not shown as current meanwhile.
 struct NoteTriage {
     struct File {
         let path: String
@@ -28,6 +34,9 @@ struct NoteTriage {
         /// folders of removed devices.
         let remover: String
         let reason: String
+        /// For a listed device's own file that another device's version or deletion replaced: the version its
+        /// writer records as deleted in its manifest before removing the file (the file may be gone already).
+        var replacedVersion: Int? = nil
     }
 
     var shown: [(path: String, note: VaultNote.Opened)] = []
@@ -36,8 +45,15 @@ struct NoteTriage {
     var superseded: [Superseded] = []
     /// The updated highest versions shown, by author's path.
     var seen: [String: Int]
+    /// For each note id, the highest version of each device's file of it that another device's signed version
+    /// or deletion replaced.
+    let replacedVersions: [String: [String: Int]]
     private let home: String
     private let me: String
+    private let ownManifest: NoteManifest?
+    private let removedDevices: Set<String>
+    /// Notes of which a device's manifest lists a version that has not reached this device.
+    private var onItsWay: Set<String> = []
 
     /// `me`: this device, whose own notes it wrote itself (a version below its own manifest's is one put
     /// back, never one on its way). `inProgress`: the epoch of a re-encryption home has started and not
@@ -49,6 +65,25 @@ struct NoteTriage {
         self.seen = seen
         home = vault.home
         self.me = me
+        ownManifest = manifests[me]
+        removedDevices = Set(vault.removed.map(\.device.id))
+        // What other devices' versions and deletions replaced: only from files that opened and passed every
+        // check (signed by a device of the vault, in its folder) and from listed devices' manifests.
+        var replaced: [String: [String: Int]] = [:]
+        func raise(_ id: String, _ versions: [String: Int], writer: String) {
+            for (device, version) in versions where device != writer {
+                replaced[id, default: [:]][device] = max(replaced[id]?[device] ?? -1, version)
+            }
+        }
+        for file in files {
+            if case .success(let note) = file.result, !note.replaces.isEmpty {
+                raise(VaultSession.noteID(file.path), note.replaces, writer: note.author)
+            }
+        }
+        for (device, manifest) in manifests where vault.device(device) != nil {
+            for (id, versions) in manifest.replaced { raise(id, versions, writer: device) }
+        }
+        replacedVersions = replaced
         var byNote: [String: (author: File?, copy: File?)] = [:]
         for file in files {
             let key = VaultNote.authorPath(file.path)
@@ -58,11 +93,10 @@ struct NoteTriage {
                 byNote[key, default: (nil, nil)].copy = file
             }
         }
-        let removed = Set(vault.removed.map(\.device.id))
         for (notePath, pair) in byNote.sorted(by: { $0.key < $1.key }) {
             let authorID = String(notePath.split(separator: "/")[1])
             // The remover of an author's file: the author, or home once the author is removed.
-            let authorRemover = removed.contains(authorID) ? vault.home : authorID
+            let authorRemover = removedDevices.contains(authorID) ? vault.home : authorID
             var chosen: (file: File, note: VaultNote.Opened)?
             switch (pair.author, pair.copy) {
             case (let a?, let h?):
@@ -126,6 +160,16 @@ struct NoteTriage {
             for (id, version) in manifest.notes {
                 let notePath = VaultFolder.notePath(author: author, noteID: id)
                 guard byNote[notePath] == nil else { continue }
+                // Another device's version or deletion replaced it: nothing is on its way (its writer records that).
+                if isReplaced(author: author, id: id, version: version) {
+                    if author == me {
+                        superseded.append(
+                            Superseded(
+                                path: notePath, remover: me, reason: Self.replacedReason, replacedVersion: version))
+                    }
+                    continue
+                }
+                onItsWay.insert(id)
                 pending.append(
                     VaultSession.Pending(
                         path: notePath, author: author, version: nil, expected: version,
@@ -137,6 +181,19 @@ struct NoteTriage {
             }
         }
         pending.sort { $0.path < $1.path }
+        // A note with a version on its way is pending as a whole: the version here may be the one it replaces.
+        shown.removeAll { [onItsWay] in onItsWay.contains(VaultSession.noteID($0.path)) }
+    }
+
+    static let replacedReason = "another device wrote a newer version of this note, or deleted it, after this one"
+
+    /// Whether another device's version or deletion replaced `author`'s file of note `id` at `version`. No device
+    /// can have replaced a version this device never wrote: such a claim about its own file is not followed
+    /// here (its own file stays, and the other devices see that version as replaced).
+    private func isReplaced(author: String, id: String, version: Int) -> Bool {
+        guard let over = replacedVersions[id]?[author], over >= version else { return false }
+        guard author == me else { return true }
+        return over <= max(version, ownManifest?.notes[id] ?? 0, ownManifest?.deleted[id] ?? 0)
     }
 
     private mutating func setAside(_ file: File, inProgress: Int?) {
@@ -168,6 +225,17 @@ struct NoteTriage {
     private mutating func check(file: File, note: VaultNote.Opened, notePath: String, manifest: NoteManifest?) {
         let id = VaultSession.noteID(notePath)
         let version = note.version
+        // Another device replaced this device's file (its newest version the manifest lists, if newer): the
+        // file is superseded, removed by its writer.
+        if isReplaced(author: note.author, id: id, version: max(version, manifest?.notes[id] ?? 0)) {
+            let isCopy = VaultFolder.isCopyPath(file.path)
+            let listed = !removedDevices.contains(note.author)
+            superseded.append(
+                Superseded(
+                    path: file.path, remover: isCopy || !listed ? home : note.author, reason: Self.replacedReason,
+                    replacedVersion: isCopy || !listed ? nil : max(version, manifest?.notes[id] ?? 0)))
+            return
+        }
         if let deletedAt = manifest?.deleted[id], version <= deletedAt {
             if VaultFolder.isCopyPath(file.path) {
                 // Home's copy of a note its author deleted since: home removes it.
@@ -196,6 +264,7 @@ struct NoteTriage {
             return
         }
         if let listed = manifest?.notes[id], version < listed {
+            onItsWay.insert(id)
             pending.append(
                 VaultSession.Pending(
                     path: file.path, author: note.author, version: version, expected: listed,

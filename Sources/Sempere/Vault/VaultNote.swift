@@ -24,8 +24,10 @@ import SiblingsCrypto
 public enum VaultNote {
     static let contextV1 = Data("sempere/v1/note".utf8)
     static let context = Data("sempere/v2/note".utf8)
+    static let contextV3 = Data("sempere/v3/note".utf8)
     static let prefixV1 = "<!-- sempere-note v1 "
     static let prefix = "<!-- sempere-note v2 "
+    static let prefixV3 = "<!-- sempere-note v3 "
     /// Why a copy under a newer key than its signed epoch is set aside when no re-encryption list binds it
     /// (also how a listing knows such a copy of a re-encryption still under way).
     static let unboundCopyReason =
@@ -46,9 +48,13 @@ public enum VaultNote {
         public let version: Int
         /// The epoch whose key opens the file: the signed epoch, or a newer one for a copy home re-encrypted.
         public let keyEpoch: Int
+        /// The versions of other devices' files of this note that this version replaces (device id → version),
+        /// signed: empty for a note only its author has written (docs/sempere-format.md, "Editing any note").
+        public let replaces: [String: Int]
 
         public init(
-            markdown: String, author: String, epoch: Int, version: Int, keyEpoch: Int, title: String? = nil
+            markdown: String, author: String, epoch: Int, version: Int, keyEpoch: Int, title: String? = nil,
+            replaces: [String: Int] = [:]
         ) {
             self.markdown = markdown
             self.title = title ?? VaultSession.title(of: markdown)
@@ -56,33 +62,63 @@ public enum VaultNote {
             self.epoch = epoch
             self.version = version
             self.keyEpoch = keyEpoch
+            self.replaces = replaces
         }
     }
 
-    /// What the author signs (v2; `version` nil: the v1 form).
-    static func signedBytes(vaultID: String, path: String, epoch: Int, version: Int?, markdown: Data) -> Data {
+    /// What the author signs (v2; `version` nil: the v1 form; `replaces` non-nil: the v3 form).
+    static func signedBytes(
+        vaultID: String, path: String, epoch: Int, version: Int?, replaces: String? = nil, markdown: Data
+    ) -> Data {
         // (Markdown that is not valid UTF-8 cannot come from `seal`, which takes a String; the bytes are
         // what is signed either way.)
         var bytes = Data(vaultID.utf8) + Data([0]) + Data(path.utf8) + Data([0]) + Data(String(epoch).utf8) + Data([0])
         if let version { bytes += Data(String(version).utf8) + Data([0]) }
+        if let replaces { bytes += Data(replaces.utf8) + Data([0]) }
         return bytes + markdown
     }
 
+    /// The `replaces` field: `<device id>:<version>` pairs, sorted by device id, joined by commas.
+    static func replacesField(_ replaces: [String: Int]) -> String {
+        replaces.keys.sorted().map { "\($0):\(replaces[$0]!)" }.joined(separator: ",")
+    }
+
+    /// Parses a `replaces` field: nil unless every pair is a 32-hex device id (not `author`, each once) and a
+    /// version of at least 0.
+    static func parseReplaces(_ field: String, author: String) -> [String: Int]? {
+        var replaces: [String: Int] = [:]
+        for pair in field.split(separator: ",", omittingEmptySubsequences: false) {
+            let parts = pair.split(separator: ":", omittingEmptySubsequences: false)
+            guard parts.count == 2, VaultFolder.isHexID(parts[0]), parts[0] != author,
+                let version = Int(parts[1]), version >= 0, replaces[String(parts[0])] == nil
+            else { return nil }
+            replaces[String(parts[0])] = version
+        }
+        return replaces.isEmpty ? nil : replaces
+    }
+
     /// The age file for `markdown` at `path` (this device's own folder), version `version`, written by
-    /// `author` in the vault's current epoch.
+    /// `author` in the vault's current epoch, replacing the versions of other devices' files of the note in
+    /// `replaces` (a v3 line; with none, the v2 line sempere 0.3 wrote).
     public static func seal(
-        markdown: String, path: String, vault: VaultBody, author: DeviceKeys, version: Int = 1
+        markdown: String, path: String, vault: VaultBody, author: DeviceKeys, version: Int = 1,
+        replaces: [String: Int] = [:]
     ) throws -> Data {
         guard vault.device(author.id) != nil else {
             throw SempereError(.removed, "this device is not listed in the vault, so it cannot write notes")
         }
+        precondition(replaces[author.id] == nil, "a version replaces only other devices' files")
         let epoch = vault.currentEpoch
         let body = Data(markdown.utf8)
+        let field = replaces.isEmpty ? nil : replacesField(replaces)
         let signature = try author.signingKey.signature(
-            for: signedBytes(vaultID: vault.vaultID, path: path, epoch: epoch.number, version: version, markdown: body),
-            context: context)
+            for: signedBytes(
+                vaultID: vault.vaultID, path: path, epoch: epoch.number, version: version, replaces: field,
+                markdown: body),
+            context: field == nil ? context : contextV3)
         let trailer =
-            "\n\(prefix)author=\(author.id) epoch=\(epoch.number) version=\(version) "
+            "\n\(field == nil ? prefix : prefixV3)author=\(author.id) epoch=\(epoch.number) version=\(version) "
+            + (field.map { "replaces=\($0) " } ?? "")
             + "signature=\(signature.rawRepresentation.base64EncodedString()) -->\n"
         return try Age.encrypt(body + Data(trailer.utf8), to: [try VaultKeys.recipient(epoch.recipient)])
     }
@@ -148,12 +184,10 @@ public enum VaultNote {
         let device = try authorRecord(
             trailer.author, epoch: trailer.epoch, path: authorPath, file: file, vault: vault, lists: keyring.fileLists,
             boundByHome: isCopy)
-        let signed = signedBytes(
-            vaultID: vault.vaultID, path: authorPath, epoch: trailer.epoch,
-            version: trailer.isV1 ? nil : trailer.version,
-            markdown: Data(plaintext[..<trailer.markdownEnd]))
         guard let key = keyring.signingKeys[device.id],
-            key.isValidSignature(trailer.signature, for: signed, context: trailer.isV1 ? contextV1 : context)
+            key.isValidSignature(
+                trailer.signature, for: trailer.signedBytes(plaintext, vaultID: vault.vaultID, path: authorPath),
+                context: trailer.context)
         else {
             throw SempereError(
                 .untrustedNote,
@@ -162,7 +196,7 @@ public enum VaultNote {
         }
         return Opened(
             markdown: String(decoding: plaintext[..<trailer.markdownEnd], as: UTF8.self), author: trailer.author,
-            epoch: trailer.epoch, version: trailer.version, keyEpoch: keyEpoch)
+            epoch: trailer.epoch, version: trailer.version, keyEpoch: keyEpoch, replaces: trailer.replaces)
     }
 
     /// A note's signature line, parsed as bytes (the trailer is ASCII; the Markdown before it is signed as
@@ -174,7 +208,22 @@ public enum VaultNote {
         /// 0 for a v1 line.
         let version: Int
         let isV1: Bool
+        /// Empty unless a v3 line.
+        let replaces: [String: Int]
         let signature: HybridSignature.Signature
+
+        /// The signature's context for this line's version.
+        var context: Data {
+            isV1 ? VaultNote.contextV1 : replaces.isEmpty ? VaultNote.context : VaultNote.contextV3
+        }
+
+        /// What the line's signature covers in `plaintext` at the author's `path`.
+        func signedBytes(_ plaintext: Data, vaultID: String, path: String) -> Data {
+            VaultNote.signedBytes(
+                vaultID: vaultID, path: path, epoch: epoch, version: isV1 ? nil : version,
+                replaces: replaces.isEmpty ? nil : VaultNote.replacesField(replaces),
+                markdown: Data(plaintext[..<markdownEnd]))
+        }
 
         package init?(_ plaintext: Data) {
             guard plaintext.hasSuffix(Data(" -->\n".utf8)),
@@ -183,8 +232,10 @@ public enum VaultNote {
                 space + 1 <= plaintext.endIndex - 5
             else { return nil }
             let kind = plaintext[start.upperBound..<space]
-            guard kind.elementsEqual("1".utf8) || kind.elementsEqual("2".utf8) else { return nil }
+            guard kind.elementsEqual("1".utf8) || kind.elementsEqual("2".utf8) || kind.elementsEqual("3".utf8)
+            else { return nil }
             isV1 = kind.elementsEqual("1".utf8)
+            let isV3 = kind.elementsEqual("3".utf8)
             // Split on bytes: String.split goes through grapheme breaking, 100 times slower on 4.5 KB.
             var fields: [String: String] = [:]
             for field in plaintext[(space + 1)..<(plaintext.endIndex - 5)].split(separator: UInt8(ascii: " ")) {
@@ -202,6 +253,14 @@ public enum VaultNote {
             } else {
                 guard let parsed = fields["version"].flatMap({ Int($0) }), parsed >= 1 else { return nil }
                 version = parsed
+            }
+            // A v3 line names at least one replaced version; a v2 line none.
+            if isV3 {
+                guard let field = fields["replaces"], let parsed = VaultNote.parseReplaces(field, author: author)
+                else { return nil }
+                replaces = parsed
+            } else {
+                replaces = [:]
             }
             self.markdownEnd = start.lowerBound
             self.author = author
@@ -246,20 +305,20 @@ public enum VaultNote {
         return saved
     }
 
-    /// The Markdown, epoch and version of `plaintext` when its signature line is `keys`' own valid signature
-    /// of it at `path` (the author's path), else nil.
+    /// The Markdown, epoch, version and replaced versions of `plaintext` when its signature line is `keys`' own
+    /// valid signature of it at `path` (the author's path), else nil.
     static func signed(
         _ plaintext: Data, by keys: DeviceKeys, path: String, vaultID: String
-    ) -> (markdown: String, epoch: Int, version: Int)? {
+    ) -> (markdown: String, epoch: Int, version: Int, replaces: [String: Int])? {
         guard let trailer = Trailer(plaintext), trailer.author == keys.id,
             keys.signingKey.publicKey.isValidSignature(
-                trailer.signature,
-                for: signedBytes(
-                    vaultID: vaultID, path: path, epoch: trailer.epoch, version: trailer.isV1 ? nil : trailer.version,
-                    markdown: Data(plaintext[..<trailer.markdownEnd])),
-                context: trailer.isV1 ? contextV1 : context)
+                trailer.signature, for: trailer.signedBytes(plaintext, vaultID: vaultID, path: path),
+                context: trailer.context)
         else { return nil }
-        return (String(decoding: plaintext[..<trailer.markdownEnd], as: UTF8.self), trailer.epoch, trailer.version)
+        return (
+            String(decoding: plaintext[..<trailer.markdownEnd], as: UTF8.self), trailer.epoch, trailer.version,
+            trailer.replaces
+        )
     }
 
     /// The device record that may have written a note of `epoch`; throws `.untrustedNote` saying why none may.

@@ -154,6 +154,48 @@ struct VaultTests {
     }
 
     /// The current epoch's vault identity, unwrapped with `credentials`.
+    @Test("what a version replaces is signed: raising, dropping or moving a replaced version breaks the signature")
+    func replacesIsSigned() throws {
+        var f = try Fixture()
+        try f.approvePhone()
+        let keys = try VaultKeyring(vault: f.vault.body, credentials: f.home)
+        let recipient = try #require(try AgeKeyFile.recipients(from: f.vault.body.currentEpoch.recipient).first)
+        let note = String(repeating: "ab", count: 16)
+        let path = "notes/\(f.phone.id)/\(note).age"
+        let sealed = try VaultNote.seal(
+            markdown: "# Plan\nby bike\n", path: path, vault: f.vault.body, author: f.phone, version: 1,
+            replaces: [f.home.id: 2])
+        let opened = try VaultNote.open(sealed, path: path, vault: f.vault.body, keyring: keys)
+        #expect(opened.replaces == [f.home.id: 2] && opened.author == f.phone.id)
+        let plaintext = String(
+            decoding: try Age.decrypt(sealed, identities: [try Self.epochKey(f, credentials: f.phone)]), as: UTF8.self)
+        #expect(plaintext.contains("<!-- sempere-note v3 ") && plaintext.contains("replaces=\(f.home.id):2 "))
+        // The provider cannot read the line, but were it able to: each change is refused as forged.
+        let changes = [
+            plaintext.replacingOccurrences(of: "replaces=\(f.home.id):2", with: "replaces=\(f.home.id):9"),
+            plaintext.replacingOccurrences(of: "replaces=\(f.home.id):2 ", with: "")
+                .replacingOccurrences(of: "sempere-note v3", with: "sempere-note v2"),
+            plaintext.replacingOccurrences(of: "replaces=\(f.home.id):2", with: "replaces=\(f.home.id):1"),
+        ]
+        for changed in changes {
+            #expect(changed != plaintext)
+            let forged = try Age.encrypt(Data(changed.utf8), to: [recipient])
+            let error = expectSempereError(.untrustedNote) {
+                try VaultNote.open(forged, path: path, vault: f.vault.body, keyring: keys)
+            }
+            #expect(error?.reason.contains("its signature does not verify") == true, "\(String(describing: error))")
+        }
+        // A line that names its own author, or no version, does not parse: no signature line at all.
+        for field in ["replaces=\(f.phone.id):1", "replaces=\(f.home.id):", "replaces="] {
+            let bad = plaintext.replacingOccurrences(of: "replaces=\(f.home.id):2", with: field)
+            let error = expectSempereError(.untrustedNote) {
+                try VaultNote.open(
+                    try Age.encrypt(Data(bad.utf8), to: [recipient]), path: path, vault: f.vault.body, keyring: keys)
+            }
+            #expect(error?.reason.contains("no author signature line") == true, "\(field): \(String(describing: error))")
+        }
+    }
+
     static func epochKey(_ f: Fixture, credentials: DeviceKeys) throws -> any AgeIdentity {
         let wrap = try #require(f.vault.body.currentEpoch.wraps[credentials.id])
         return try WrapIdentity(
