@@ -501,11 +501,8 @@ extension VaultSession {
             markdown = versions[0].markdown
         } else {
             // As git marks a merge conflict: each version under a line that names its device.
-            markdown =
-                versions.enumerated().map { index, note in
-                    (index == 0 ? "<<<<<<< " : "======= ") + "\(name(of: note.author)), version \(note.version)\n"
-                        + note.markdown + (note.markdown.hasSuffix("\n") ? "" : "\n")
-                }.joined() + ">>>>>>> end of the conflict: keep what you want, remove these marker lines\n"
+            markdown = Self.conflictText(
+                versions.map { ("\(name(of: $0.author)), version \($0.version)", $0.markdown) })
         }
         return Draft(id: Self.noteID(path), markdown: markdown, replaces: Self.merged(versions), versions: versions)
     }
@@ -534,7 +531,8 @@ extension VaultSession {
                         + "it, `sempere rm \(id.prefix(8))`")
             }
             let replaces = try draft?.replaces ?? Self.merged(versions(of: path))
-            try writeVersion(markdown, of: id, replacing: replaces)
+            try writeVersion(
+                markdown, of: id, replacing: replaces, startedFrom: draft.map { $0.replaces[keys.id] ?? 0 })
         }
     }
 
@@ -565,15 +563,46 @@ extension VaultSession {
 
     /// Writes `markdown` at this device's own path of note `id`, as its next version, replacing `replaces`, then
     /// the manifest.
-    private func writeVersion(_ markdown: String, of id: String, replacing replaces: [String: Int]) throws {
+    ///
+    /// `startedFrom`: this device's own version of the note the edit started from (a ``Draft``'s). When this
+    /// device has written the note again since (a second `sempere edit` at once, an app's kept draft), its one
+    /// file cannot hold both, so the version written holds both texts between conflict markers: none is lost.
+    /// What this device's deletions of the note replaced is kept in what the version replaces, so that what a
+    /// device once replaced stays replaced.
+    private func writeVersion(
+        _ markdown: String, of id: String, replacing replaces: [String: Int], startedFrom: Int? = nil
+    ) throws {
         let own = VaultFolder.notePath(author: keys.id, noteID: id)
         let manifest = try ownManifest()
+        var markdown = markdown
+        if let startedFrom, let current = manifest.notes[id], current > startedFrom,
+            let mine = try? VaultNote.open(try folder.readNote(at: own), path: own, vault: body, keyring: keyring()),
+            mine.markdown != markdown
+        {
+            markdown = Self.conflictText([
+                (
+                    "\(name(of: keys.id)), version \(mine.version) (written on this device after this edit began)",
+                    mine.markdown
+                ),
+                ("this edit", markdown),
+            ])
+        }
+        var claims = replaces
+        for (device, version) in manifest.replaced[id] ?? [:] { claims[device] = max(claims[device] ?? 0, version) }
         let version =
             max(
-                manifest.notes[id] ?? 0, manifest.deleted[id] ?? 0, replaces[keys.id] ?? 0,
+                manifest.notes[id] ?? 0, manifest.deleted[id] ?? 0, claims[keys.id] ?? 0,
                 highestVersionShown(own)) + 1
-        try write(markdown, at: own, version: version, replaces: replaces)
+        try write(markdown, at: own, version: version, replaces: claims)
         _ = try recordInManifest(manifest, id: id, version: version)
+    }
+
+    /// Texts between git-style conflict markers, each under a line naming where it comes from.
+    static func conflictText(_ versions: [(label: String, markdown: String)]) -> String {
+        versions.enumerated().map { index, version in
+            (index == 0 ? "<<<<<<< " : "======= ") + version.label + "\n" + version.markdown
+                + (version.markdown.hasSuffix("\n") ? "" : "\n")
+        }.joined() + ">>>>>>> end of the conflict: keep what you want, remove these marker lines\n"
     }
 
     /// The highest version of the note at `path` (an author's path) this device has shown.

@@ -92,7 +92,8 @@ extension VaultSession {
             target = entry.path
             let id = Self.noteID(target)
             let version = max(manifest.notes[id] ?? 0, manifest.deleted[id] ?? 0, highestVersionShown(target)) + 1
-            try write(text, at: target, version: version)
+            // What this device's deletion of the note replaced stays replaced.
+            try write(text, at: target, version: version, replaces: manifest.replaced[id] ?? [:])
             manifest.recordWrite(id, version: version)
             try saveOwnManifest(manifest)
             return Restored(path: target, removedSetAside: true, keptBecause: nil)

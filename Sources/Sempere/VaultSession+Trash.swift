@@ -47,16 +47,23 @@ extension VaultSession {
             throw SempereError(
                 .io, "cannot create the trash \(trashDirectory.path): \(plainCreateFailure(at: trashDirectory, error))")
         }
-        try AtomicWrite.write(
-            sealed, to: trashDirectory.appendingPathComponent("\(Self.noteID(path)).age"), mode: 0o600)
+        // One entry per removal: a note removed again (an edit elsewhere survived the first removal) keeps both.
+        var name = "\(Self.noteID(path)).\(file.deletedAt).age"
+        var count = 1
+        while FileManager.default.fileExists(atPath: trashDirectory.appendingPathComponent(name).path) {
+            count += 1
+            name = "\(Self.noteID(path)).\(file.deletedAt)-\(count).age"
+        }
+        try AtomicWrite.write(sealed, to: trashDirectory.appendingPathComponent(name), mode: 0o600)
     }
 
     /// What the trash holds, newest first; entries past their ``trashDays`` are deleted for good first.
     public func trash() throws -> [TrashEntry] {
         try state.locked(root: configRoot) {
             try trashFiles().compactMap { url, file in
+                // `<note id>.age` (sempere 0.4's first trash) or `<note id>.<unix time>[-n].age`.
                 let entry = TrashEntry(
-                    id: url.deletingPathExtension().lastPathComponent, path: file.path, title: file.title,
+                    id: String(url.lastPathComponent.prefix(32)), path: file.path, title: file.title,
                     deletedAt: Date(timeIntervalSince1970: TimeInterval(file.deletedAt)))
                 guard entry.expiresAt > now else {
                     try? FileManager.default.removeItem(at: url)
@@ -71,20 +78,21 @@ extension VaultSession {
     /// own path, as its next version (the vault then shows it again on every device), and the entry goes.
     public func restoreFromTrash(_ text: String) throws -> String {
         try state.locked(root: configRoot) {
-            let entries = try trash()
+            _ = try trash()  // drops the entries past their days
             let wanted = text.lowercased()
-            let matches = entries.filter { !wanted.isEmpty && $0.id.hasPrefix(wanted) }
-            guard matches.count == 1, let entry = matches.first else {
+            // Newest first: a note removed twice comes back as it was at its latest removal.
+            let matches = try trashFiles().filter { url, _ in
+                !wanted.isEmpty && url.lastPathComponent.prefix(32).hasPrefix(wanted)
+            }.sorted { $0.1.deletedAt > $1.1.deletedAt }
+            guard Set(matches.map { $0.0.lastPathComponent.prefix(32) }).count == 1, let (url, file) = matches.first
+            else {
                 throw SempereError(
                     .notFound,
                     matches.isEmpty
                         ? "the trash holds no note \"\(text)\": `sempere trash` lists what it holds"
                         : "\"\(text)\" starts more than one note id in the trash: use more of it")
             }
-            let url = trashDirectory.appendingPathComponent("\(entry.id).age")
-            guard let file = try trashFiles().first(where: { $0.0 == url })?.1 else {
-                throw SempereError(.notFound, "the trash entry \(entry.id.prefix(8)) is gone")
-            }
+            let entry = (id: String(url.lastPathComponent.prefix(32)), path: file.path)
             var manifest = try ownManifest()
             let id = Self.noteID(entry.path)
             // Only a note whose deletion the manifest holds: a `rm` that stopped after keeping the entry left the

@@ -132,6 +132,50 @@ struct VaultSessionEditingTests {
         #expect(versions == ["# List\neggs, bread\n", "# List\neggs, butter\n"])
     }
 
+    @Test("an edit rolled back to an older version does not bring back the version the newer one replaced")
+    func aRolledBackEditShowsNothingStale() throws {
+        let three = try Three()
+        defer { three.remove() }
+        let folder = three.pair.folder
+        let note = try three.home.newNote(markdown: "# Note\nv1\n")
+        let homeDraft = try three.home.draft(of: note)
+        try three.phone.updateNote(at: note, markdown: "# Note\nphone\n")
+        let phoneFile = try three.path(three.phone, note)
+        let phoneFirst = try Data(contentsOf: folder.appendingPathComponent(phoneFile))
+        try three.home.updateNote(at: note, markdown: "# Note\nhome\n", replacing: homeDraft)
+        // The phone merges the conflict (its version 2 replaces home's version 2); the tablet shows it.
+        try three.phone.updateNote(at: note, markdown: "# Note\nmerged\n")
+        #expect(try three.tablet.list().notes.map(\.markdown) == ["# Note\nmerged\n"])
+        // The provider puts the phone's version 1 back, which replaced only home's version 1: home's version 2,
+        // still in the folder (home has not listed since), must not show as the note meanwhile.
+        try phoneFirst.write(to: folder.appendingPathComponent(phoneFile))
+        let listing = try three.tablet.list()
+        #expect(listing.notes.isEmpty, "\(listing.notes.map(\.markdown))")
+        #expect(listing.pending.map(\.path) == [phoneFile] && listing.pending.first?.expected == 2)
+        #expect(listing.setAside.map(\.category) == [.oldVersionPutBack])
+    }
+
+    @Test("two edits of one note on one device at once: the later save keeps both texts, between markers")
+    func twoEditsOnOneDevice() throws {
+        let three = try Three()
+        defer { three.remove() }
+        let note = try three.phone.newNote(markdown: "# Log\n")
+        let first = try three.phone.draft(of: note)
+        let second = try three.phone.draft(of: note)
+        try three.phone.updateNote(at: note, markdown: "# Log\nmonday\n", replacing: first)
+        try three.phone.updateNote(at: note, markdown: "# Log\ntuesday\n", replacing: second)
+        let text = try three.home.open(notePath: note).markdown
+        #expect(text.contains("monday") && text.contains("tuesday") && text.hasPrefix("<<<<<<< "), "\(text)")
+        // A device removes a note twice (an edit elsewhere survived the first): the trash keeps both removals.
+        let homeDraft = try three.home.draft(of: note)
+        try three.phone.removeNote(at: note)
+        try three.home.updateNote(at: note, markdown: "# Log\nwednesday\n", replacing: homeDraft)
+        try three.phone.removeNote(at: note)
+        #expect(try three.phone.trash().filter { $0.id == VaultSession.noteID(note) }.count == 2)
+        _ = try three.phone.restoreFromTrash(VaultSession.noteID(note))
+        #expect(try three.tablet.open(notePath: note).markdown == "# Log\nwednesday\n")
+    }
+
     @Test("an edit made while another device deletes the note survives the deletion")
     func editWinsOverAConcurrentDelete() throws {
         let three = try Three()
@@ -171,13 +215,27 @@ struct VaultSessionEditingTests {
         _ = try three.home.list()
         #expect(!three.exists(note))
 
-        // Forged: the phone's version moved into the tablet's folder, or its line changed to replace more.
+        // Rolled back: the phone writes version 2; the provider puts its version 1 back. The tablet, which showed
+        // version 2, sets version 1 aside and waits for 2: home's replaced version is not shown meanwhile.
+        try three.phone.updateNote(at: note, markdown: "# Budget\n130\n")
+        #expect(try three.tablet.list().notes.map(\.markdown) == ["# Budget\n130\n"])
+        let second = try Data(contentsOf: folder.appendingPathComponent(phoneFile))
+        try phoneBytes.write(to: folder.appendingPathComponent(phoneFile))
+        try homeBytes.write(to: folder.appendingPathComponent(note))
+        let rolledBack = try three.tablet.list()
+        #expect(rolledBack.notes.isEmpty, "\(rolledBack.notes.map(\.markdown))")
+        #expect(rolledBack.setAside.map(\.path) == [phoneFile])
+        expectSempereError(.untrustedNote) { try three.tablet.open(notePath: note) }
+        try second.write(to: folder.appendingPathComponent(phoneFile))
+        #expect(try three.tablet.list().notes.map(\.markdown) == ["# Budget\n130\n"])
+
+        // Forged: the phone's version moved into the tablet's folder (its line changed: VaultTests.replacesIsSigned).
         let moved = try three.path(three.tablet, note)
         try FileManager.default.createDirectory(
             at: folder.appendingPathComponent(moved).deletingLastPathComponent(), withIntermediateDirectories: true)
         try phoneBytes.write(to: folder.appendingPathComponent(moved))
         let listing = try three.home.list()
-        #expect(listing.setAside.map(\.path) == [moved] && listing.notes.map(\.markdown) == ["# Budget\n120\n"])
+        #expect(listing.setAside.map(\.path) == [moved] && listing.notes.map(\.markdown) == ["# Budget\n130\n"])
         try FileManager.default.removeItem(at: folder.appendingPathComponent(moved))
     }
 

@@ -23,8 +23,10 @@ extension VaultSessionTests {
 
         // Restored: the same note, its next version, shown on every device again.
         let id = VaultSession.noteID(kept)
-        let entryFile = pair.phone.state.trashDirectory(root: pair.phone.configRoot)
-            .appendingPathComponent("\(id).age")
+        let trashDirectory = pair.phone.state.trashDirectory(root: pair.phone.configRoot)
+        let entryName = try #require(
+            try FileManager.default.contentsOfDirectory(atPath: trashDirectory.path).first { $0.hasPrefix(id) })
+        let entryFile = trashDirectory.appendingPathComponent(entryName)
         let entryBytes = try Data(contentsOf: entryFile)
         #expect(try pair.phone.restoreFromTrash(String(id.prefix(8))) == kept)
         let shown = try pair.home.list().notes

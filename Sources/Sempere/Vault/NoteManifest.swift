@@ -78,10 +78,16 @@ public struct NoteManifest: Sendable, Equatable {
 
     /// Records that this device's file of note `id`, at `version` (0: none), is deleted, and with it the other
     /// devices' files of the note in `replacing` (device id → version).
+    ///
+    /// What a device's deletions replace only grows: a later deletion of the same note keeps the higher of each
+    /// device's version, and never records a lower version of its own.
     mutating func recordDeletion(_ id: String, version: Int, replacing: [String: Int] = [:]) {
         notes[id] = nil
-        deleted[id] = version
-        let others = replacing.filter { $0.key != device }
+        deleted[id] = max(deleted[id] ?? 0, version)
+        var others = replaced[id] ?? [:]
+        for (device, version) in replacing where device != self.device {
+            others[device] = max(others[device] ?? 0, version)
+        }
         replaced[id] = others.isEmpty ? nil : others
         sequence += 1
     }
@@ -141,7 +147,8 @@ public struct NoteManifest: Sendable, Equatable {
         }
         let hex = { (id: String) in VaultFolder.isHexID(Substring(id)) }
         let replaced = body.replaced ?? [:]
-        guard body.notes.keys.allSatisfy(hex), body.deleted.keys.allSatisfy(hex),
+        guard body.replaced.map({ !$0.isEmpty }) ?? true, body.notes.keys.allSatisfy(hex),
+            body.deleted.keys.allSatisfy(hex),
             body.notes.values.allSatisfy({ $0 >= 0 }), body.deleted.values.allSatisfy({ $0 >= 0 }),
             replaced.allSatisfy({ id, devices in
                 body.deleted[id] != nil && !devices.isEmpty && devices.keys.allSatisfy(hex)

@@ -180,9 +180,26 @@ struct NoteTriage {
                                 + "this device (or the storage provider holds it back)"))
             }
         }
-        pending.sort { $0.path < $1.path }
+        // A device's file set aside (put back old, damaged, under a key not here yet) while its manifest lists
+        // the note: that device's version is not here to read, and it may replace the one shown.
+        var unreadable: [String: VaultSession.Pending] = [:]
+        for entry in setAside where VaultFolder.isNotePath(entry.path) {
+            let writer = String(entry.path.split(separator: "/")[1])
+            let id = VaultSession.noteID(entry.path)
+            guard vault.device(writer) != nil, let listed = manifests[writer]?.notes[id],
+                !isReplaced(author: writer, id: id, version: listed)
+            else { continue }
+            onItsWay.insert(id)
+            unreadable[id] = VaultSession.Pending(
+                path: entry.path, author: writer, version: nil, expected: listed,
+                reason: "its version \(listed) from this device's folder \(writer.prefix(8)) is set aside here "
+                    + "(\(entry.reason)), and it may replace the version this device has: the note waits for it")
+        }
         // A note with a version on its way is pending as a whole: the version here may be the one it replaces.
+        let hidden = Set(shown.map { VaultSession.noteID($0.path) }).intersection(onItsWay)
         shown.removeAll { [onItsWay] in onItsWay.contains(VaultSession.noteID($0.path)) }
+        pending += hidden.compactMap { unreadable[$0] }
+        pending.sort { $0.path < $1.path }
     }
 
     static let replacedReason = "another device wrote a newer version of this note, or deleted it, after this one"

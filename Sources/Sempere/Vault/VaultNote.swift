@@ -256,7 +256,9 @@ public enum VaultNote {
             }
             // A v3 line names at least one replaced version; a v2 line none.
             if isV3 {
-                guard let field = fields["replaces"], let parsed = VaultNote.parseReplaces(field, author: author)
+                // Only the canonical form (sorted, plain decimal) is read: the signature covers that form.
+                guard let field = fields["replaces"], let parsed = VaultNote.parseReplaces(field, author: author),
+                    VaultNote.replacesField(parsed) == field
                 else { return nil }
                 replaces = parsed
             } else {

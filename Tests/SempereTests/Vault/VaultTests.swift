@@ -192,7 +192,8 @@ struct VaultTests {
                 try VaultNote.open(
                     try Age.encrypt(Data(bad.utf8), to: [recipient]), path: path, vault: f.vault.body, keyring: keys)
             }
-            #expect(error?.reason.contains("no author signature line") == true, "\(field): \(String(describing: error))")
+            #expect(
+                error?.reason.contains("no author signature line") == true, "\(field): \(String(describing: error))")
         }
     }
 
