@@ -75,7 +75,7 @@ extension VaultSession {
     ) throws -> (session: VaultSession, kit: RecoveryKit)? {
         guard FileManager.default.fileExists(atPath: folder.url.appendingPathComponent(VaultFolder.vaultFile).path),
             let vault = try? folder.unverifiedVault(), vault.body.generation == 1,
-            let keys = try? DeviceKeys.load(from: try keyStore(configRoot: configRoot)), vault.body.home == keys.id,
+            let keys = try? loadKeys(configRoot: configRoot), vault.body.home == keys.id,
             let kit = UnshownKit.load(root: configRoot, vaultID: vault.body.vaultID, identity: keys.identity)
         else { return nil }
         // The first list is checked as a device with only the kit checks it: the kit signed its home.
@@ -185,6 +185,8 @@ extension VaultSession {
                 try manager.moveItem(at: from, to: to)
                 moved.append((from, to))
             }
+            // The keys this process opened are the old ones: a fresh key is made next.
+            KeyUnlocking.shared.forget(DeviceState.keyStoreDirectory(root: configRoot).path)
         } catch {
             var restored = true
             for (from, to) in moved.reversed() where (try? manager.moveItem(at: to, to: from)) == nil {

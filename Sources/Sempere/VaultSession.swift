@@ -35,8 +35,16 @@ public struct VaultSession: Sendable {
     /// whose making stopped half way, on a device in no vault, are dropped so that they are made again.
     static func keysBeforeJoining(configRoot: URL) throws -> DeviceKeys? {
         let store = try keyStore(configRoot: configRoot)
-        if try DeviceState.all(root: configRoot).isEmpty { _ = try DeviceKeys.discardInterruptedSave(in: store) }
-        return try DeviceKeys.load(from: store)
+        if try DeviceState.all(root: configRoot).isEmpty {
+            do {
+                if try DeviceKeys.discardInterruptedSave(in: store) {
+                    KeyUnlocking.shared.forget(store.directory.path)
+                }
+            } catch let error as SempereError where error.code == .passphraseRequired {
+                // Protected keys: both were saved whole (the signing key, saved last, is what asks).
+            }
+        }
+        return try loadKeys(configRoot: configRoot)
     }
 
     /// This device's keys, made first when it has none (``keysBeforeJoining(configRoot:)``).
@@ -46,18 +54,22 @@ public struct VaultSession: Sendable {
     }
 
     /// The key store of the device whose configuration root is `configRoot` (`<root>/keys`).
+    ///
+    /// It stores (and opens) with the passphrase this process knows for it: the one the keys were opened with, or
+    /// the one ``protectNewKeys(with:)`` set.
     public static func keyStore(configRoot: URL) throws -> FileKeyStore {
-        try FileKeyStore(directory: DeviceState.keyStoreDirectory(root: configRoot))
+        let directory = DeviceState.keyStoreDirectory(root: configRoot)
+        return try FileKeyStore(directory: directory, passphrase: KeyUnlocking.shared.passphrase(for: directory.path))
     }
 
     /// This device's keys, which ``create(folder:homeName:postQuantum:passphrase:configRoot:)`` or
     /// ``askToJoin(folder:name:configRoot:now:)`` made.
     public static func deviceKeys(configRoot: URL) throws -> DeviceKeys {
-        let store = try keyStore(configRoot: configRoot)
-        guard let keys = try DeviceKeys.load(from: store) else {
+        guard let keys = try loadKeys(configRoot: configRoot) else {
             throw SempereError(
                 .notFound,
-                "this device has no keys in \(store.directory.path): run `sempere create` or `sempere join` first")
+                "this device has no keys in \(DeviceState.keyStoreDirectory(root: configRoot).path): run "
+                    + "`sempere create` or `sempere join` first")
         }
         return keys
     }

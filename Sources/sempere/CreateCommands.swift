@@ -21,6 +21,10 @@ struct Create: ParsableCommand {
     var postQuantum: Bool
     @Flag(name: .long("passphrase-copy"), help: "Keep a passphrase-encrypted copy of the recovery key in the vault.")
     var passphraseCopy: Bool
+    @Flag(
+        name: .long("protect-keys"),
+        help: "Protect this device's keys with a passphrase (asked twice; then asked by every command).")
+    var protectKeys: Bool
     @Flag(name: .long("json"), help: "Print the result as JSON.") var json: Bool
     @OptionGroup var options: ConfigOption
     @OptionGroup var secret: SecretOptions
@@ -32,6 +36,7 @@ struct Create: ParsableCommand {
     func run() async throws {
         try reporting {
             let path = absolutePath(folder)
+            try options.protectNewKeys(protectKeys)
             let passphrase =
                 passphraseCopy ? try secret.read("a passphrase for the passphrase copy", confirm: true) : nil
             let (session, kit) = try VaultSession.create(

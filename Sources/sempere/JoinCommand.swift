@@ -24,6 +24,10 @@ struct Join: ParsableCommand {
     var code: String?
     @Flag(name: .long("finish"), help: "Step 3: ask for the six words home shows on the terminal, echo off.")
     var finish: Bool
+    @Flag(
+        name: .long("protect-keys"),
+        help: "Step 1: protect this device's new keys with a passphrase (asked twice; then asked by every command).")
+    var protectKeys: Bool
     @Flag(name: .long("json"), help: "Print the result as JSON.") var json: Bool
     @OptionGroup var options: ConfigOption
     @OptionGroup var secret: SecretOptions
@@ -35,6 +39,9 @@ struct Join: ParsableCommand {
                     + "finish")
         }
         if let name, name.trimmingCharacters(in: .whitespaces).isEmpty { throw ValidationError("--name is empty") }
+        if protectKeys && name == nil {
+            throw ValidationError("--protect-keys goes with --name (step 1), where this device makes its keys")
+        }
     }
 
     func run() async throws {
@@ -42,6 +49,7 @@ struct Join: ParsableCommand {
             let path = absolutePath(folder)
             let url = URL(fileURLWithPath: path)
             let root = try options.configRoot()
+            if name != nil { try options.protectNewKeys(protectKeys) }
             if let name {
                 if let aside = try VaultSession.keepAsideIfRemoved(folder: url, configRoot: root) {
                     streams.err(

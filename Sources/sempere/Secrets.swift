@@ -58,12 +58,15 @@ struct SecretOptions: ParsableArguments {
 
     /// Asks on the controlling terminal with echo off, and restores it (also when reading fails, and when a signal
     /// ends the program while it waits: Ctrl-C at the prompt must not leave the terminal without echo).
-    static func askTerminal(_ prompt: String, what: String) throws -> String {
+    /// `elsewhere`: what to give instead when there is no terminal (nil: `--secret-stdin` or `--secret-env`).
+    static func askTerminal(_ prompt: String, what: String, elsewhere: String? = nil) throws -> String {
         let descriptor = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)
         guard descriptor >= 0 else {
             throw failure(
-                "\(what) is read from the terminal, and this command has none: give --secret-stdin to read it from "
-                    + "standard input, or --secret-env NAME to read it from an environment variable")
+                "\(what) is read from the terminal, and this command has none: "
+                    + (elsewhere
+                        ?? "give --secret-stdin to read it from standard input, or --secret-env NAME to read it from "
+                        + "an environment variable"))
         }
         defer { close(descriptor) }
         _ = prompt.withCString { write(descriptor, $0, strlen($0)) }

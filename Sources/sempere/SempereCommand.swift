@@ -17,12 +17,12 @@ struct SempereCommand: ParsableCommand {
             manages devices), or `sempere join <folder> --name <device>` on another one. This device's keys and \
             state live in --config, else $SEMPERE_CONFIG, else $XDG_CONFIG_HOME/sempere, else ~/.config/sempere.
             """,
-        version: "sempere 0.3.0",
+        version: "sempere 0.4.0",
         subcommands: [
             Create.self, Join.self, Devices.self, New.self, List.self, Cat.self, Remove.self, Search.self,
             Import.self, Export.self, Edit.self, Resolve.self, Repair.self, Kit.self, Takeover.self, Reencrypt.self,
             Alerts.self,
-            Status.self, Trash.self,
+            Status.self, Trash.self, Keys.self,
         ])
 }
 
@@ -31,10 +31,15 @@ struct VaultOptions: ParsableArguments {
     @OptionalOption(name: .long("vault"), help: "The vault folder (needed when this device is in several).")
     var vault: String?
     @OptionalOption(name: .long("config"), help: "This device's configuration directory.") var config: String?
+    @OptionalOption(
+        name: .long("keys-passphrase-env"),
+        help: "Read the passphrase of this device's keys from this environment variable, not the terminal (warned).")
+    var keysPassphraseEnvironment: String?
 
-    /// This device's configuration root.
+    /// This device's configuration root (and how to ask for its keys' passphrase, when they have one).
     func configRoot() throws -> URL {
-        try DeviceState.configRoot(override: config, environment: ProcessInfo.processInfo.environment)
+        KeyPassphraseSource(environmentName: keysPassphraseEnvironment).register()
+        return try DeviceState.configRoot(override: config, environment: ProcessInfo.processInfo.environment)
     }
 
     /// The vault, opened and checked against this device's pin; what opening noticed is shown as warnings.
@@ -45,12 +50,59 @@ struct VaultOptions: ParsableArguments {
     }
 }
 
-/// Only `--config`, for the commands that make a vault or join one.
+/// Only `--config` (and where the keys' passphrase comes from), for the commands that make a vault or join one.
 struct ConfigOption: ParsableArguments {
     @OptionalOption(name: .long("config"), help: "This device's configuration directory.") var config: String?
+    @OptionalOption(
+        name: .long("keys-passphrase-env"),
+        help: "Read the passphrase of this device's keys from this environment variable, not the terminal (warned).")
+    var keysPassphraseEnvironment: String?
 
     func configRoot() throws -> URL {
-        try DeviceState.configRoot(override: config, environment: ProcessInfo.processInfo.environment)
+        KeyPassphraseSource(environmentName: keysPassphraseEnvironment).register()
+        return try DeviceState.configRoot(override: config, environment: ProcessInfo.processInfo.environment)
+    }
+
+    /// With `protect`, a new passphrase for the keys this command makes (asked twice on the terminal).
+    func protectNewKeys(_ protect: Bool) throws {
+        guard protect else { return }
+        try VaultSession.protectNewKeys(
+            with: try KeyPassphraseSource(environmentName: keysPassphraseEnvironment).read(confirm: true))
+    }
+}
+
+/// Where the passphrase of this device's keys comes from: the terminal, echo off, asked once per command; or an
+/// environment variable the person names with `--keys-passphrase-env`, with a warning.
+struct KeyPassphraseSource {
+    let environmentName: String?
+    static let what = "the passphrase of this device's keys"
+
+    func read(confirm: Bool = false) throws -> String {
+        if let name = environmentName {
+            guard let value = ProcessInfo.processInfo.environment[name], !value.isEmpty else {
+                throw failure(
+                    "--keys-passphrase-env \(name): $\(name) is not set, or empty, so there is no \(Self.what) to read")
+            }
+            streams.err(
+                "sempere: warning: reading \(Self.what) from $\(name): every program you run can read your "
+                    + "environment, and some log it; unset it once done, or let sempere ask on the terminal")
+            return SecretOptions.withoutLineEnd(value)
+        }
+        let typed = try SecretOptions.askTerminal(
+            "Passphrase of this device's keys: ", what: Self.what,
+            elsewhere: "give --keys-passphrase-env NAME to read it from an environment variable")
+        if confirm,
+            try SecretOptions.askTerminal("The same again, to check: ", what: Self.what, elsewhere: nil) != typed
+        {
+            throw failure("the two entries of \(Self.what) differ; nothing was done")
+        }
+        return typed
+    }
+
+    /// Lets the library ask, when it opens keys that have a passphrase.
+    func register() {
+        let source = self
+        VaultSession.askForKeyPassphrase { try source.read() }
     }
 }
 
