@@ -40,13 +40,22 @@ final class PrivateNATSServer: @unchecked Sendable {
         process.standardError = FileHandle.nullDevice
         try process.run()
         self.process = process
-        // Up once it takes a connection.
+        // Up once it takes a connection, and still running then: a server that lost its port to another one (a
+        // port freed by stop() and taken meanwhile) has exited, and the connection went to the other one.
         for _ in 0..<500 {
-            if (try? NATSConnection(url: url)) != nil { return }
+            if (try? NATSConnection(url: url)) != nil {
+                guard process.isRunning else {
+                    throw FixtureError("nats-server could not listen on port \(port): another server took it")
+                }
+                return
+            }
             usleep(10_000)
         }
         throw FixtureError("nats-server did not start on port \(port)")
     }
+
+    /// Whether the server this started is running.
+    var isRunning: Bool { process?.isRunning ?? false }
 
     func stop() {
         process?.terminate()
@@ -164,7 +173,12 @@ struct NATSRelayBusTests {
         try connection.publish(Data("sent before the outage".utf8), to: "pixie.test")
         nats.stop()
         try nats.start()
-        try await eventually("libnats did not reconnect") { connection.isConnected }
+        do {
+            try await eventually("libnats did not reconnect") { connection.isConnected }
+        } catch {
+            // What libnats was doing, for the next time this is seen (once, in a loaded CI run).
+            throw FixtureError("\(error) (libnats: \(connection.stateDescription); server running: \(nats.isRunning))")
+        }
         #expect(connection.reconnects == before + 1)
         #expect(throws: NATSError.self) { try connection.flush(timeout: .seconds(2), reconnectsBefore: before) }
         // What is sent from now on is confirmed.

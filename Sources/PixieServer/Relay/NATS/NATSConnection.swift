@@ -100,6 +100,23 @@ public final class NATSConnection: @unchecked Sendable {
     /// Whether the connection is up now (not reconnecting, not closed).
     public var isConnected: Bool { natsConnection_Status(handle) == NATS_CONN_STATUS_CONNECTED }
 
+    /// The connection's state in words, with libnats' last error when it has one: for logs and diagnostics.
+    public var stateDescription: String {
+        let state: String
+        switch natsConnection_Status(handle) {
+        case NATS_CONN_STATUS_DISCONNECTED: state = "disconnected"
+        case NATS_CONN_STATUS_CONNECTING: state = "connecting"
+        case NATS_CONN_STATUS_CONNECTED: state = "connected"
+        case NATS_CONN_STATUS_CLOSED: state = "closed"
+        case NATS_CONN_STATUS_RECONNECTING: state = "reconnecting"
+        default: state = "draining"
+        }
+        var text: UnsafePointer<CChar>?
+        let error = natsConnection_GetLastError(handle, &text)
+        guard error != NATS_OK, let text else { return state }
+        return "\(state), last error: \(String(cString: text))"
+    }
+
     /// Publishes `data` on `subject` (libnats writes it with the next flush).
     public func publish(_ data: Data, to subject: String) throws(NATSError) {
         let status = data.withUnsafeBytes { natsConnection_Publish(handle, subject, $0.baseAddress, Int32($0.count)) }
