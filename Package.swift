@@ -94,7 +94,7 @@ let package = Package(
         .target(name: "SiblingsCrypto", dependencies: ["COpenSSL", "CConstantTime"], swiftSettings: strict),
 
         // age v1 file encryption (C2SP age spec) on the crypto core; docs/age.md.
-        .target(name: "Age", dependencies: ["SiblingsCrypto", "SystemCalls"], swiftSettings: strict),
+        .target(name: "Age", dependencies: ["SiblingsCrypto", "SystemCalls", "Processes"], swiftSettings: strict),
 
         // Files only this user can read (0700 directories, 0600 files replaced atomically): Sempere's key store
         // and a Pixie device's home.

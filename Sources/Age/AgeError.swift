@@ -17,6 +17,7 @@ public struct AgeError: Error, Sendable, CustomStringConvertible {
             case invalidIdentity
             case incompatibleRecipients
             case workFactorTooLarge
+            case plugin
             case io
         }
 
@@ -43,6 +44,9 @@ public struct AgeError: Error, Sendable, CustomStringConvertible {
         public static let incompatibleRecipients = Code(backing: .incompatibleRecipients)
         /// A scrypt stanza asks for a work factor above the identity's `maxWorkFactor` (CCTV "header failure").
         public static let workFactorTooLarge = Code(backing: .workFactorTooLarge)
+        /// An age plugin is not installed, could not be run, reported an error, or broke the plugin protocol
+        /// (C2SP age-plugin.md); the reason carries what it said.
+        public static let plugin = Code(backing: .plugin)
         /// Reading or writing a file handle failed.
         public static let io = Code(backing: .io)
 

@@ -15,6 +15,24 @@ public struct AgeStanza: Sendable, Equatable {
         self.arguments = arguments
         self.body = body
     }
+
+    /// The stanza as the header writes it (and the plugin protocol sends it): `-> type arguments...`, then the
+    /// body in canonical unpadded base64, 64 columns a line, the last line shorter (empty when the body fills
+    /// whole lines, or is empty).
+    var encoded: String {
+        var text = "-> " + ([type] + arguments).joined(separator: " ") + "\n"
+        let encodedBody = StrictBase64.encodeUnpadded(body)
+        var index = encodedBody.startIndex
+        while true {
+            let end =
+                encodedBody.index(index, offsetBy: AgeHeader.columns, limitedBy: encodedBody.endIndex)
+                ?? encodedBody.endIndex
+            text += encodedBody[index..<end] + "\n"
+            if encodedBody.distance(from: index, to: end) < AgeHeader.columns { break }
+            index = end
+        }
+        return text
+    }
 }
 
 /// The age v1 header (age spec, "Header"): the version line, the stanzas and the MAC.
@@ -36,19 +54,7 @@ struct AgeHeader {
 
     /// The header without its MAC, through `---`.
     static func encode(_ stanzas: [AgeStanza]) -> Data {
-        var text = versionLine + "\n"
-        for stanza in stanzas {
-            text += "-> " + ([stanza.type] + stanza.arguments).joined(separator: " ") + "\n"
-            let body = StrictBase64.encodeUnpadded(stanza.body)
-            var index = body.startIndex
-            while true {
-                let end = body.index(index, offsetBy: columns, limitedBy: body.endIndex) ?? body.endIndex
-                text += body[index..<end] + "\n"
-                if body.distance(from: index, to: end) < columns { break }
-                index = end
-            }
-        }
-        return Data((text + "---").utf8)
+        Data((versionLine + "\n" + stanzas.map(\.encoded).joined() + "---").utf8)
     }
 
     /// The MAC key: HKDF-SHA-256(file key, salt empty, info "header").

@@ -11,10 +11,11 @@ public enum AgeKeyFile {
             let upper = line.uppercased()
             if upper.hasPrefix(HybridIdentity.hrp + "1") { return try HybridIdentity(string: line) }
             if upper.hasPrefix(X25519Identity.hrp + "1") { return try X25519Identity(string: line) }
+            if upper.hasPrefix("AGE-PLUGIN-") { return try AgePluginIdentity(string: line) }
             throw AgeError(
                 .invalidIdentity,
-                "key file line \(index + 1) of the keys is not an age identity (AGE-SECRET-KEY-1... or "
-                    + "AGE-SECRET-KEY-PQ-1...); SSH keys and plugins are not supported")
+                "key file line \(index + 1) of the keys is not an age identity (AGE-SECRET-KEY-1..., "
+                    + "AGE-SECRET-KEY-PQ-1... or AGE-PLUGIN-...); SSH keys are not supported")
         }
         guard !identities.isEmpty else {
             throw AgeError(.invalidIdentity, "the key file holds no identity: is it the right file?")
@@ -39,11 +40,17 @@ public enum AgeKeyFile {
         return try identities(from: text)
     }
 
-    /// The recipients in a recipients file's text (`age1...` and `age1pq1...`).
+    /// The recipients in a recipients file's text: `age1...`, `age1pq1...`, and plugin recipients
+    /// (`age1<name>1...`, ``AgePluginRecipient``).
     public static func recipients(from text: String) throws -> [any AgeRecipient] {
         try keyLines(text).map { line -> any AgeRecipient in
-            line.lowercased().hasPrefix(HybridRecipient.hrp + "1")
-                ? try HybridRecipient(string: line) : try X25519Recipient(string: line)
+            let lower = line.lowercased()
+            if lower.hasPrefix(HybridRecipient.hrp + "1") { return try HybridRecipient(string: line) }
+            // A plugin recipient's Bech32 prefix is longer than "age": its last "1" comes after the fourth character.
+            if let separator = lower.lastIndex(of: "1"), lower.distance(from: lower.startIndex, to: separator) > 3 {
+                return try AgePluginRecipient(string: line)
+            }
+            return try X25519Recipient(string: line)
         }
     }
 
