@@ -1,3 +1,4 @@
+import Age
 import Foundation
 import Synchronization
 
@@ -47,8 +48,7 @@ extension VaultSession {
         let store = try FileKeyStore(directory: directory, passphrase: passphrase)
         // Each key is written in its new form, then its old form removed (``FileKeyStore/store(_:as:)``): a stop
         // half way leaves one of each, which the passphrase given here opens, and running this again finishes.
-        try store.store(Data(keys.identity.string.utf8), as: DeviceKeys.ageIdentityName)
-        try store.store(keys.signingKey.seedRepresentation, as: DeviceKeys.signingKeyName)
+        try keys.write(to: store)
         KeyUnlocking.shared.state.withLock { $0.opened[directory.path] = (keys, passphrase) }
     }
 
@@ -67,7 +67,10 @@ extension VaultSession {
         let directory = DeviceState.keyStoreDirectory(root: configRoot)
         if let (keys, _) = KeyUnlocking.shared.state.withLock({ $0.opened[directory.path] }) { return keys }
         do {
-            guard let keys = try DeviceKeys.load(from: try keyStore(configRoot: configRoot)) else { return nil }
+            let ui = KeyUnlocking.shared.state.withLock { $0.pluginUI }
+            guard let keys = try DeviceKeys.load(from: try keyStore(configRoot: configRoot), pluginUI: ui) else {
+                return nil
+            }
             KeyUnlocking.shared.state.withLock { $0.opened[directory.path] = (keys, $0.newKeys) }
             return keys
         } catch let error as SempereError where error.code == .passphraseRequired {
@@ -79,8 +82,10 @@ extension VaultSession {
             }
             let passphrase = try provider()
             do {
+                let ui = KeyUnlocking.shared.state.withLock { $0.pluginUI }
                 guard
-                    let keys = try DeviceKeys.load(from: try FileKeyStore(directory: directory, passphrase: passphrase))
+                    let keys = try DeviceKeys.load(
+                        from: try FileKeyStore(directory: directory, passphrase: passphrase), pluginUI: ui)
                 else { return nil }
                 KeyUnlocking.shared.state.withLock { $0.opened[directory.path] = (keys, passphrase) }
                 return keys
@@ -101,6 +106,10 @@ final class KeyUnlocking: Sendable {
         var provider: (@Sendable () throws -> String)?
         var newKeys: String?
         var opened: [String: (keys: DeviceKeys, passphrase: String?)] = [:]
+        /// How an age plugin holding a device's unwrap key reaches the person.
+        var pluginUI: AgePluginUI = .unattended
+        /// The plugin key the keys this process makes take as their unwrap key.
+        var newUnwrapKey: PluginUnwrapKey?
     }
 
     static let shared = KeyUnlocking()

@@ -32,6 +32,7 @@ public struct SempereError: Error, Sendable, CustomStringConvertible {
             case emptyNote
             case unsafeDestination
             case conflict
+            case keyUnavailable
         }
 
         let backing: Backing
@@ -82,6 +83,9 @@ public struct SempereError: Error, Sendable, CustomStringConvertible {
         /// A note has two or more current versions, written on different devices that had not seen each
         /// other's: both are kept until a device writes one that replaces them (`sempere edit`, `sempere resolve`).
         public static let conflict = Code(backing: .conflict)
+        /// The device's unwrap key is held by an age plugin that could not use it: the plugin is not installed,
+        /// failed, or its key (a token, a card) is not there. Nothing was changed.
+        public static let keyUnavailable = Code(backing: .keyUnavailable)
         /// Something valid only for a while (a join request's words) is past its time.
         public static let expired = Code(backing: .expired)
         /// A passphrase too weak for what it protects (the passphrase copy of the recovery key, which the

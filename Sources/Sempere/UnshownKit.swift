@@ -14,7 +14,7 @@ enum UnshownKit {
         DeviceState.directory(root: root).appendingPathComponent("\(vaultID).unshown-kit.age")
     }
 
-    static func save(_ kit: RecoveryKit, root: URL, identity: WrapIdentity) throws {
+    static func save(_ kit: RecoveryKit, root: URL, identity: any DeviceUnwrapKey) throws {
         let directory = DeviceState.directory(root: root)
         do {
             try FileManager.default.createDirectory(
@@ -27,7 +27,7 @@ enum UnshownKit {
     }
 
     /// The kit kept for `vaultID`, or nil when there is none (or it does not open: it is then only noise).
-    static func load(root: URL, vaultID: String, identity: WrapIdentity) -> RecoveryKit? {
+    static func load(root: URL, vaultID: String, identity: any DeviceUnwrapKey) -> RecoveryKit? {
         guard let file = FileManager.default.contents(atPath: Self.file(root: root, vaultID: vaultID).path),
             let plaintext = try? Age.decrypt(file, identities: [identity.ageIdentity])
         else { return nil }

@@ -332,7 +332,7 @@ extension VaultSession {
         try Self.unshownKit(root: configRoot, body: body, identity: keys.identity)
     }
 
-    static func unshownKit(root: URL, body: VaultBody, identity: WrapIdentity) throws -> RecoveryKit? {
+    static func unshownKit(root: URL, body: VaultBody, identity: any DeviceUnwrapKey) throws -> RecoveryKit? {
         guard let kit = UnshownKit.load(root: root, vaultID: body.vaultID, identity: identity) else { return nil }
         let key = try kit.signingKey().publicKey.rawRepresentation
         guard key == body.recovery.signingKey || key == body.kitReplacement?.recovery.signingKey else {

@@ -49,8 +49,13 @@ public struct VaultSession: Sendable {
 
     /// This device's keys, made first when it has none (``keysBeforeJoining(configRoot:)``).
     static func keysMadeIfNeeded(configRoot: URL, postQuantum: Bool) throws -> DeviceKeys {
-        if let keys = try keysBeforeJoining(configRoot: configRoot) { return keys }
-        return try DeviceKeys.loadOrCreate(in: try keyStore(configRoot: configRoot), postQuantum: postQuantum)
+        if let keys = try keysBeforeJoining(configRoot: configRoot) {
+            try checkNoPluginAskedFor(existing: keys)
+            return keys
+        }
+        let keys = try newKeys(postQuantum: postQuantum)
+        try keys.save(to: try keyStore(configRoot: configRoot))
+        return keys
     }
 
     /// The key store of the device whose configuration root is `configRoot` (`<root>/keys`).

@@ -25,18 +25,27 @@ struct Create: ParsableCommand {
         name: .long("protect-keys"),
         help: "Protect this device's keys with a passphrase (asked twice; then asked by every command).")
     var protectKeys: Bool
+    @OptionalOption(
+        name: .long("unwrap-key-plugin"),
+        help: "Keep this device's unwrap key in an age plugin (a YubiKey, a TPM): the identity file it wrote.")
+    var unwrapKeyPlugin: String?
     @Flag(name: .long("json"), help: "Print the result as JSON.") var json: Bool
     @OptionGroup var options: ConfigOption
     @OptionGroup var secret: SecretOptions
 
     func validate() throws {
         guard !name.trimmingCharacters(in: .whitespaces).isEmpty else { throw ValidationError("--name is empty") }
+        if unwrapKeyPlugin != nil && postQuantum {
+            throw ValidationError(
+                "--unwrap-key-plugin and --post-quantum do not go together: an age plugin's key is classical")
+        }
     }
 
     func run() async throws {
         try reporting {
             let path = absolutePath(folder)
             try options.protectNewKeys(protectKeys)
+            try options.keepUnwrapKey(inPlugin: unwrapKeyPlugin)
             let passphrase =
                 passphraseCopy ? try secret.read("a passphrase for the passphrase copy", confirm: true) : nil
             let (session, kit) = try VaultSession.create(

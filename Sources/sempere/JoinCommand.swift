@@ -28,6 +28,10 @@ struct Join: ParsableCommand {
         name: .long("protect-keys"),
         help: "Step 1: protect this device's new keys with a passphrase (asked twice; then asked by every command).")
     var protectKeys: Bool
+    @OptionalOption(
+        name: .long("unwrap-key-plugin"),
+        help: "Step 1: keep this device's unwrap key in an age plugin (a YubiKey, a TPM): the identity file it wrote.")
+    var unwrapKeyPlugin: String?
     @Flag(name: .long("json"), help: "Print the result as JSON.") var json: Bool
     @OptionGroup var options: ConfigOption
     @OptionGroup var secret: SecretOptions
@@ -42,6 +46,9 @@ struct Join: ParsableCommand {
         if protectKeys && name == nil {
             throw ValidationError("--protect-keys goes with --name (step 1), where this device makes its keys")
         }
+        if unwrapKeyPlugin != nil && name == nil {
+            throw ValidationError("--unwrap-key-plugin goes with --name (step 1), where this device makes its keys")
+        }
     }
 
     func run() async throws {
@@ -49,7 +56,10 @@ struct Join: ParsableCommand {
             let path = absolutePath(folder)
             let url = URL(fileURLWithPath: path)
             let root = try options.configRoot()
-            if name != nil { try options.protectNewKeys(protectKeys) }
+            if name != nil {
+                try options.protectNewKeys(protectKeys)
+                try options.keepUnwrapKey(inPlugin: unwrapKeyPlugin)
+            }
             if let name {
                 if let aside = try VaultSession.keepAsideIfRemoved(folder: url, configRoot: root) {
                     streams.err(

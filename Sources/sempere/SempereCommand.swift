@@ -1,3 +1,4 @@
+import Age
 import CommandLineKit
 import Foundation
 import Sempere
@@ -17,7 +18,7 @@ struct SempereCommand: ParsableCommand {
             manages devices), or `sempere join <folder> --name <device>` on another one. This device's keys and \
             state live in --config, else $SEMPERE_CONFIG, else $XDG_CONFIG_HOME/sempere, else ~/.config/sempere.
             """,
-        version: "sempere 0.4.0",
+        version: "sempere 0.5.0",
         subcommands: [
             Create.self, Join.self, Devices.self, New.self, List.self, Cat.self, Remove.self, Search.self,
             Import.self, Export.self, Edit.self, Resolve.self, Repair.self, Kit.self, Takeover.self, Reencrypt.self,
@@ -39,6 +40,7 @@ struct VaultOptions: ParsableArguments {
     /// This device's configuration root (and how to ask for its keys' passphrase, when they have one).
     func configRoot() throws -> URL {
         KeyPassphraseSource(environmentName: keysPassphraseEnvironment).register()
+        PluginRequests.register()
         return try DeviceState.configRoot(override: config, environment: ProcessInfo.processInfo.environment)
     }
 
@@ -60,6 +62,7 @@ struct ConfigOption: ParsableArguments {
 
     func configRoot() throws -> URL {
         KeyPassphraseSource(environmentName: keysPassphraseEnvironment).register()
+        PluginRequests.register()
         return try DeviceState.configRoot(override: config, environment: ProcessInfo.processInfo.environment)
     }
 
@@ -68,6 +71,46 @@ struct ConfigOption: ParsableArguments {
         guard protect else { return }
         try VaultSession.protectNewKeys(
             with: try KeyPassphraseSource(environmentName: keysPassphraseEnvironment).read(confirm: true))
+    }
+}
+
+extension ConfigOption {
+    /// With a file, the unwrap key of the keys this command makes is the age plugin key that identity file names
+    /// (tried first: a wrap and an unwrap).
+    func keepUnwrapKey(inPlugin path: String?) throws {
+        guard let path else { return }
+        let text: String
+        do {
+            text = try String(contentsOfFile: absolutePath(path), encoding: .utf8)
+        } catch {
+            throw failure(
+                "--unwrap-key-plugin \(path): cannot read that file (\(error.localizedDescription)); give the "
+                    + "identity file the plugin wrote, such as `age-plugin-yubikey --identity > key.txt`")
+        }
+        try VaultSession.keepNewUnwrapKey(inPlugin: text)
+    }
+}
+
+/// How an age plugin holding this device's unwrap key reaches the person: its messages on standard error, its
+/// PIN and other requests on the terminal, echo off.
+enum PluginRequests {
+    static func register() {
+        VaultSession.askForPluginRequests(
+            AgePluginUI(
+                showMessage: { message in
+                    streams.err("sempere: \(printable(message))")
+                    return true
+                },
+                requestSecret: { message in
+                    try? SecretOptions.askTerminal(
+                        "\(printable(message)): ", what: "what the age plugin asks for",
+                        elsewhere: "run the command on a terminal")
+                },
+                requestPublic: { message in
+                    try? SecretOptions.askTerminal(
+                        "\(printable(message)): ", what: "what the age plugin asks for",
+                        elsewhere: "run the command on a terminal")
+                }))
     }
 }
 

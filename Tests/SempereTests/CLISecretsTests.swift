@@ -8,7 +8,8 @@ extension CLITests {
     /// Runs `sempere arguments` as `device` on a new pseudo-terminal (Python's `pty`, Debian's python3): waits for
     /// the prompt, types `typed` and Enter, and returns the exit status and everything the terminal showed.
     static func onTerminal(
-        _ scratch: Scratch, _ device: String, _ arguments: [String], typing typed: String, after prompt: String
+        _ scratch: Scratch, _ device: String, _ arguments: [String], typing typed: String, after prompt: String,
+        environment extra: [String: String] = [:]
     ) throws -> (status: Int32, screen: String) {
         let driver = """
             import os, pty, sys, json, time
@@ -35,6 +36,7 @@ extension CLITests {
         var environment = ProcessInfo.processInfo.environment
         environment["SEMPERE_CONFIG"] = scratch.config(device)
         environment["HOME"] = scratch.root.path
+        environment.merge(extra) { $1 }
         // `run` puts the sempere binary after the wrapper: python3 -c <driver> <prompt> <typed> <sempere> <arguments>.
         let result = try Self.run(
             arguments, environment: environment, directory: scratch.root,

@@ -2,6 +2,7 @@ import Age
 import Foundation
 import Sempere
 import SiblingsCrypto
+import Synchronization
 import Testing
 
 @Suite struct DeviceKeysTests {
@@ -29,6 +30,31 @@ import Testing
 
         // Made once: saving other keys over them is refused.
         expectSempereError(.alreadyExists) { try DeviceKeys.generate(postQuantum: postQuantum).save(to: store) }
+    }
+
+    /// A signing key that holds no bytes anyone can read, as one in a Secure Enclave: it only signs.
+    final class SealedSigner: DeviceSigningKey {
+        private let key = HybridSignature.PrivateKey()
+        let signatures = Mutex(0)
+        var publicKey: HybridSignature.PublicKey { key.publicKey }
+        func signature(for message: some DataProtocol, context: some DataProtocol) throws -> HybridSignature.Signature {
+            signatures.withLock { $0 += 1 }
+            return try key.signature(for: message, context: context)
+        }
+    }
+
+    @Test("the keys are operations: a signer that only signs (as a hardware key) makes a vault others check")
+    func keysAreOperations() throws {
+        let signer = SealedSigner()
+        let keys = DeviceKeys(signingKey: signer, identity: WrapIdentity.generate(postQuantum: false))
+        let (vault, _, pin) = try VaultHome.createVault(homeName: "Laptop", credentials: keys, postQuantum: false)
+        #expect(signer.signatures.withLock { $0 } == 1)
+        // Checked as any device checks it: the signature is home's, over the body.
+        let parsed = try SignedVault(parsing: try vault.encoded())
+        _ = try parsed.accept(pinned: pin)
+        #expect(parsed.body.home == keys.id && parsed.signer == keys.id)
+        // Its holder keeps such keys; the key store cannot.
+        expectSempereError(.invalidSecret) { try keys.save(to: InMemoryKeyStore()) }
     }
 
     @Test func theAgeIdentityIsAnAgeKey() throws {

@@ -15,7 +15,7 @@ struct EpochKeyMemory {
     /// Recipient string → identity.
     private(set) var identities: [String: WrapIdentity] = [:]
 
-    static func load(from url: URL, identity: WrapIdentity) -> EpochKeyMemory {
+    static func load(from url: URL, identity: any DeviceUnwrapKey) -> EpochKeyMemory {
         var memory = EpochKeyMemory()
         guard let file = FileManager.default.contents(atPath: url.path),
             let plaintext = try? Age.decrypt(file, identities: [identity.ageIdentity])
@@ -38,7 +38,7 @@ struct EpochKeyMemory {
         return added
     }
 
-    func save(to url: URL, identity: WrapIdentity) throws {
+    func save(to url: URL, identity: any DeviceUnwrapKey) throws {
         let text = identities.keys.sorted().map { "\($0) \(identities[$0]!.string)\n" }.joined()
         try AtomicWrite.write(
             try Age.encrypt(Data(text.utf8), to: [identity.recipient]), to: url, mode: 0o600)

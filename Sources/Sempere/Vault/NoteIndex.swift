@@ -105,7 +105,7 @@ public struct NoteIndex: Codable, Sendable {
     }
 
     /// The index at `url`, or an empty one when there is none or it does not open (it is only a cache).
-    public static func load(from url: URL, identity: WrapIdentity) -> NoteIndex {
+    public static func load(from url: URL, identity: any DeviceUnwrapKey) -> NoteIndex {
         guard let file = FileManager.default.contents(atPath: url.path),
             let plaintext = try? Age.decrypt(file, identities: [identity.ageIdentity]),
             let index = try? JSONDecoder().decode(NoteIndex.self, from: plaintext)
@@ -127,7 +127,7 @@ public struct NoteIndex: Codable, Sendable {
     }
 
     /// Saves the index encrypted to `identity`'s recipient, atomically, readable only by its owner.
-    public func save(to url: URL, identity: WrapIdentity) throws {
+    public func save(to url: URL, identity: any DeviceUnwrapKey) throws {
         let plaintext = try JSONEncoder().encode(self)
         try AtomicWrite.write(try Age.encrypt(plaintext, to: [identity.recipient]), to: url, mode: 0o600)
     }

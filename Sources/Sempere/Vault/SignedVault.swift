@@ -23,7 +23,7 @@ public struct SignedVault: Sendable {
     }
 
     /// Signs `body` as `signer` (home's device id) with home's signing key.
-    public static func sign(_ body: VaultBody, signer: String, key: HybridSignature.PrivateKey) throws -> SignedVault {
+    public static func sign(_ body: VaultBody, signer: String, key: some DeviceSigningKey) throws -> SignedVault {
         let bytes = try body.encoded()
         return SignedVault(
             body: body, bodyBytes: bytes, signer: signer,

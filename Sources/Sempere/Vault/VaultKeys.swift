@@ -71,9 +71,20 @@ enum VaultKeys {
     }
 
     /// An identity's Bech32 string as an armored age file to `recipient`.
+    ///
+    /// A device whose key an age plugin holds (`age1<name>1...`) is wrapped to through that plugin, which must be
+    /// installed here; when it is not, or fails, nothing is written and the error says which plugin it takes.
     static func wrap(_ identity: WrapIdentity, to recipient: String) throws -> String {
-        let file = try Age.encrypt(Data(identity.string.utf8), to: [try Self.recipient(recipient)], armor: true)
-        return String(decoding: file, as: UTF8.self)
+        do {
+            let file = try Age.encrypt(Data(identity.string.utf8), to: [try Self.recipient(recipient)], armor: true)
+            return String(decoding: file, as: UTF8.self)
+        } catch let error as AgeError where error.code == .plugin {
+            throw SempereError(
+                .keyUnavailable,
+                "a device of this vault keeps its key with an age plugin, and wrapping the vault key to it failed "
+                    + "here: \(error.reason). This device wraps the vault key to every device when they change, so "
+                    + "it needs that plugin too; nothing was changed")
+        }
     }
 
     /// Opens a wrap with `identity`.

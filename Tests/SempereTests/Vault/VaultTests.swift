@@ -336,7 +336,8 @@ struct VaultTests {
         let note = try VaultNote.seal(
             markdown: "# Read me with age", path: "notes/\(f.home.id)/1.age", vault: f.vault.body, author: f.home)
         try note.write(to: folder.appendingPathComponent("note.age"))
-        try Data((f.phone.identity.string + "\n").utf8).write(to: folder.appendingPathComponent("device.key"))
+        try Data((try #require(f.phone.identity as? WrapIdentity).string + "\n").utf8)
+            .write(to: folder.appendingPathComponent("device.key"))
         try Data(try #require(f.vault.body.currentEpoch.wraps[f.phone.id]).utf8)
             .write(to: folder.appendingPathComponent("epoch.age"))
         func age(_ arguments: [String]) throws -> String {
