@@ -92,7 +92,9 @@ public struct AgePluginRecipient: AgeRecipient, CustomStringConvertible {
                         body: command.body))
                 return true
             case "labels":
-                return true
+                // Only a client that sent extension-labels may be sent labels; one may say "postquantum", which
+                // this client cannot honour, so the stanzas are refused rather than mixed.
+                throw session.protocolError("it sent labels, which this client did not ask for")
             case "error":
                 errors.append(AgePlugin.errorText(command))
                 return true
@@ -160,7 +162,7 @@ public struct AgePluginIdentity: AgeIdentity, CustomStringConvertible {
         try session.run(phase1: phase1) { command in
             switch command.type {
             case "file-key":
-                guard command.arguments == ["0"], command.body.count == 16, fileKey == nil else {
+                guard command.arguments == ["0"], command.body.count == 16, fileKey == nil, !badStanza else {
                     throw session.protocolError("a file-key that is not one 16-byte key for the file it was given")
                 }
                 fileKey = SymmetricKey(data: command.body)
@@ -203,7 +205,12 @@ enum AgePlugin {
         let path = searchPath ?? ProcessInfo.processInfo.environment["PATH"] ?? ""
         for directory in path.split(separator: ":") where directory.hasPrefix("/") {
             let candidate = URL(fileURLWithPath: String(directory)).appendingPathComponent(program)
-            if access(candidate.path, X_OK) == 0 { return candidate }
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: candidate.path, isDirectory: &isDirectory),
+                !isDirectory.boolValue, access(candidate.path, X_OK) == 0
+            {
+                return candidate
+            }
         }
         throw AgeError(
             .plugin,
@@ -249,10 +256,15 @@ enum AgePlugin {
             errorOutput = ErrorCollector(stderr.fileHandleForReading)
         }
 
-        deinit {
+        deinit { stop() }
+
+        /// Closes the plugin's input, gives it `grace` to exit, then kills it; its status is collected.
+        private func stop(grace: Duration = .zero) {
             try? input.close()
-            if process.isRunning { process.kill() }
-            process.waitUntilExit()
+            if !process.waitUntilExit(timeout: grace) {
+                process.kill()
+                process.waitUntilExit()
+            }
         }
 
         /// Sends `phase1` and `done`, then answers the plugin's commands until its `done`: `handle` takes the
@@ -269,8 +281,8 @@ enum AgePlugin {
                     try send([answer(command)])
                 }
             }
-            try? input.close()
-            process.waitUntilExit()
+            // A plugin exits once its input ends; one that lingers is not waited for.
+            stop(grace: .seconds(5))
         }
 
         /// The answer to a message or request, through the UI; `unsupported` for a command this client does not know.
@@ -323,10 +335,15 @@ enum AgePlugin {
 
         /// The plugin's next command, in the stanza grammar of the age header.
         private func receive() throws -> AgeStanza {
-            guard let first = try reader.line(), first.hasPrefix("-> ") else {
-                process.waitUntilExit()
+            guard let first = try reader.line() else {
+                stop(grace: .seconds(5))
                 throw protocolError(
                     "it ended (exit status \(process.terminationStatus)) before finishing the protocol")
+            }
+            guard first.hasPrefix("-> ") else {
+                // Not the protocol: the plugin is stopped, not waited for (it may be waiting for more input).
+                stop()
+                throw protocolError("it wrote something other than a command (\"\(first.prefix(40))\")")
             }
             let arguments = first.dropFirst(3).split(separator: " ", omittingEmptySubsequences: false)
             guard arguments.allSatisfy(AgeHeader.isArbitraryString) else {
@@ -412,24 +429,41 @@ enum SigpipeFree {
     #endif
 
     static func write(_ data: Data, to descriptor: Int32) -> Bool {
-        var pipeSignal = sigset_t()
-        sigemptyset(&pipeSignal)
-        sigaddset(&pipeSignal, SIGPIPE)
-        var previous = sigset_t()
-        pthread_sigmask(SIG_BLOCK, &pipeSignal, &previous)
-        var pendingBefore = sigset_t()
-        sigpending(&pendingBefore)
-        let wasPending = sigismember(&pendingBefore, SIGPIPE) == 1
-        defer {
-            var pending = sigset_t()
-            sigpending(&pending)
-            if !wasPending, sigismember(&pending, SIGPIPE) == 1 {
-                var now = timespec()
-                _ = sigtimedwait(&pipeSignal, nil, &now)
+        #if canImport(Darwin)
+            // Darwin has a per-descriptor switch, and no sigtimedwait.
+            _ = fcntl(descriptor, F_SETNOSIGPIPE, 1)
+            return writeAll(data, to: descriptor)
+        #else
+            return withSigpipeHeld { writeAll(data, to: descriptor) }
+        #endif
+    }
+
+    #if !canImport(Darwin)
+        /// Runs `body` with SIGPIPE blocked on this thread, and takes back a SIGPIPE it raised.
+        private static func withSigpipeHeld(_ body: () -> Bool) -> Bool {
+            var pipeSignal = sigset_t()
+            sigemptyset(&pipeSignal)
+            sigaddset(&pipeSignal, SIGPIPE)
+            var previous = sigset_t()
+            pthread_sigmask(SIG_BLOCK, &pipeSignal, &previous)
+            var pendingBefore = sigset_t()
+            sigpending(&pendingBefore)
+            let wasPending = sigismember(&pendingBefore, SIGPIPE) == 1
+            defer {
+                var pending = sigset_t()
+                sigpending(&pending)
+                if !wasPending, sigismember(&pending, SIGPIPE) == 1 {
+                    var now = timespec()
+                    _ = sigtimedwait(&pipeSignal, nil, &now)
+                }
+                pthread_sigmask(SIG_SETMASK, &previous, nil)
             }
-            pthread_sigmask(SIG_SETMASK, &previous, nil)
+            return body()
         }
-        return data.withUnsafeBytes { buffer -> Bool in
+    #endif
+
+    private static func writeAll(_ data: Data, to descriptor: Int32) -> Bool {
+        data.withUnsafeBytes { buffer -> Bool in
             var offset = 0
             while offset < buffer.count {
                 let written = retryingInterrupts {

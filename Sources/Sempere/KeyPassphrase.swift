@@ -110,6 +110,18 @@ final class KeyUnlocking: Sendable {
         var pluginUI: AgePluginUI = .unattended
         /// The plugin key the keys this process makes take as their unwrap key.
         var newUnwrapKey: PluginUnwrapKey?
+        /// What the person answered to a plugin's secret requests, by request, in a run of the plugin that worked
+        /// (kept), and in the run under way (pending).
+        var pluginAnswers: [String: String] = [:]
+        var pendingPluginAnswers: [String: String] = [:]
+    }
+
+    /// After a run of the plugin: keeps what was answered in it when it worked, forgets it when it did not.
+    func pluginAnswers(worked: Bool) {
+        state.withLock { state in
+            if worked { state.pluginAnswers.merge(state.pendingPluginAnswers) { $1 } }
+            state.pendingPluginAnswers = [:]
+        }
     }
 
     static let shared = KeyUnlocking()

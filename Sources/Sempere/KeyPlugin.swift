@@ -1,7 +1,6 @@
 import Age
 import Foundation
 import SiblingsCrypto
-import Synchronization
 
 /// An unwrap key held by an age plugin (docs/sempere-format.md, "An unwrap key in hardware"): chosen when the
 /// device makes its keys, at `create` or `join`, and used through ``PluginUnwrapKey`` from then on.
@@ -10,16 +9,16 @@ extension VaultSession {
     /// YubiKey") and its requests (a PIN). Without this, messages are not shown and requests fail.
     ///
     /// A command unwraps a few files with the device's key (the vault key's wrap, this device's own index), and the
-    /// plugin runs once for each. What the person answers to a secret request is kept in this process's memory for
-    /// the same request of the same plugin, so a PIN is asked once per process (one command), as the passphrase of
-    /// the device's keys is; it is never written anywhere.
+    /// plugin runs once for each. What the person answers to a secret request is kept in this process's memory, for
+    /// the same request, once a run of the plugin that used it has worked: a PIN is asked once per process (one
+    /// command), as the passphrase of the device's keys is, and a wrong one is never sent again (a YubiKey blocks
+    /// its PIN after three). It is never written anywhere.
     public static func askForPluginRequests(_ ui: AgePluginUI) {
-        let answers = Mutex<[String: String]>([:])
         var remembering = ui
         remembering.requestSecret = { message in
-            if let known = answers.withLock({ $0[message] }) { return known }
+            if let known = KeyUnlocking.shared.state.withLock({ $0.pluginAnswers[message] }) { return known }
             let answer = ui.requestSecret(message)
-            if let answer { answers.withLock { $0[message] = answer } }
+            if let answer { KeyUnlocking.shared.state.withLock { $0.pendingPluginAnswers[message] = answer } }
             return answer
         }
         KeyUnlocking.shared.state.withLock { $0.pluginUI = remembering }

@@ -77,8 +77,12 @@ public struct PluginUnwrapKey: DeviceUnwrapKey {
 
     public func unwrap(stanzas: [AgeStanza]) throws -> SymmetricKey? {
         do {
-            return try plugin.unwrap(stanzas: stanzas)
-        } catch let error as AgeError where error.code == .plugin {
+            let key = try plugin.unwrap(stanzas: stanzas)
+            KeyUnlocking.shared.pluginAnswers(worked: true)
+            return key
+        } catch let error as AgeError {
+            // A wrong PIN is never tried again: what was typed for this run is forgotten.
+            KeyUnlocking.shared.pluginAnswers(worked: false)
             throw Self.unavailable(error)
         }
     }
@@ -97,7 +101,7 @@ public struct PluginUnwrapKey: DeviceUnwrapKey {
                 .keyUnavailable,
                 "age-plugin-\(plugin.name) cannot open what is wrapped to the recipient in the identity file: the "
                     + "recipient and the key do not belong together; give the file the plugin wrote for this key")
-        } catch let error as AgeError where error.code == .plugin {
+        } catch let error as AgeError {
             throw Self.unavailable(error)
         }
         guard opened == message else {
@@ -117,7 +121,7 @@ public struct PluginUnwrapKey: DeviceUnwrapKey {
         func wrap(fileKey: SymmetricKey) throws -> [AgeStanza] {
             do {
                 return try plugin.wrap(fileKey: fileKey)
-            } catch let error as AgeError where error.code == .plugin {
+            } catch let error as AgeError {
                 throw PluginUnwrapKey.unavailable(error)
             }
         }

@@ -27,9 +27,8 @@ enum UnshownKit {
     }
 
     /// The kit kept for `vaultID`, or nil when there is none (or it does not open: it is then only noise).
-    static func load(root: URL, vaultID: String, identity: any DeviceUnwrapKey) -> RecoveryKit? {
-        guard let file = FileManager.default.contents(atPath: Self.file(root: root, vaultID: vaultID).path),
-            let plaintext = try? Age.decrypt(file, identities: [identity.ageIdentity])
+    static func load(root: URL, vaultID: String, identity: any DeviceUnwrapKey) throws -> RecoveryKit? {
+        guard let plaintext = try DeviceLocalFile.open(Self.file(root: root, vaultID: vaultID), identity: identity)
         else { return nil }
         return try? RecoveryKit(secretString: String(decoding: plaintext, as: UTF8.self), vaultID: vaultID)
     }

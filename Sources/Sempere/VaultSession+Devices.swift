@@ -333,7 +333,7 @@ extension VaultSession {
     }
 
     static func unshownKit(root: URL, body: VaultBody, identity: any DeviceUnwrapKey) throws -> RecoveryKit? {
-        guard let kit = UnshownKit.load(root: root, vaultID: body.vaultID, identity: identity) else { return nil }
+        guard let kit = try UnshownKit.load(root: root, vaultID: body.vaultID, identity: identity) else { return nil }
         let key = try kit.signingKey().publicKey.rawRepresentation
         guard key == body.recovery.signingKey || key == body.kitReplacement?.recovery.signingKey else {
             try UnshownKit.remove(root: root, vaultID: body.vaultID)

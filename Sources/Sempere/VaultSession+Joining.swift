@@ -76,7 +76,7 @@ extension VaultSession {
         guard FileManager.default.fileExists(atPath: folder.url.appendingPathComponent(VaultFolder.vaultFile).path),
             let vault = try? folder.unverifiedVault(), vault.body.generation == 1,
             let keys = try? loadKeys(configRoot: configRoot), vault.body.home == keys.id,
-            let kit = UnshownKit.load(root: configRoot, vaultID: vault.body.vaultID, identity: keys.identity)
+            let kit = try UnshownKit.load(root: configRoot, vaultID: vault.body.vaultID, identity: keys.identity)
         else { return nil }
         // The first list is checked as a device with only the kit checks it: the kit signed its home.
         let pin = try vault.accept(kitSigningKey: try kit.signingKey().publicKey)

@@ -110,7 +110,7 @@ extension VaultSession {
             let sha256: String
         }
         // The listing just saved the index: the files' digests are there (and it is this run's to keep up).
-        var index = NoteIndex.load(from: state.noteIndexFile(root: configRoot), identity: keys.identity)
+        var index = try NoteIndex.load(from: state.noteIndexFile(root: configRoot), identity: keys.identity)
         let folder = self.folder
         var sources: [Source] = []
         // Made before this run stopped, durable, journaled and in place: whether the note shows now or not (a

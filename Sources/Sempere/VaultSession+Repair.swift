@@ -91,7 +91,7 @@ extension VaultSession {
         if VaultFolder.isNotePath(entry.path), entry.path.hasPrefix("notes/\(keys.id)/") {
             target = entry.path
             let id = Self.noteID(target)
-            let version = max(manifest.notes[id] ?? 0, manifest.deleted[id] ?? 0, highestVersionShown(target)) + 1
+            let version = max(manifest.notes[id] ?? 0, manifest.deleted[id] ?? 0, try highestVersionShown(target)) + 1
             // What this device's deletion of the note replaced stays replaced.
             try write(text, at: target, version: version, replaces: manifest.replaced[id] ?? [:])
             manifest.recordWrite(id, version: version)

@@ -126,10 +126,9 @@ extension VaultSession {
         } catch {
             throw SempereError(.io, "cannot list the trash \(trashDirectory.path): \(plainDescription(of: error))")
         }
-        return names.filter { $0.hasSuffix(".age") }.sorted().compactMap { name in
+        return try names.filter { $0.hasSuffix(".age") }.sorted().compactMap { name in
             let url = trashDirectory.appendingPathComponent(name)
-            guard let sealed = FileManager.default.contents(atPath: url.path),
-                let plain = try? Age.decrypt(sealed, identities: [keys.identity.ageIdentity]),
+            guard let plain = try DeviceLocalFile.open(url, identity: keys.identity),
                 let file = try? JSONDecoder().decode(TrashFile.self, from: plain)
             else { return nil }
             return (url, file)

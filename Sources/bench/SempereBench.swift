@@ -73,7 +73,7 @@ func sempereTable(_ options: Bench) throws {
         var listings: [Double] = []
         for _ in 0..<2 {
             let listStart = clock.now
-            var index = NoteIndex.load(from: indexFile, identity: home.identity)
+            var index = try NoteIndex.load(from: indexFile, identity: home.identity)
             _ = try index.refresh(folder: folder, vault: vault, keyring: keyring)
             try index.save(to: indexFile, identity: home.identity)
             try NoteHashes(index).save(to: hashesFile)

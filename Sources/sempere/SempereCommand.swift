@@ -79,6 +79,8 @@ extension ConfigOption {
     /// (tried first: a wrap and an unwrap).
     func keepUnwrapKey(inPlugin path: String?) throws {
         guard let path else { return }
+        // The plugin is tried now (a wrap and an unwrap), and may ask for its PIN.
+        PluginRequests.register()
         let text: String
         do {
             text = try String(contentsOfFile: absolutePath(path), encoding: .utf8)

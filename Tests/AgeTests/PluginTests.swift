@@ -156,6 +156,23 @@ import Testing
         #expect(asked.withLock { $0 } == ["msg: touch the test token"])
     }
 
+    @Test("unknown commands are answered unsupported, requests fail unattended; labels not asked for are refused")
+    func greaseAndLabels() throws {
+        let plugin = try TestAgePlugin()
+        defer { plugin.remove() }
+        let file = try Age.encrypt(
+            Data("greased".utf8),
+            to: [try AgePluginRecipient(string: plugin.recipient, searchPath: plugin.directory.path)])
+        // The plugin fails (error internal) unless the answers are unsupported, then ok or fail.
+        let identity = try AgePluginIdentity(string: plugin.identity, searchPath: try plugin.searchPath(mode: "grease"))
+        #expect(try Age.decrypt(file, identities: [identity]) == Data("greased".utf8))
+        // A plugin that labels its stanzas "postquantum" unasked: refused, not mixed with anything.
+        let labelled = try AgePluginRecipient(
+            string: plugin.recipient, searchPath: try plugin.searchPath(mode: "labels"))
+        let error = #expect(throws: AgeError.self) { _ = try Age.encrypt(Data("x".utf8), to: [labelled]) }
+        #expect(error?.code == .plugin && error?.reason.contains("labels") == true, "\(String(describing: error))")
+    }
+
     @Test("plugin strings: names, Bech32 and case are checked; key files hold plugin identities and recipients")
     func strings() throws {
         let plugin = try TestAgePlugin()

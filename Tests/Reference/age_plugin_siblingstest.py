@@ -13,6 +13,12 @@ Behaviour the tests ask for, through the environment:
                                = crash    it exits with status 3 after phase 1, saying so on standard error
                                = pin      identity-v1 asks for a PIN (request-secret), which must be 123456
                                = msg      identity-v1 shows a message ("touch the test token") before unwrapping
+                               = grease   identity-v1 first sends a command no client knows, a request-public and a
+                                          confirm, and fails unless the client answers unsupported, then ok or fail
+                               = labels   recipient-v1 sends `labels postquantum`, which a client that did not send
+                                          extension-labels must refuse
+  AGE_PLUGIN_SIBLINGSTEST_FAIL_RUN = n   the n-th identity-v1 run the log records (counting from 1) fails as
+                                          `absent` does: a token that goes away in the middle of a command
   AGE_PLUGIN_SIBLINGSTEST_LOG = a file that gets one line per run: the state machine, and the mode.
 
 `age-plugin-siblingstest --generate` prints a new identity file: `# recipient: age1siblingstest1...`, then the
@@ -173,6 +179,8 @@ def recipient_v1(mode):
             command("error", [kind, str(index)], message.encode())
         write_stanza("done")
         return
+    if mode == "labels":
+        command("labels", ["postquantum"])
     for index, file_key in enumerate(file_keys):
         for recipient in recipients:
             ephemeral = X25519PrivateKey.generate()
@@ -194,10 +202,20 @@ def identity_v1(mode):
     if mode == "crash":
         sys.stderr.write("the test plugin crashed on purpose\n")
         sys.exit(3)
-    if mode == "absent":
+    if mode == "absent" or failing_run():
         command("error", ["identity", "0"], b"the test token is not plugged in: plug it in and try again")
         write_stanza("done")
         return
+    if mode == "grease":
+        answers = [
+            command("grease-" + os.urandom(4).hex(), ["x"], os.urandom(9))[0],
+            command("request-public", [], b"a public value")[0],
+            command("confirm", [b64(b"Yes"), b64(b"No")], b"go on?")[0],
+        ]
+        if answers[0] != "unsupported" or answers[1] not in ("ok", "fail") or answers[2] not in ("ok", "fail"):
+            command("error", ["internal"], ("the client answered %s" % answers).encode())
+            write_stanza("done")
+            return
     if mode == "pin":
         answer = command("request-secret", [], b"PIN for the test token")
         if answer[0] != "ok" or answer[2].decode() != PIN:
@@ -227,6 +245,16 @@ def identity_v1(mode):
                 command("file-key", [str(index)], found)
                 break
     write_stanza("done")
+
+
+def failing_run():
+    """Whether this identity-v1 run is the one AGE_PLUGIN_SIBLINGSTEST_FAIL_RUN names (the log holds this run)."""
+    wanted, log = os.environ.get("AGE_PLUGIN_SIBLINGSTEST_FAIL_RUN"), os.environ.get("AGE_PLUGIN_SIBLINGSTEST_LOG")
+    if not wanted or not log:
+        return False
+    with open(log) as runs:
+        count = sum(1 for line in runs if line.startswith("--age-plugin=identity-v1"))
+    return count == int(wanted)
 
 
 def main():

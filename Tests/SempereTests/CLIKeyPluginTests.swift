@@ -112,10 +112,12 @@ struct CLIKeyPluginTests {
             scratch.remove()
             plugin.remove()
         }
-        let created = try scratch.run(
-            "A", ["create", scratch.vault, "--name", "Laptop", "--unwrap-key-plugin", plugin.identityFile.path],
-            environment: plugin.environment())
-        #expect(created.status == 0, "\(created.err)")
+        // Made with the token asking for its PIN: create tries the key, and the PIN is asked on the terminal.
+        let created = try CLITests.onTerminal(
+            scratch, "A",
+            ["create", scratch.vault, "--name", "Laptop", "--unwrap-key-plugin", plugin.identityFile.path],
+            typing: "123456", after: "PIN for the test token", environment: plugin.environment(mode: "pin"))
+        #expect(created.status == 0 && created.screen.contains("RECOVERY KIT"), "\(created.screen)")
         let written = try scratch.run(
             "A", ["new", "Kept", "--text", "nothing lost"], environment: plugin.environment())
         let id = written.out.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -137,11 +139,14 @@ struct CLIKeyPluginTests {
                 #expect(!failed.err.contains("unexpected error"), "\(failed.err)")
             }
         }
-        // A wrong PIN, typed on the terminal: refused the same way.
+        // A wrong PIN, typed on the terminal: refused the same way, after one try only (a YubiKey blocks its PIN
+        // after three wrong ones, so a command never sends a PIN that failed again).
+        try? FileManager.default.removeItem(at: plugin.log)
         let wrongPIN = try CLITests.onTerminal(
             scratch, "A", ["cat", id], typing: "000000", after: "PIN for the test token",
             environment: plugin.environment(mode: "pin"))
         #expect(wrongPIN.status == 1 && wrongPIN.screen.contains("wrong PIN"), "\(wrongPIN.screen)")
+        #expect(plugin.runs() == ["--age-plugin=identity-v1 pin"])
         #expect(try Self.snapshot(scratch.vault) == vault)
         #expect(try Self.snapshot(scratch.config("A")) == config)
 
@@ -154,6 +159,49 @@ struct CLIKeyPluginTests {
         // The plugin's message reaches standard error.
         let touched = try scratch.run("A", ["cat", id], environment: plugin.environment(mode: "msg"))
         #expect(touched.status == 0 && touched.err.contains("touch the test token"), "\(touched.err)")
+    }
+
+    @Test("a token that goes away in the middle of a command: the command stops, and no cache is written over")
+    func tokenGoneMidCommand() throws {
+        let scratch = try Scratch()
+        let plugin = try TestAgePlugin()
+        defer {
+            scratch.remove()
+            plugin.remove()
+        }
+        let environment = plugin.environment()
+        #expect(
+            try scratch.run(
+                "A", ["create", scratch.vault, "--name", "Laptop", "--unwrap-key-plugin", plugin.identityFile.path],
+                environment: environment
+            ).status == 0)
+        let written = try scratch.run("A", ["new", "Kept", "--text", "through every run"], environment: environment)
+        #expect(written.status == 0, "\(written.err)")
+        for _ in 0..<2 { #expect(try scratch.run("A", ["ls"], environment: environment).status == 0) }
+        let config = try Self.snapshot(scratch.config("A"))
+        let vault = try Self.snapshot(scratch.vault)
+        // The n-th unwrap of a command fails, for each n the command reaches: it stops, saying why, and the note
+        // index (the versions shown) and the epoch keys this device remembers are as they were.
+        var failedRuns = 0
+        for run in 1...8 {
+            try? FileManager.default.removeItem(at: plugin.log)
+            var failing = environment
+            failing["AGE_PLUGIN_SIBLINGSTEST_FAIL_RUN"] = String(run)
+            let listed = try scratch.run("A", ["ls"], environment: failing)
+            let unwraps = plugin.runs().filter { $0.hasPrefix("--age-plugin=identity-v1") }.count
+            guard unwraps >= run else {
+                #expect(listed.status == 0, "\(listed.err)")
+                break
+            }
+            failedRuns += 1
+            #expect(listed.status == 1 && listed.err.contains("not plugged in"), "run \(run): \(listed.err)")
+            #expect(unwraps == run, "the command went on after the failing run \(run)")
+            #expect(try Self.snapshot(scratch.config("A")) == config, "run \(run) changed the device's state")
+            #expect(try Self.snapshot(scratch.vault) == vault, "run \(run) changed the vault")
+        }
+        #expect(failedRuns >= 2)
+        let read = try scratch.run("A", ["ls"], environment: environment)
+        #expect(read.status == 0 && read.out.contains("Kept"), "\(read.err)")
     }
 
     @Test("a plugin key that cannot be used is refused before anything is written, and never in a post-quantum vault")
@@ -178,6 +226,13 @@ struct CLIKeyPluginTests {
         let unplugged = try scratch.run(
             "A", ["create", scratch.vault, "--name", "Laptop", "--unwrap-key-plugin", plugin.identityFile.path],
             environment: plugin.environment(mode: "absent"))
+        // Its PIN asked on the terminal while create tries the key; the wrong one stops create with nothing written.
+        let wrongPIN = try CLITests.onTerminal(
+            scratch, "A",
+            ["create", scratch.vault, "--name", "Laptop", "--unwrap-key-plugin", plugin.identityFile.path],
+            typing: "000000", after: "PIN for the test token", environment: plugin.environment(mode: "pin"))
+        #expect(wrongPIN.status == 1 && wrongPIN.screen.contains("wrong PIN"), "\(wrongPIN.screen)")
+        try nothingWritten("A")
         #expect(unplugged.status == 1 && unplugged.err.contains("not plugged in"), "\(unplugged.err)")
         try nothingWritten("A")
         let postQuantum = try scratch.run(

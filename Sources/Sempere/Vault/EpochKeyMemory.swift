@@ -15,11 +15,9 @@ struct EpochKeyMemory {
     /// Recipient string → identity.
     private(set) var identities: [String: WrapIdentity] = [:]
 
-    static func load(from url: URL, identity: any DeviceUnwrapKey) -> EpochKeyMemory {
+    static func load(from url: URL, identity: any DeviceUnwrapKey) throws -> EpochKeyMemory {
         var memory = EpochKeyMemory()
-        guard let file = FileManager.default.contents(atPath: url.path),
-            let plaintext = try? Age.decrypt(file, identities: [identity.ageIdentity])
-        else { return memory }
+        guard let plaintext = try DeviceLocalFile.open(url, identity: identity) else { return memory }
         for line in String(decoding: plaintext, as: UTF8.self).split(separator: "\n") {
             let fields = line.split(separator: " ")
             guard fields.count == 2, let key = try? WrapIdentity(string: String(fields[1])) else { continue }

@@ -105,9 +105,10 @@ public struct NoteIndex: Codable, Sendable {
     }
 
     /// The index at `url`, or an empty one when there is none or it does not open (it is only a cache).
-    public static func load(from url: URL, identity: any DeviceUnwrapKey) -> NoteIndex {
-        guard let file = FileManager.default.contents(atPath: url.path),
-            let plaintext = try? Age.decrypt(file, identities: [identity.ageIdentity]),
+    ///
+    /// - Throws: ``SempereError/Code/keyUnavailable`` when the device's key could not be used (``DeviceLocalFile``).
+    public static func load(from url: URL, identity: any DeviceUnwrapKey) throws -> NoteIndex {
+        guard let plaintext = try DeviceLocalFile.open(url, identity: identity),
             let index = try? JSONDecoder().decode(NoteIndex.self, from: plaintext)
         else { return NoteIndex() }
         return index

@@ -88,8 +88,21 @@ enum VaultKeys {
     }
 
     /// Opens a wrap with `identity`.
+    ///
+    /// - Throws: ``SempereError/Code/keyUnavailable`` when the key does not open it (another token plugged in than
+    ///   the device's), or its plugin fails; ``SempereError/Code/malformedVault`` for a damaged wrap.
     static func unwrap(_ wrap: String, with identity: any AgeIdentity) throws -> WrapIdentity {
-        let plaintext = try Age.decrypt(Data(wrap.utf8), identities: [identity])
+        let plaintext: Data
+        do {
+            plaintext = try Age.decrypt(Data(wrap.utf8), identities: [identity])
+        } catch let error as AgeError where error.code == .noMatchingIdentity {
+            throw SempereError(
+                .keyUnavailable,
+                "this device's key does not open its wrap of the vault key: the key is not the one this device "
+                    + "joined with (another token plugged in, or a key store restored from another device)")
+        } catch let error as AgeError {
+            throw SempereError(.malformedVault, "a key wrap in vault.json is damaged: \(error.reason)")
+        }
         return try WrapIdentity(string: String(decoding: plaintext, as: UTF8.self))
     }
 

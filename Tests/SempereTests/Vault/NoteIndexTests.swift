@@ -27,7 +27,7 @@ struct NoteIndexTests {
         let keyring = try VaultKeyring(vault: created.vault.body, credentials: home)
         let indexFile = root.appendingPathComponent("index.age")
 
-        var index = NoteIndex.load(from: indexFile, identity: home.identity)
+        var index = try NoteIndex.load(from: indexFile, identity: home.identity)
         #expect(try index.refresh(folder: folder, vault: created.vault, keyring: keyring).count == 20)
         #expect(index.openedInLastRefresh == 20)
         try index.save(to: indexFile, identity: home.identity)
@@ -36,10 +36,10 @@ struct NoteIndexTests {
         let saved = try Data(contentsOf: indexFile)
         #expect(saved.firstRange(of: Data("# 7".utf8)) == nil)
         #expect(
-            NoteIndex.load(from: indexFile, identity: DeviceKeys.generate(postQuantum: false).identity)
+            try NoteIndex.load(from: indexFile, identity: DeviceKeys.generate(postQuantum: false).identity)
                 .openedInLastRefresh == 0)
 
-        var again = NoteIndex.load(from: indexFile, identity: home.identity)
+        var again = try NoteIndex.load(from: indexFile, identity: home.identity)
         let first = try again.refresh(folder: folder, vault: created.vault, keyring: keyring)
         #expect(again.openedInLastRefresh == 0)
         #expect(first.compactMap { try? $0.result.get().markdown }.sorted() == (0..<20).map { "# \($0)" }.sorted())
